@@ -1,0 +1,245 @@
+// Package agentd holds the domain of the agentd server: conversations, runs,
+// tool calls, decisions, the durable event log, tiers and the error
+// vocabulary, plus the small interfaces (Store, Model, Clock) that the
+// adapters implement. It imports no HTTP framework and no database driver;
+// every other package depends inward on it.
+package agentd
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Tier is the confirmation tier of a tool call (SPEC §2).
+type Tier string
+
+// The tiers, from most to least permissive.
+const (
+	TierAuto    Tier = "auto"
+	TierConfirm Tier = "confirm"
+	TierReview  Tier = "review"
+	TierNever   Tier = "never"
+)
+
+// Rank orders tiers: auto < confirm < review < never. Unknown tiers rank as never.
+func (t Tier) Rank() int {
+	switch t {
+	case TierAuto:
+		return 0
+	case TierConfirm:
+		return 1
+	case TierReview:
+		return 2
+	default:
+		return 3
+	}
+}
+
+// Stricter returns the stricter of two tiers.
+func Stricter(a, b Tier) Tier {
+	if b.Rank() > a.Rank() {
+		return b
+	}
+	return a
+}
+
+// CallStatus is the status of a tool call in the API and the stream.
+type CallStatus string
+
+// Tool call statuses (SPEC §1).
+const (
+	StatusRequiresConfirmation CallStatus = "requires_confirmation"
+	StatusApproved             CallStatus = "approved"
+	StatusExecuting            CallStatus = "executing"
+	StatusCompleted            CallStatus = "completed"
+	StatusFailed               CallStatus = "failed"
+	StatusDenied               CallStatus = "denied"
+	StatusExpired              CallStatus = "expired"
+	StatusRefused              CallStatus = "refused"
+	StatusCancelled            CallStatus = "cancelled"
+)
+
+// Terminal reports whether no further transition can happen.
+func (s CallStatus) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusDenied, StatusExpired, StatusRefused, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// RunStatus is the state of a run.
+type RunStatus string
+
+// Run states (SPEC §1).
+const (
+	RunRunning   RunStatus = "running"
+	RunWaiting   RunStatus = "waiting"
+	RunCompleted RunStatus = "completed"
+	RunFailed    RunStatus = "failed"
+	RunCancelled RunStatus = "cancelled"
+)
+
+// Active reports whether the run still holds its conversation.
+func (s RunStatus) Active() bool { return s == RunRunning || s == RunWaiting }
+
+// Roles of API keys.
+const (
+	RoleClient   = "client"
+	RoleDelegate = "delegate"
+	RoleOperator = "operator"
+	RoleAdmin    = "admin"
+)
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	TenantID  string
+	ProjectID string
+	Role      string
+	KeyID     string // "dev" in loopback dev mode
+}
+
+// Conversation is a chat thread with one agent.
+type Conversation struct {
+	ID        string          `json:"id"`
+	TenantID  string          `json:"tenant_id"`
+	ProjectID string          `json:"project_id"`
+	Agent     string          `json:"agent"`
+	Metadata  json.RawMessage `json:"metadata,omitempty"`
+	Delegated bool            `json:"delegated"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// Message roles.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is a user message or the assistant text of one model step. The
+// tool calls an assistant message made are ToolCalls with its MessageID.
+type Message struct {
+	ID             string    `json:"id"`
+	ConversationID string    `json:"conversation_id"`
+	RunID          string    `json:"run_id"`
+	Role           string    `json:"role"`
+	Content        string    `json:"content"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Usage counts model tokens of a run.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Run is one pass of the agent loop, started by a user message.
+type Run struct {
+	ID             string    `json:"id"`
+	ConversationID string    `json:"conversation_id"`
+	TenantID       string    `json:"tenant_id"`
+	ProjectID      string    `json:"project_id"`
+	CorrelationID  string    `json:"correlation_id"`
+	Status         RunStatus `json:"status"`
+	Step           int       `json:"step"`
+	Reason         string    `json:"reason,omitempty"`
+	Usage          Usage     `json:"usage"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// ToolCall is one model-selected call and everything decided about it.
+type ToolCall struct {
+	ID             string `json:"id"`
+	TenantID       string `json:"tenant_id"`
+	ProjectID      string `json:"project_id"`
+	ConversationID string `json:"conversation_id"`
+	RunID          string `json:"run_id"`
+	CorrelationID  string `json:"correlation_id"`
+	// MessageID is the assistant message whose step made the call.
+	MessageID string `json:"message_id"`
+	Step      int    `json:"step"`
+	Index     int    `json:"index"`
+	Name      string `json:"name"`
+	ServerID  string `json:"server_id"`
+	// Arguments are the effective arguments (SPEC §1).
+	Arguments       json.RawMessage `json:"arguments"`
+	ArgumentsSHA256 string          `json:"arguments_sha256"`
+	Tier            Tier            `json:"tier"`
+	Reason          string          `json:"reason,omitempty"`
+	Escalated       bool            `json:"escalated"`
+	Status          CallStatus      `json:"status"`
+	Method          string          `json:"method"`
+	Endpoint        string          `json:"endpoint"`
+	// RequiresApprovalAt is the decision deadline of a parked call.
+	RequiresApprovalAt *time.Time      `json:"requires_approval_at,omitempty"`
+	AllowedDecisions   []string        `json:"allowed_decisions,omitempty"`
+	Result             json.RawMessage `json:"result,omitempty"`
+	Error              string          `json:"error,omitempty"`
+	CreatedAt          time.Time       `json:"created_at"`
+	UpdatedAt          time.Time       `json:"updated_at"`
+	Decisions          []Decision      `json:"decisions,omitempty"`
+}
+
+// Decision values as stored and as shown in confirmation_resolved.
+const (
+	DecisionApproved  = "approved"
+	DecisionDenied    = "denied"
+	DecisionExpired   = "expired"
+	DecisionCancelled = "cancelled"
+)
+
+// Decision is an immutable record of how a parked call was resolved.
+type Decision struct {
+	ID         string `json:"id"`
+	ToolCallID string `json:"tool_call_id"`
+	Decision   string `json:"decision"`
+	Reason     string `json:"reason,omitempty"`
+	DecidedBy  string `json:"decided_by"`
+	// ArgumentsSHA256 is the digest of the arguments the decision applies to.
+	ArgumentsSHA256 string    `json:"arguments_sha256"`
+	CreatedAt       time.Time `json:"decided_at"`
+}
+
+// Event is one entry of a conversation's durable log, the SSE stream.
+type Event struct {
+	ConversationID string `json:"conversation_id"`
+	// Seq is the conversation's monotonically increasing sequence number,
+	// the SSE id.
+	Seq  int64           `json:"seq"`
+	Type string          `json:"type"`
+	Data json.RawMessage `json:"data"`
+}
+
+// EventDraft is an event before the store assigns its sequence number.
+type EventDraft struct {
+	ConversationID string
+	Type           string
+	Data           json.RawMessage
+}
+
+// Event types (SPEC §6).
+const (
+	EventRunStarted           = "run_started"
+	EventTextDelta            = "text_delta"
+	EventMessage              = "message"
+	EventToolCallStarted      = "tool_call_started"
+	EventConfirmationRequired = "confirmation_required"
+	EventConfirmationResolved = "confirmation_resolved"
+	EventToolCallRefused      = "tool_call_refused"
+	EventToolCallResult       = "tool_call_result"
+	EventRunWaiting           = "run_waiting"
+	EventRunFinished          = "run_finished"
+	EventError                = "error"
+)
+
+// Clock is injected wherever time matters, so deadline tests never sleep.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now returns the current time.
+func (SystemClock) Now() time.Time { return time.Now() }

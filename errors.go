@@ -1,0 +1,67 @@
+package agentd
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. The API maps each to one HTTP status in one place (api/errors.go).
+const (
+	EINVALID      = "invalid"      // 400: malformed or semantically wrong input
+	EUNAUTHORIZED = "unauthorized" // 401: no or bad credentials
+	EFORBIDDEN    = "forbidden"    // 403: authenticated but the role may not do this
+	ENOTFOUND     = "not_found"    // 404: absent, or owned by another tenant
+	ECONFLICT     = "conflict"     // 409: state does not allow the operation
+	EEXPIRED      = "expired"      // 409: the approval deadline has passed
+	ESTALE        = "stale"        // 409: arguments_sha256 differs from the pending digest
+	ERUNACTIVE    = "run_active"   // 409: a run is already active on the conversation
+	ETOOLARGE     = "too_large"    // 413: body over the limit
+	EUNSUPPORTED  = "unsupported"  // 415
+	EINTERNAL     = "internal"     // 500
+	EUNAVAILABLE  = "unavailable"  // 503
+)
+
+// Error is the one error type that carries a code and a message that is safe
+// to show to a client. Detail is for logs only.
+type Error struct {
+	Code    string
+	Message string
+	Detail  error
+}
+
+func (e *Error) Error() string {
+	if e.Detail != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Detail)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Detail }
+
+// Errorf returns an *Error with a formatted, client-safe message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, or
+// EINTERNAL for any other non-nil error and "" for nil.
+func ErrorCode(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the client-safe message of err.
+func ErrorMessage(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

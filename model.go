@@ -1,0 +1,63 @@
+package agentd
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Model is a model provider: given the history and the tools it returns the
+// next assistant step. Text is streamed through onDelta as it arrives; the
+// returned response carries the whole text and every tool call of the step.
+type Model interface {
+	Generate(ctx context.Context, req ModelRequest, onDelta func(delta string)) (*ModelResponse, error)
+}
+
+// ModelRequest is the input of one model step.
+type ModelRequest struct {
+	System   string
+	Messages []ModelMessage
+	Tools    []ToolSpec
+}
+
+// Roles of a ModelMessage.
+const (
+	ModelRoleUser      = "user"
+	ModelRoleAssistant = "assistant"
+	ModelRoleTool      = "tool"
+)
+
+// ModelMessage is one entry of the history sent to a model. Every tool call
+// of an assistant message is followed by exactly one tool message.
+type ModelMessage struct {
+	Role      string
+	Content   string          // user text, assistant text, or the text a tool result reads as
+	ToolCalls []ModelToolCall // assistant only
+	// Tool result fields (Role == tool).
+	ToolCallID string
+	ToolName   string
+	ToolStatus CallStatus      // completed, failed, denied, expired, refused, cancelled
+	ToolResult json.RawMessage // completed: the result
+	ToolReason string          // failed/denied/expired/refused/cancelled: why
+}
+
+// ModelToolCall is a call the model selected.
+type ModelToolCall struct {
+	ID        string          // provider's id, if any
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ToolSpec is a tool as the model sees it.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ModelResponse is one assistant step.
+type ModelResponse struct {
+	Text       string
+	ToolCalls  []ModelToolCall
+	Usage      Usage
+	StopReason string
+}

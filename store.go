@@ -1,0 +1,93 @@
+package agentd
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is the durable state of agentd. Every method is one transaction;
+// the events passed to a method are appended to their conversation's log in
+// that same transaction and returned with their assigned sequence numbers,
+// so state and its announcement commit together. Implementations: sqlite
+// (embedded default); the contract every implementation must pass is
+// storetest.Run.
+//
+// Lookups by id do no tenant check; callers compare TenantID/ProjectID and
+// answer ENOTFOUND on mismatch.
+type Store interface {
+	// CreateConversation inserts c. EINVALID if c.ID is empty.
+	CreateConversation(ctx context.Context, c *Conversation) error
+	// Conversation returns the conversation, or ENOTFOUND.
+	Conversation(ctx context.Context, id string) (*Conversation, error)
+
+	// StartRun inserts the user message and the run (whose Status must be
+	// running) and appends events, atomically. ERUNACTIVE if the
+	// conversation already has a running or waiting run.
+	StartRun(ctx context.Context, run *Run, msg *Message, events []EventDraft) ([]Event, error)
+	// Run returns a run, or ENOTFOUND.
+	Run(ctx context.Context, id string) (*Run, error)
+	// UpdateRun applies u if the run's current status is in u.From (any
+	// status when From is empty) and appends events. ECONFLICT, with the
+	// current run returned, when the status does not match; ENOTFOUND when
+	// there is no such run.
+	UpdateRun(ctx context.Context, u RunUpdate, events []EventDraft) (*Run, []Event, error)
+	// ActiveRuns returns every run in running or waiting state.
+	ActiveRuns(ctx context.Context) ([]Run, error)
+
+	// AddMessage inserts an assistant (or user) message and appends events.
+	AddMessage(ctx context.Context, m *Message, events []EventDraft) ([]Event, error)
+	// Messages returns a conversation's messages in insertion order.
+	Messages(ctx context.Context, conversationID string) ([]Message, error)
+
+	// CreateToolCalls inserts calls and appends events atomically.
+	CreateToolCalls(ctx context.Context, calls []*ToolCall, events []EventDraft) ([]Event, error)
+	// ToolCall returns one call with its decisions, or ENOTFOUND.
+	ToolCall(ctx context.Context, id string) (*ToolCall, error)
+	// ToolCalls returns a conversation's calls in (creation, step, index) order, with decisions.
+	ToolCalls(ctx context.Context, conversationID string) ([]ToolCall, error)
+	// RunToolCalls returns the calls of one run in (step, index) order.
+	RunToolCalls(ctx context.Context, runID string) ([]ToolCall, error)
+	// UpdateToolCall is the one conditional state transition of a call:
+	// it applies u only if the current status is in u.From, inserts
+	// u.Decision if set, and appends events, atomically. ECONFLICT, with
+	// the current call returned, when the status does not match.
+	UpdateToolCall(ctx context.Context, u CallUpdate, events []EventDraft) (*ToolCall, []Event, error)
+	// ToolCallsByStatus returns every call in one of the statuses.
+	ToolCallsByStatus(ctx context.Context, statuses ...CallStatus) ([]ToolCall, error)
+	// DueToolCalls returns calls in requires_confirmation whose deadline is at or before now.
+	DueToolCalls(ctx context.Context, now time.Time) ([]ToolCall, error)
+
+	// AppendEvents appends events to their conversations' logs.
+	AppendEvents(ctx context.Context, events []EventDraft) ([]Event, error)
+	// Events returns up to limit events of a conversation with Seq > afterSeq, in order.
+	Events(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]Event, error)
+
+	// Ping reports whether the store is usable (readiness).
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+// RunUpdate is a conditional change of a run.
+type RunUpdate struct {
+	ID     string
+	From   []RunStatus
+	Status RunStatus
+	Reason string
+	Step   *int   // set when non-nil
+	Usage  *Usage // set when non-nil
+	Now    time.Time
+}
+
+// CallUpdate is a conditional change of a tool call.
+type CallUpdate struct {
+	ID     string
+	From   []CallStatus
+	Status CallStatus
+	// Result and Error are set when non-empty.
+	Result json.RawMessage
+	Error  string
+	// Decision, when set, is inserted in the same transaction.
+	Decision *Decision
+	Now      time.Time
+}
