@@ -1,0 +1,143 @@
+// Package confirm is the pure confirmation decision of agentd (SPEC §2):
+// given a model-selected call, the tool it names and the context of the
+// conversation, it returns the call's tier, the reason, whether the tier was
+// escalated, the effective arguments and their digest. It does no I/O and
+// imports no HTTP framework or database driver, so every rule can be
+// table-tested.
+package confirm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/gowebpki/jcs"
+)
+
+// Exposure kinds of custom tools (tool.json exposure.kind).
+const (
+	ExposureOpen                 = "open"
+	ExposureRequiresConfirmation = "requires-confirmation"
+	ExposureOperatorGated        = "operator-gated"
+)
+
+// MethodTool is the card method of a non-connection tool.
+const MethodTool = "TOOL"
+
+// Tool is what the decision needs to know of a tool.
+type Tool struct {
+	Name     string
+	ServerID string
+	// Exposure is the tool.json exposure kind; "" means open.
+	Exposure string
+	// Prompt overrides the card reason of a requires-confirmation tool.
+	Prompt string
+	// LLMCallable false keeps the tool out of the model's list.
+	LLMCallable bool
+	// Validate checks arguments against the tool's schema and returns the
+	// effective arguments. It must be pure. Nil accepts any JSON object.
+	Validate func(json.RawMessage) (json.RawMessage, error)
+}
+
+// Call is one model-selected call in its context.
+type Call struct {
+	Name      string
+	Arguments json.RawMessage
+	// Tool is the named tool if the agent's model may call it; nil when the
+	// name is unknown or not in the agent's list.
+	Tool *Tool
+}
+
+// Decision is the outcome for one call.
+type Decision struct {
+	Tier      agentd.Tier
+	Reason    string
+	Escalated bool
+	// Refused is true for review and never: the call does not run and the
+	// model reads Reason.
+	Refused bool
+	// Arguments are the effective arguments and Digest their
+	// arguments_sha256; both empty when the arguments were not valid JSON.
+	Arguments json.RawMessage
+	Digest    string
+	ServerID  string
+	Method    string
+	Endpoint  string
+	// AllowedDecisions lists what an approver may answer (confirm tier only).
+	AllowedDecisions []string
+}
+
+// Decide classifies one model-selected call of the agent loop.
+func Decide(c Call) Decision {
+	d := Decision{Method: MethodTool, Endpoint: c.Name}
+	args := c.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	if c.Tool == nil || !c.Tool.LLMCallable {
+		d.Tier, d.Refused = agentd.TierNever, true
+		d.Reason = fmt.Sprintf("Tool %q is not available to this agent, so the call was not performed.", c.Name)
+		d.Arguments, d.Digest = digestOrEmpty(args)
+		return d
+	}
+	d.ServerID = c.Tool.ServerID
+	eff, err := validate(c.Tool, args)
+	if err != nil {
+		d.Tier, d.Refused = agentd.TierNever, true
+		d.Reason = fmt.Sprintf("Invalid arguments for tool %q, so the call was not performed: %v", c.Name, err)
+		d.Arguments, d.Digest = digestOrEmpty(args)
+		return d
+	}
+	digest, err := Digest(eff)
+	if err != nil { // unreachable for validated JSON, but never run what we cannot bind
+		d.Tier, d.Refused = agentd.TierNever, true
+		d.Reason = fmt.Sprintf("Arguments for tool %q cannot be canonicalized: %v", c.Name, err)
+		return d
+	}
+	d.Arguments, d.Digest = eff, digest
+	switch c.Tool.Exposure {
+	case ExposureRequiresConfirmation:
+		d.Tier = agentd.TierConfirm
+		d.Reason = fmt.Sprintf("Tool %q requires user confirmation", c.Name)
+		if c.Tool.Prompt != "" {
+			d.Reason = c.Tool.Prompt
+		}
+		d.AllowedDecisions = []string{"approve", "deny"}
+	default: // open, operator-gated (a label, not enforced), ""
+		d.Tier = agentd.TierAuto
+	}
+	return d
+}
+
+func validate(t *Tool, args json.RawMessage) (json.RawMessage, error) {
+	if t.Validate != nil {
+		return t.Validate(args)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("arguments must be a JSON object")
+	}
+	return args, nil
+}
+
+func digestOrEmpty(args json.RawMessage) (json.RawMessage, string) {
+	d, err := Digest(args)
+	if err != nil {
+		b, _ := json.Marshal(string(args))
+		return b, ""
+	}
+	return args, d
+}
+
+// Digest returns arguments_sha256: the hex SHA-256 of the RFC 8785 (JCS)
+// canonical form of args. It fails on input that is not valid JSON.
+func Digest(args json.RawMessage) (string, error) {
+	canon, err := jcs.Transform(args)
+	if err != nil {
+		return "", fmt.Errorf("canonicalize arguments: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}

@@ -1,0 +1,114 @@
+package confirm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentd-dev/agentd"
+)
+
+func TestDecide(t *testing.T) {
+	needsAmount := func(a json.RawMessage) (json.RawMessage, error) {
+		var m map[string]any
+		if err := json.Unmarshal(a, &m); err != nil {
+			return nil, err
+		}
+		if _, ok := m["amount"]; !ok {
+			return nil, errors.New("missing property 'amount'")
+		}
+		return a, nil
+	}
+	open := &Tool{Name: "lookup", ServerID: "tools", Exposure: ExposureOpen, LLMCallable: true}
+	gated := &Tool{Name: "rotate", ServerID: "tools", Exposure: ExposureOperatorGated, LLMCallable: true}
+	confirmT := &Tool{Name: "refund", ServerID: "tools", Exposure: ExposureRequiresConfirmation, LLMCallable: true, Validate: needsAmount}
+	prompted := &Tool{Name: "pay", ServerID: "tools", Exposure: ExposureRequiresConfirmation, Prompt: "Moves money", LLMCallable: true}
+	hidden := &Tool{Name: "wipe", ServerID: "tools", LLMCallable: false}
+
+	tests := []struct {
+		name      string
+		call      Call
+		tier      agentd.Tier
+		refused   bool
+		reason    string // substring
+		allowed   []string
+		hasDigest bool
+	}{
+		{"open runs", Call{Name: "lookup", Arguments: json.RawMessage(`{"id":1}`), Tool: open}, agentd.TierAuto, false, "", nil, true},
+		{"empty arguments are an empty object", Call{Name: "lookup", Tool: open}, agentd.TierAuto, false, "", nil, true},
+		{"operator-gated is a label only", Call{Name: "rotate", Arguments: json.RawMessage(`{}`), Tool: gated}, agentd.TierAuto, false, "", nil, true},
+		{"requires-confirmation parks", Call{Name: "refund", Arguments: json.RawMessage(`{"amount":5}`), Tool: confirmT}, agentd.TierConfirm, false, `Tool "refund" requires user confirmation`, []string{"approve", "deny"}, true},
+		{"prompt overrides reason", Call{Name: "pay", Arguments: json.RawMessage(`{}`), Tool: prompted}, agentd.TierConfirm, false, "Moves money", []string{"approve", "deny"}, true},
+		{"unknown tool refused", Call{Name: "nope", Arguments: json.RawMessage(`{}`)}, agentd.TierNever, true, `Tool "nope" is not available`, nil, true},
+		{"not llm_callable refused as unknown", Call{Name: "wipe", Arguments: json.RawMessage(`{}`), Tool: hidden}, agentd.TierNever, true, `Tool "wipe" is not available`, nil, true},
+		{"schema-invalid refused before any card", Call{Name: "refund", Arguments: json.RawMessage(`{"x":1}`), Tool: confirmT}, agentd.TierNever, true, "missing property 'amount'", nil, false},
+		{"non-object refused", Call{Name: "lookup", Arguments: json.RawMessage(`[1,2]`), Tool: open}, agentd.TierNever, true, "must be a JSON object", nil, false},
+		{"garbage arguments refused", Call{Name: "lookup", Arguments: json.RawMessage(`{not json`), Tool: open}, agentd.TierNever, true, "Invalid arguments", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(tt.call)
+			if d.Tier != tt.tier || d.Refused != tt.refused {
+				t.Fatalf("tier=%s refused=%v, want %s %v (reason %q)", d.Tier, d.Refused, tt.tier, tt.refused, d.Reason)
+			}
+			if !strings.Contains(d.Reason, tt.reason) {
+				t.Errorf("reason %q does not contain %q", d.Reason, tt.reason)
+			}
+			if strings.Join(d.AllowedDecisions, ",") != strings.Join(tt.allowed, ",") {
+				t.Errorf("allowed %v, want %v", d.AllowedDecisions, tt.allowed)
+			}
+			if d.Method != MethodTool || d.Endpoint != tt.call.Name {
+				t.Errorf("method/endpoint %s %s", d.Method, d.Endpoint)
+			}
+			if tt.hasDigest && len(d.Digest) != 64 {
+				t.Errorf("digest %q", d.Digest)
+			}
+			if tt.tier == agentd.TierConfirm && d.Escalated {
+				t.Errorf("a tool's own confirm tier is not an escalation")
+			}
+		})
+	}
+}
+
+func TestDigestIsCanonical(t *testing.T) {
+	a, err := Digest(json.RawMessage(`{"b": 1.0, "a": "x"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Digest(json.RawMessage(`{"a":"x","b":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Fatalf("key order and number form changed the digest: %s vs %s", a, b)
+	}
+	sum := sha256.Sum256([]byte(`{"a":"x","b":1}`))
+	if a != hex.EncodeToString(sum[:]) {
+		t.Fatalf("digest is not sha256 of the RFC 8785 form")
+	}
+	c, _ := Digest(json.RawMessage(`{"a":"x","b":2}`))
+	if c == a {
+		t.Fatal("different arguments, same digest")
+	}
+	if _, err := Digest(json.RawMessage(`{"a":`)); err == nil {
+		t.Fatal("invalid JSON digested")
+	}
+}
+
+func TestStricter(t *testing.T) {
+	tiers := []agentd.Tier{agentd.TierAuto, agentd.TierConfirm, agentd.TierReview, agentd.TierNever}
+	for i, a := range tiers {
+		for j, b := range tiers {
+			want := a
+			if j > i {
+				want = b
+			}
+			if got := agentd.Stricter(a, b); got != want {
+				t.Errorf("Stricter(%s,%s)=%s want %s", a, b, got, want)
+			}
+		}
+	}
+}
