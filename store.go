@@ -35,6 +35,13 @@ type Store interface {
 	// ActiveRuns returns every run in running or waiting state.
 	ActiveRuns(ctx context.Context) ([]Run, error)
 
+	// RecordStep atomically records one model step of a run: it requires the
+	// run to be running or waiting with Step == r.Step-1 (ECONFLICT
+	// otherwise, nothing written), inserts r.Message (when non-nil) and
+	// r.Calls, sets the run's Step to r.Step and its status to running, adds
+	// r.Usage to the run's usage, and appends events.
+	RecordStep(ctx context.Context, r StepRecord, events []EventDraft) ([]Event, error)
+
 	// AddMessage inserts an assistant (or user) message and appends events.
 	AddMessage(ctx context.Context, m *Message, events []EventDraft) ([]Event, error)
 	// Messages returns a conversation's messages in insertion order.
@@ -90,4 +97,14 @@ type CallUpdate struct {
 	// Decision, when set, is inserted in the same transaction.
 	Decision *Decision
 	Now      time.Time
+}
+
+// StepRecord is one model step: the assistant message and the calls it made.
+type StepRecord struct {
+	RunID   string
+	Step    int
+	Usage   Usage
+	Message *Message // nil when the step produced neither text nor calls
+	Calls   []*ToolCall
+	Now     time.Time
 }

@@ -1,0 +1,278 @@
+// Package loop is the agent loop of agentd: it asks the model for the next
+// step, classifies every tool call with package confirm, runs auto calls,
+// parks confirm calls durably (commit first, then publish), refuses the
+// rest, and continues the run only when every call of the step is resolved.
+// Approvals resume the very same call; the model is not asked again.
+//
+// The loop imports no HTTP framework and no database driver: it talks to an
+// agentd.Store, an agentd.Model, the tools and a Publisher.
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/tools"
+	"github.com/rs/zerolog"
+)
+
+// Publisher receives committed events, in sequence order per conversation.
+// It must not block.
+type Publisher interface {
+	Publish(agentd.Event)
+}
+
+// ServerIDTools is the server_id of the project's custom command tools.
+const ServerIDTools = "tools"
+
+// Agent is the configured assistant the loop runs.
+type Agent struct {
+	Name   string
+	System string
+	Model  agentd.Model
+	// Tools are every tool of the project, callable by the model or not.
+	Tools map[string]*tools.Tool
+	// Visible names the tools the model sees; nil means every llm_callable tool.
+	Visible         []string
+	ApprovalTimeout time.Duration
+	MaxTurns        int
+}
+
+// Options are the optional dependencies of an Engine.
+type Options struct {
+	Clock  agentd.Clock   // default: the system clock
+	Logger zerolog.Logger // default: disabled
+	// ExpireEvery is the period of the background deadline sweep; 0 means
+	// one second, a negative value disables it (tests call ExpireDue).
+	ExpireEvery time.Duration
+	// MaxResultBytes bounds the tool result text sent to the model (default 16 KiB).
+	MaxResultBytes int
+}
+
+// Engine runs the agent loop for every conversation of one agent.
+type Engine struct {
+	store agentd.Store
+	pub   Publisher
+	agent *Agent
+	clock agentd.Clock
+	log   zerolog.Logger
+	opts  Options
+
+	specs   []agentd.ToolSpec
+	visible map[string]*confirm.Tool
+
+	convLocks keyedMutex
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu   sync.Mutex
+	runs map[string]*runState
+}
+
+// runState is the in-memory handle of an active run: its context (cancelled
+// by Cancel or shutdown) and the wake-up channel of its driver.
+type runState struct {
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{}
+}
+
+// New returns an engine. Call Start before use and Close when done.
+func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine {
+	if opts.Clock == nil {
+		opts.Clock = agentd.SystemClock{}
+	}
+	if opts.ExpireEvery == 0 {
+		opts.ExpireEvery = time.Second
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = 16 << 10
+	}
+	if agent.ApprovalTimeout <= 0 {
+		agent.ApprovalTimeout = 15 * time.Minute
+	}
+	if agent.MaxTurns <= 0 {
+		agent.MaxTurns = 20
+	}
+	e := &Engine{
+		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts,
+		visible: map[string]*confirm.Tool{},
+		runs:    map[string]*runState{},
+	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	names := agent.Visible
+	if names == nil {
+		for n := range agent.Tools {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		t, ok := agent.Tools[n]
+		if !ok || !t.LLMCallable {
+			continue
+		}
+		e.specs = append(e.specs, t.Spec())
+		e.visible[n] = &confirm.Tool{
+			Name: n, ServerID: ServerIDTools, Exposure: t.Exposure.Kind, Prompt: t.Exposure.Prompt,
+			LLMCallable: true, Validate: t.ValidateArguments,
+		}
+	}
+	return e
+}
+
+// ToolSpecs returns the tools the model sees.
+func (e *Engine) ToolSpecs() []agentd.ToolSpec { return e.specs }
+
+// Start recovers state left by a previous process (SPEC §8) and starts the
+// deadline sweep.
+func (e *Engine) Start(ctx context.Context) error {
+	if err := e.recover(ctx); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	if e.opts.ExpireEvery > 0 {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			t := time.NewTicker(e.opts.ExpireEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-e.ctx.Done():
+					return
+				case <-t.C:
+					if _, err := e.ExpireDue(e.ctx); err != nil && e.ctx.Err() == nil {
+						e.log.Error().Err(err).Msg("expire sweep")
+					}
+				}
+			}
+		}()
+	}
+	return nil
+}
+
+// Close stops every run driver and tool process and waits for them. Calls
+// that were executing stay "executing" in the store; the next Start reports
+// them honestly.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+}
+
+// commit runs one store transaction that appends events for a conversation
+// under that conversation's lock, then publishes the committed events, so
+// the stream sees them in sequence order and only after they are durable.
+func (e *Engine) commit(convID string, tx func() ([]agentd.Event, error)) error {
+	unlock := e.convLocks.lock(convID)
+	defer unlock()
+	evs, err := tx()
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs {
+		e.pub.Publish(ev)
+	}
+	return nil
+}
+
+// draft builds an event; every event's data carries type, conversation_id
+// and timestamp.
+func (e *Engine) draft(convID, typ string, fields map[string]any) agentd.EventDraft {
+	fields["type"] = typ
+	fields["conversation_id"] = convID
+	fields["timestamp"] = e.clock.Now().UTC().Format(time.RFC3339Nano)
+	data, err := json.Marshal(fields)
+	if err != nil { // only plain values are put in fields
+		panic(fmt.Sprintf("loop: marshal %s event: %v", typ, err))
+	}
+	return agentd.EventDraft{ConversationID: convID, Type: typ, Data: data}
+}
+
+func (e *Engine) emit(ctx context.Context, convID string, drafts ...agentd.EventDraft) error {
+	return e.commit(convID, func() ([]agentd.Event, error) {
+		return e.store.AppendEvents(ctx, drafts)
+	})
+}
+
+// runState returns the handle of an active run, starting its driver if
+// there is none.
+func (e *Engine) ensureDriver(runID string) *runState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rs, ok := e.runs[runID]; ok {
+		return rs
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	rs := &runState{id: runID, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	e.runs[runID] = rs
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer func() {
+			e.mu.Lock()
+			delete(e.runs, runID)
+			e.mu.Unlock()
+			cancel()
+		}()
+		e.drive(rs)
+	}()
+	return rs
+}
+
+// wakeRun tells a run's driver that one of its calls changed.
+func (e *Engine) wakeRun(runID string) {
+	e.mu.Lock()
+	rs, ok := e.runs[runID]
+	e.mu.Unlock()
+	if !ok {
+		rs = e.ensureDriver(runID)
+	}
+	select {
+	case rs.wake <- struct{}{}:
+	default:
+	}
+}
+
+// keyedMutex is a set of mutexes by key whose entries are freed when unused.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (k *keyedMutex) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	ent, ok := k.m[key]
+	if !ok {
+		ent = &keyedEntry{}
+		k.m[key] = ent
+	}
+	ent.n++
+	k.mu.Unlock()
+	ent.mu.Lock()
+	return func() {
+		ent.mu.Unlock()
+		k.mu.Lock()
+		ent.n--
+		if ent.n == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+}

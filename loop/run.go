@@ -1,0 +1,419 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+)
+
+// drive is the one goroutine that advances a run: it calls the model when
+// every call of the current step is resolved, and otherwise waits to be
+// woken. It returns when the run is no longer active or its context ends.
+func (e *Engine) drive(rs *runState) {
+	log := e.log.With().Str("run_id", rs.id).Logger()
+	for {
+		if rs.ctx.Err() != nil {
+			return
+		}
+		run, err := e.store.Run(rs.ctx, rs.id)
+		if err != nil {
+			if rs.ctx.Err() == nil {
+				log.Error().Err(err).Msg("load run")
+			}
+			return
+		}
+		if !run.Status.Active() {
+			return
+		}
+		if run.Step > 0 {
+			calls, err := e.stepCalls(rs.ctx, run)
+			if err != nil {
+				if rs.ctx.Err() == nil {
+					log.Error().Err(err).Msg("load calls")
+				}
+				return
+			}
+			var unresolved, parked []string
+			for _, c := range calls {
+				if !c.Status.Terminal() {
+					unresolved = append(unresolved, c.ID)
+				}
+				if c.Status == agentd.StatusRequiresConfirmation {
+					parked = append(parked, c.ID)
+				}
+			}
+			if len(unresolved) > 0 {
+				if len(parked) > 0 && run.Status == agentd.RunRunning {
+					e.markWaiting(rs.ctx, run, parked)
+				}
+				select {
+				case <-rs.wake:
+					continue
+				case <-rs.ctx.Done():
+					return
+				}
+			}
+			if len(calls) == 0 { // a step without calls ends the run; only seen after a crash
+				e.finish(rs.ctx, run, agentd.RunCompleted, "model_stop")
+				return
+			}
+			if run.Step >= e.agent.MaxTurns {
+				e.finish(rs.ctx, run, agentd.RunCompleted, "max_turns")
+				return
+			}
+		}
+		if err := e.modelStep(rs, run); err != nil {
+			if rs.ctx.Err() != nil {
+				return // cancelled or shutting down; Cancel reports it
+			}
+			if agentd.ErrorCode(err) == agentd.ECONFLICT {
+				continue // the run changed under us (cancelled); reload
+			}
+			log.Error().Err(err).Msg("model step")
+			e.fail(rs.ctx, run, err)
+			return
+		}
+	}
+}
+
+func (e *Engine) stepCalls(ctx context.Context, run *agentd.Run) ([]agentd.ToolCall, error) {
+	all, err := e.store.RunToolCalls(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []agentd.ToolCall
+	for _, c := range all {
+		if c.Step == run.Step {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []string) {
+	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
+		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
+			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning}, Status: agentd.RunWaiting, Now: e.clock.Now(),
+		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunWaiting, map[string]any{
+			"run_id": run.ID, "correlation_id": run.CorrelationID, "pending": pending,
+		})})
+		return evs, err
+	})
+	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT && ctx.Err() == nil {
+		e.log.Error().Err(err).Str("run_id", run.ID).Msg("mark run waiting")
+	}
+}
+
+// finish ends an active run with a run_finished event.
+func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason string) {
+	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
+		cur, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
+			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: e.clock.Now(),
+		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunFinished, map[string]any{
+			"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage,
+		})})
+		_ = cur
+		return evs, err
+	})
+	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+		e.log.Error().Err(err).Str("run_id", run.ID).Msg("finish run")
+	}
+}
+
+// fail ends a run after an error the model or the store reported.
+func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
+	msg := agentd.ErrorMessage(cause)
+	if agentd.ErrorCode(cause) == agentd.EINTERNAL {
+		msg = cause.Error()
+	}
+	_ = e.emit(ctx, run.ConversationID, e.draft(run.ConversationID, agentd.EventError, map[string]any{
+		"run_id": run.ID, "code": "run_failed", "message": msg,
+	}))
+	e.finish(ctx, run, agentd.RunFailed, "error: "+msg)
+}
+
+// modelStep asks the model for the next step of run and records it with its
+// calls atomically; then it starts the auto calls.
+func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
+	ctx := rs.ctx
+	conv := run.ConversationID
+	history, err := e.history(ctx, conv)
+	if err != nil {
+		return err
+	}
+	msgID := agentd.NewID(agentd.PrefixMessage)
+	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
+		System: e.agent.System, Messages: history, Tools: e.specs,
+	}, func(delta string) {
+		if delta == "" {
+			return
+		}
+		if err := e.emit(ctx, conv, e.draft(conv, agentd.EventTextDelta, map[string]any{
+			"run_id": run.ID, "message_id": msgID, "delta": delta,
+		})); err != nil && ctx.Err() == nil {
+			e.log.Error().Err(err).Msg("append text delta")
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	step := run.Step + 1
+	now := e.clock.Now()
+	var msg *agentd.Message
+	var drafts []agentd.EventDraft
+	if resp.Text != "" || len(resp.ToolCalls) > 0 {
+		msg = &agentd.Message{ID: msgID, ConversationID: conv, RunID: run.ID, Role: agentd.RoleAssistant, Content: resp.Text, CreatedAt: now}
+	}
+	if resp.Text != "" {
+		drafts = append(drafts, e.draft(conv, agentd.EventMessage, map[string]any{
+			"run_id": run.ID, "message_id": msgID, "role": agentd.RoleAssistant, "content": resp.Text,
+		}))
+	}
+	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
+	for i, mc := range resp.ToolCalls {
+		c, evs := e.classify(run, msgID, step, i, mc, now)
+		calls = append(calls, c)
+		drafts = append(drafts, evs...)
+	}
+	var auto []*agentd.ToolCall
+	for _, c := range calls {
+		if c.Status == agentd.StatusExecuting {
+			auto = append(auto, c)
+		}
+	}
+	usage := resp.Usage
+	err = e.commit(conv, func() ([]agentd.Event, error) {
+		return e.store.RecordStep(ctx, agentd.StepRecord{
+			RunID: run.ID, Step: step, Usage: usage, Message: msg, Calls: calls, Now: now,
+		}, drafts)
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range auto {
+		e.execute(rs, *c)
+	}
+	if len(calls) == 0 {
+		run.Usage.InputTokens += usage.InputTokens
+		run.Usage.OutputTokens += usage.OutputTokens
+		e.finish(ctx, run, agentd.RunCompleted, "model_stop")
+	}
+	return nil
+}
+
+// classify turns one model-selected call into a stored call and the events
+// that announce it: tool_call_started (auto), confirmation_required
+// (confirm) or tool_call_refused (review, never, unknown, invalid).
+func (e *Engine) classify(run *agentd.Run, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
+	conv := run.ConversationID
+	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name]})
+	c := &agentd.ToolCall{
+		ID: agentd.NewID(agentd.PrefixToolCall), TenantID: run.TenantID, ProjectID: run.ProjectID,
+		ConversationID: conv, RunID: run.ID, CorrelationID: run.CorrelationID, MessageID: msgID,
+		Step: step, Index: index, Name: mc.Name, ServerID: d.ServerID,
+		Arguments: d.Arguments, ArgumentsSHA256: d.Digest, Tier: d.Tier, Reason: d.Reason, Escalated: d.Escalated,
+		Method: d.Method, Endpoint: d.Endpoint, AllowedDecisions: d.AllowedDecisions,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	switch {
+	case d.Refused:
+		c.Status = agentd.StatusRefused
+		c.Error = d.Reason
+		return c, []agentd.EventDraft{e.draft(conv, agentd.EventToolCallRefused, map[string]any{
+			"run_id": run.ID, "tool_call_id": c.ID, "tool_name": c.Name, "server_id": c.ServerID,
+			"tier": c.Tier, "reason": c.Reason, "escalated": c.Escalated,
+		})}
+	case d.Tier == agentd.TierConfirm:
+		c.Status = agentd.StatusRequiresConfirmation
+		deadline := now.Add(e.agent.ApprovalTimeout).UTC()
+		c.RequiresApprovalAt = &deadline
+		return c, []agentd.EventDraft{e.confirmationRequired(run, c)}
+	default:
+		c.Status = agentd.StatusExecuting
+		return c, []agentd.EventDraft{e.toolCallStarted(c)}
+	}
+}
+
+func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
+	return e.draft(c.ConversationID, agentd.EventToolCallStarted, map[string]any{
+		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "server_id": c.ServerID,
+		"arguments": c.Arguments,
+	})
+}
+
+// confirmationRequired is the card of a parked call: the seed's fields
+// (endpoint, method, reason, escalated, timestamp, params, connection_name,
+// correlation_id) plus the SPEC §6 additions.
+func (e *Engine) confirmationRequired(run *agentd.Run, c *agentd.ToolCall) agentd.EventDraft {
+	return e.draft(c.ConversationID, agentd.EventConfirmationRequired, map[string]any{
+		"endpoint":             c.Endpoint,
+		"method":               c.Method,
+		"reason":               c.Reason,
+		"escalated":            c.Escalated,
+		"params":               c.Arguments,
+		"connection_name":      nil,
+		"correlation_id":       run.CorrelationID,
+		"tool_call_id":         c.ID,
+		"tool_name":            c.Name,
+		"server_id":            c.ServerID,
+		"run_id":               run.ID,
+		"arguments_sha256":     c.ArgumentsSHA256,
+		"requires_approval_at": c.RequiresApprovalAt.UTC().Format(time.RFC3339Nano),
+		"allowed_decisions":    c.AllowedDecisions,
+		"card": map[string]any{
+			"title":         fmt.Sprintf("Run %s?", c.Name),
+			"summary":       c.Reason,
+			"path_template": nil,
+			"diff":          nil,
+			"arguments":     c.Arguments,
+		},
+	})
+}
+
+// execute runs an executing call's tool in the background and records its
+// result. On shutdown the call is left executing for recovery to report.
+func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
+	t, ok := e.agent.Tools[c.Name]
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
+		var result json.RawMessage
+		var runErr error
+		if !ok {
+			runErr = fmt.Errorf("tool %q is not registered", c.Name)
+		} else {
+			log.Info().Str("tool", c.Name).Msg("tool started")
+			result, runErr = t.Run(rs.ctx, c.ID, c.Arguments)
+		}
+		if e.ctx.Err() != nil {
+			return // shutting down: recovery reports the outcome honestly
+		}
+		u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting}, Now: e.clock.Now()}
+		fields := map[string]any{"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name}
+		switch {
+		case rs.ctx.Err() != nil:
+			u.Status, u.Error = agentd.StatusFailed, "the run was cancelled while the tool was running; its outcome is unknown"
+		case runErr != nil:
+			u.Status, u.Error = agentd.StatusFailed, runErr.Error()
+		default:
+			u.Status, u.Result = agentd.StatusCompleted, result
+		}
+		fields["status"] = u.Status
+		if u.Status == agentd.StatusCompleted {
+			fields["result"] = result
+		} else {
+			fields["error"] = u.Error
+		}
+		log.Info().Str("status", string(u.Status)).Msg("tool finished")
+		err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+			_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
+				[]agentd.EventDraft{e.draft(c.ConversationID, agentd.EventToolCallResult, fields)})
+			return evs, err
+		})
+		if err != nil {
+			log.Error().Err(err).Msg("record tool result")
+			return
+		}
+		e.wakeRun(c.RunID)
+	}()
+}
+
+// toolResultText is what the model reads for a resolved call.
+func (e *Engine) toolResultText(c agentd.ToolCall) (content, reason string) {
+	switch c.Status {
+	case agentd.StatusCompleted:
+		content = string(c.Result)
+		if content == "" {
+			content = "null"
+		}
+	case agentd.StatusFailed:
+		reason = c.Error
+		content = "The tool failed: " + c.Error
+	case agentd.StatusDenied:
+		reason = lastDecisionReason(c)
+		if reason == "" {
+			reason = "no reason given"
+		}
+		content = "The user denied this action, so it was not performed. Reason: " + reason
+	case agentd.StatusExpired:
+		reason = "the approval request expired before anyone decided; nothing was done"
+		content = "The approval request expired before anyone decided, so the action was not performed."
+	case agentd.StatusRefused:
+		reason = c.Error
+		content = c.Error
+	case agentd.StatusCancelled:
+		reason = "the run was cancelled; nothing was done"
+		content = "The action was cancelled, so it was not performed."
+	default:
+		reason = "no result"
+		content = "The call has no result."
+	}
+	if len(content) > e.opts.MaxResultBytes {
+		content = truncateUTF8(content, e.opts.MaxResultBytes) + " …[truncated]"
+	}
+	return content, reason
+}
+
+func lastDecisionReason(c agentd.ToolCall) string {
+	for i := len(c.Decisions) - 1; i >= 0; i-- {
+		if c.Decisions[i].Reason != "" {
+			return c.Decisions[i].Reason
+		}
+	}
+	return ""
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// history maps a conversation to model messages: each assistant message is
+// followed by exactly one tool message per call it made.
+func (e *Engine) history(ctx context.Context, convID string) ([]agentd.ModelMessage, error) {
+	msgs, err := e.store.Messages(ctx, convID)
+	if err != nil {
+		return nil, err
+	}
+	calls, err := e.store.ToolCalls(ctx, convID)
+	if err != nil {
+		return nil, err
+	}
+	byMsg := map[string][]agentd.ToolCall{}
+	for _, c := range calls {
+		byMsg[c.MessageID] = append(byMsg[c.MessageID], c)
+	}
+	out := make([]agentd.ModelMessage, 0, len(msgs)+len(calls))
+	for _, m := range msgs {
+		if m.Role == agentd.RoleUser {
+			out = append(out, agentd.ModelMessage{Role: agentd.ModelRoleUser, Content: m.Content})
+			continue
+		}
+		am := agentd.ModelMessage{Role: agentd.ModelRoleAssistant, Content: m.Content}
+		for _, c := range byMsg[m.ID] {
+			am.ToolCalls = append(am.ToolCalls, agentd.ModelToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		}
+		out = append(out, am)
+		for _, c := range byMsg[m.ID] {
+			content, reason := e.toolResultText(c)
+			tm := agentd.ModelMessage{Role: agentd.ModelRoleTool, Content: content, ToolCallID: c.ID, ToolName: c.Name,
+				ToolStatus: c.Status, ToolReason: reason}
+			if c.Status == agentd.StatusCompleted {
+				tm.ToolResult = c.Result
+			}
+			out = append(out, tm)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,444 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// MaxMessageBytes bounds a user message.
+const MaxMessageBytes = 64 << 10
+
+// owned returns ENOTFOUND unless the object belongs to the principal's
+// tenant and project: another tenant's objects do not exist for it.
+func owned(p agentd.Principal, tenantID, projectID, what string) error {
+	if p.TenantID != tenantID || p.ProjectID != projectID {
+		return agentd.Errorf(agentd.ENOTFOUND, "%s not found", what)
+	}
+	return nil
+}
+
+// CreateConversation starts a conversation with the engine's agent. A
+// conversation created with a delegate-role key is delegated (SPEC §2.2).
+func (e *Engine) CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error) {
+	if agent != "" && agent != e.agent.Name {
+		return nil, agentd.Errorf(agentd.EINVALID, "unknown agent %q (this server runs %q)", agent, e.agent.Name)
+	}
+	if len(metadata) > 0 {
+		var obj map[string]any
+		if err := json.Unmarshal(metadata, &obj); err != nil || obj == nil {
+			return nil, agentd.Errorf(agentd.EINVALID, "metadata must be a JSON object")
+		}
+		if len(metadata) > 16<<10 {
+			return nil, agentd.Errorf(agentd.EINVALID, "metadata is larger than 16 KiB")
+		}
+	}
+	c := &agentd.Conversation{
+		ID: agentd.NewID(agentd.PrefixConversation), TenantID: p.TenantID, ProjectID: p.ProjectID,
+		Agent: e.agent.Name, Metadata: metadata, Delegated: p.Role == agentd.RoleDelegate,
+		CreatedAt: e.clock.Now().UTC(),
+	}
+	if err := e.store.CreateConversation(ctx, c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ConversationView is a conversation with its messages, calls and runs' state.
+type ConversationView struct {
+	*agentd.Conversation
+	Messages  []agentd.Message  `json:"messages"`
+	ToolCalls []agentd.ToolCall `json:"tool_calls"`
+}
+
+// Conversation returns a conversation of the principal's tenant. ENOTFOUND otherwise.
+func (e *Engine) Conversation(ctx context.Context, p agentd.Principal, id string) (*agentd.Conversation, error) {
+	if err := agentd.CheckID(agentd.PrefixConversation, "conversation id", id); err != nil {
+		return nil, err
+	}
+	c, err := e.store.Conversation(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := owned(p, c.TenantID, c.ProjectID, "conversation"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ConversationView returns a conversation with its messages and tool calls.
+func (e *Engine) ConversationView(ctx context.Context, p agentd.Principal, id string) (*ConversationView, error) {
+	c, err := e.Conversation(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := e.store.Messages(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	calls, err := e.store.ToolCalls(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if msgs == nil {
+		msgs = []agentd.Message{}
+	}
+	if calls == nil {
+		calls = []agentd.ToolCall{}
+	}
+	return &ConversationView{Conversation: c, Messages: msgs, ToolCalls: calls}, nil
+}
+
+// Send starts a run with a user message. ERUNACTIVE while a run is active.
+func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content string) (*agentd.Run, error) {
+	conv, err := e.Conversation(ctx, p, convID)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(content) == "" {
+		return nil, agentd.Errorf(agentd.EINVALID, "content must not be empty")
+	}
+	if len(content) > MaxMessageBytes {
+		return nil, agentd.Errorf(agentd.EINVALID, "content is longer than %d bytes", MaxMessageBytes)
+	}
+	now := e.clock.Now().UTC()
+	run := &agentd.Run{
+		ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
+		CorrelationID: agentd.NewID("corr")[5:], Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now,
+	}
+	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
+		Role: agentd.RoleUser, Content: content, CreatedAt: now}
+	err = e.commit(conv.ID, func() ([]agentd.Event, error) {
+		return e.store.StartRun(ctx, run, msg, []agentd.EventDraft{e.draft(conv.ID, agentd.EventRunStarted, map[string]any{
+			"run_id": run.ID, "correlation_id": run.CorrelationID,
+		})})
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.log.Info().Str("conversation_id", conv.ID).Str("run_id", run.ID).Str("correlation_id", run.CorrelationID).Msg("run started")
+	e.ensureDriver(run.ID)
+	return run, nil
+}
+
+// Run returns a run of the principal's tenant.
+func (e *Engine) Run(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error) {
+	if err := agentd.CheckID(agentd.PrefixRun, "run id", id); err != nil {
+		return nil, err
+	}
+	r, err := e.store.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := owned(p, r.TenantID, r.ProjectID, "run"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Cancel cancels an active run: its model step and tool processes stop,
+// parked calls become cancelled, and run_finished reports cancelled.
+// Cancelling a cancelled run returns it unchanged; any other finished run is ECONFLICT.
+func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error) {
+	run, err := e.Run(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	const reason = "cancelled"
+	now := e.clock.Now()
+	var updated *agentd.Run
+	err = e.commit(run.ConversationID, func() ([]agentd.Event, error) {
+		cur, _, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
+			ID: id, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: agentd.RunCancelled, Reason: reason, Now: now,
+		}, nil)
+		updated = cur
+		return nil, err
+	})
+	if err != nil {
+		if agentd.ErrorCode(err) == agentd.ECONFLICT && updated != nil && updated.Status == agentd.RunCancelled {
+			return updated, nil
+		}
+		if agentd.ErrorCode(err) == agentd.ECONFLICT && updated != nil {
+			return nil, agentd.Errorf(agentd.ECONFLICT, "run is already %s", updated.Status)
+		}
+		return nil, err
+	}
+	e.mu.Lock()
+	if rs, ok := e.runs[id]; ok {
+		rs.cancel()
+	}
+	e.mu.Unlock()
+	calls, err := e.store.RunToolCalls(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range calls {
+		if c.Status != agentd.StatusRequiresConfirmation {
+			continue
+		}
+		if err := e.resolveParked(ctx, c, agentd.DecisionCancelled, "the run was cancelled", "system", agentd.StatusCancelled); err != nil &&
+			agentd.ErrorCode(err) != agentd.ECONFLICT {
+			return nil, err
+		}
+	}
+	if err := e.emit(ctx, run.ConversationID, e.draft(run.ConversationID, agentd.EventRunFinished, map[string]any{
+		"run_id": id, "correlation_id": run.CorrelationID, "status": agentd.RunCancelled, "reason": reason, "usage": updated.Usage,
+	})); err != nil {
+		return nil, err
+	}
+	return updated, nil
+}
+
+// ToolCall returns a call of the principal's tenant with its decisions.
+func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	if err := agentd.CheckID(agentd.PrefixToolCall, "tool call id", id); err != nil {
+		return nil, err
+	}
+	c, err := e.store.ToolCall(ctx, id)
+	if err != nil {
+		if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+			return nil, agentd.Errorf(agentd.ENOTFOUND, "tool call not found")
+		}
+		return nil, err
+	}
+	if err := owned(p, c.TenantID, c.ProjectID, "tool call"); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecisionRequest is the body of POST /v1/tool-calls/{id}/approval.
+type DecisionRequest struct {
+	Decision        string          `json:"decision"`
+	Reason          string          `json:"reason,omitempty"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
+}
+
+// Decide applies an approval decision to a parked call (SPEC §5 "Approval
+// rules"). It returns the stored decision: every repeat of the same
+// decision returns the same record. An approval starts the same call with
+// the same arguments; the model is not called in between.
+//
+// Errors: EINVALID (bad decision, edited arguments the card does not
+// allow), ENOTFOUND, ECONFLICT (decided otherwise, or not awaiting
+// confirmation), EEXPIRED (deadline passed), ESTALE (digest differs).
+func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req DecisionRequest) (*agentd.Decision, error) {
+	var want agentd.CallStatus
+	switch req.Decision {
+	case "approve":
+		want = agentd.StatusExecuting
+	case "deny":
+		want = agentd.StatusDenied
+	default:
+		return nil, agentd.Errorf(agentd.EINVALID, `decision must be "approve" or "deny"`)
+	}
+	if len(req.Reason) > 4096 {
+		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than 4096 bytes")
+	}
+	if req.ArgumentsSHA256 != "" && !isHex64(req.ArgumentsSHA256) {
+		return nil, agentd.Errorf(agentd.EINVALID, "arguments_sha256 must be 64 lowercase hex characters")
+	}
+	decision := agentd.DecisionApproved
+	if want == agentd.StatusDenied {
+		decision = agentd.DecisionDenied
+	}
+	decidedBy := p.KeyID
+	if decidedBy == "" {
+		decidedBy = "anonymous"
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		c, err := e.ToolCall(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		if c.Status != agentd.StatusRequiresConfirmation {
+			return settled(c, decision)
+		}
+		now := e.clock.Now()
+		if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
+			if err := e.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+				return nil, err
+			}
+			return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", c.RequiresApprovalAt.UTC().Format(time.RFC3339))
+		}
+		if req.ArgumentsSHA256 != "" && req.ArgumentsSHA256 != c.ArgumentsSHA256 {
+			return nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
+		}
+		if len(req.Arguments) > 0 && !contains(c.AllowedDecisions, "edit") {
+			return nil, agentd.Errorf(agentd.EINVALID, "this call does not allow editing its arguments")
+		}
+		dec := &agentd.Decision{
+			ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: decision, Reason: req.Reason,
+			DecidedBy: decidedBy, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
+		}
+		u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: want, Decision: dec, Now: now}
+		drafts := []agentd.EventDraft{e.resolvedEvent(*c, dec)}
+		if want == agentd.StatusExecuting {
+			drafts = append(drafts, e.toolCallStarted(c))
+		} else {
+			u.Error = "denied by " + decidedBy
+		}
+		var updated *agentd.ToolCall
+		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+			cur, evs, err := e.store.UpdateToolCall(ctx, u, drafts)
+			updated = cur
+			return evs, err
+		})
+		if agentd.ErrorCode(err) == agentd.ECONFLICT {
+			continue // decided concurrently: answer from the stored decision
+		}
+		if err != nil {
+			return nil, err
+		}
+		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
+			Str("correlation_id", c.CorrelationID).Str("decision", decision).Msg("decision")
+		if want == agentd.StatusExecuting {
+			e.execute(e.ensureDriver(c.RunID), *updated)
+		} else {
+			e.wakeRun(c.RunID)
+		}
+		return dec, nil
+	}
+	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is being decided concurrently; retry")
+}
+
+// settled answers a decision on a call that is no longer pending.
+func settled(c *agentd.ToolCall, decision string) (*agentd.Decision, error) {
+	if c.Status == agentd.StatusExpired {
+		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
+	}
+	for i := len(c.Decisions) - 1; i >= 0; i-- {
+		d := c.Decisions[i]
+		if d.Decision == decision {
+			return &d, nil
+		}
+		return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already %s", d.Decision)
+	}
+	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is not awaiting confirmation (status %s)", c.Status)
+}
+
+func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.EventDraft {
+	return e.draft(c.ConversationID, agentd.EventConfirmationResolved, map[string]any{
+		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "decision": d.Decision, "reason": d.Reason,
+		"decided_by": d.DecidedBy, "arguments_sha256": d.ArgumentsSHA256,
+	})
+}
+
+// resolveParked ends a parked call without running it (expired, cancelled).
+func (e *Engine) resolveParked(ctx context.Context, c agentd.ToolCall, decision, reason, by string, status agentd.CallStatus) error {
+	now := e.clock.Now()
+	dec := &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: decision, Reason: reason,
+		DecidedBy: by, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
+	return e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
+			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: status, Error: reason, Decision: dec, Now: now,
+		}, []agentd.EventDraft{e.resolvedEvent(c, dec)})
+		return evs, err
+	})
+}
+
+func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
+	err := e.resolveParked(ctx, c, agentd.DecisionExpired,
+		"the approval request expired before anyone decided; nothing was done", "system", agentd.StatusExpired)
+	if err == nil {
+		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("approval expired")
+		e.wakeRun(c.RunID)
+	}
+	return err
+}
+
+// ExpireDue expires every parked call whose deadline has passed on the
+// engine's clock and returns how many it expired.
+func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
+	due, err := e.store.DueToolCalls(ctx, e.clock.Now())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range due {
+		err := e.expire(ctx, c)
+		if err == nil {
+			n++
+		} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// recover restores what a previous process left (SPEC §8): calls that were
+// executing are failed with "outcome unknown" unless their tool is
+// idempotent (then they run again); approved-but-unstarted calls run;
+// every active run gets its driver back. Parked calls keep their deadlines.
+func (e *Engine) recover(ctx context.Context) error {
+	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
+	if err != nil {
+		return err
+	}
+	for _, c := range calls {
+		t := e.agent.Tools[c.Name]
+		switch {
+		case c.Status == agentd.StatusApproved:
+			var updated *agentd.ToolCall
+			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+				cur, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved},
+					Status: agentd.StatusExecuting, Now: e.clock.Now()}, []agentd.EventDraft{e.toolCallStarted(&c)})
+				updated = cur
+				return evs, err
+			})
+			if err == nil {
+				e.execute(e.ensureDriver(c.RunID), *updated)
+			}
+		case t != nil && t.Idempotent:
+			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
+			e.execute(e.ensureDriver(c.RunID), c)
+		default:
+			msg := "the server stopped while the tool was running; its outcome is unknown"
+			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+				_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting},
+					Status: agentd.StatusFailed, Error: msg, Now: e.clock.Now()},
+					[]agentd.EventDraft{e.draft(c.ConversationID, agentd.EventToolCallResult, map[string]any{
+						"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "status": agentd.StatusFailed, "error": msg,
+					})})
+				return evs, err
+			})
+			if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+				return fmt.Errorf("fail interrupted call %s: %w", c.ID, err)
+			}
+		}
+	}
+	runs, err := e.store.ActiveRuns(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		e.ensureDriver(r.ID)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
