@@ -1,0 +1,349 @@
+// Package script is a deterministic, offline model provider for demos and
+// tests. A script is a list of rules; at each step the last message of the
+// history picks the first rule that matches it — a user message by regular
+// expression, a tool result by tool name and status — and that rule's reply
+// is the model's answer: text, streamed in several deltas, and any number
+// of tool calls (docs/tools.md, "The script model").
+//
+//	{"rules": [
+//	  {"when": {"user": "(?i)refund"},
+//	   "reply": {"text": "Let me refund that.",
+//	             "tool_calls": [{"name": "refund_payment", "arguments": {"order_id": "A-1001", "amount": 42.5}}]}},
+//	  {"when": {"tool_result": "refund_payment", "status": "denied"},
+//	   "reply": {"text": "OK, I did not refund: {{reason}}"}}
+//	]}
+package script
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// FallbackText is the reply when no rule matches.
+const FallbackText = "I have nothing more to do here."
+
+// Stop reasons of a response.
+const (
+	StopEndTurn = "end_turn"
+	StopToolUse = "tool_use"
+)
+
+// Model is a loaded script. It is immutable and safe for concurrent use.
+type Model struct {
+	rules []rule
+}
+
+var _ agentd.Model = (*Model)(nil)
+
+type rule struct {
+	user     *regexp.Regexp // set for a user rule
+	toolName string         // set for a tool_result rule
+	status   agentd.CallStatus
+	text     string
+	calls    []agentd.ModelToolCall
+}
+
+// The files as written.
+type (
+	modelFile struct {
+		Provider string          `json:"provider"`
+		Script   json.RawMessage `json:"script"`
+	}
+	scriptFile struct {
+		Rules []json.RawMessage `json:"rules"`
+	}
+	ruleFile struct {
+		When  json.RawMessage `json:"when"`
+		Reply json.RawMessage `json:"reply"`
+	}
+	whenFile struct {
+		User       *string `json:"user"`
+		ToolResult *string `json:"tool_result"`
+		Status     *string `json:"status"`
+	}
+	replyFile struct {
+		Text      string            `json:"text"`
+		ToolCalls []json.RawMessage `json:"tool_calls"`
+	}
+	callFile struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+)
+
+var resultStatuses = []agentd.CallStatus{
+	agentd.StatusCompleted, agentd.StatusFailed, agentd.StatusDenied,
+	agentd.StatusExpired, agentd.StatusRefused, agentd.StatusCancelled,
+}
+
+// New loads the script of an agent's "model" object:
+// {"provider": "script", "script": {...}} with the script inline, or
+// {"provider": "script", "script": "script.json"} with a file path relative
+// to projectDir. Errors name the field, and the file when there is one.
+func New(model json.RawMessage, projectDir string) (*Model, error) {
+	var mf modelFile
+	if err := decodeStrict(model, &mf, "model"); err != nil {
+		return nil, err
+	}
+	if mf.Provider != "script" {
+		return nil, fieldErr("model.provider", `must be "script", got %q`, mf.Provider)
+	}
+	if isNull(mf.Script) {
+		return nil, fieldErr("model.script", `required: the script object, or the path of a script file`)
+	}
+	var path string
+	if err := json.Unmarshal(mf.Script, &path); err == nil {
+		if path == "" {
+			return nil, fieldErr("model.script", "empty path")
+		}
+		full := path
+		if !filepath.IsAbs(full) {
+			full = filepath.Join(projectDir, full)
+		}
+		data, err := os.ReadFile(full)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		m, err := parse(data, "")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return m, nil
+	}
+	return parse(mf.Script, "model.script")
+}
+
+func parse(data []byte, prefix string) (*Model, error) {
+	var sf scriptFile
+	if err := decodeStrict(data, &sf, prefix); err != nil {
+		return nil, err
+	}
+	m := &Model{}
+	for i, raw := range sf.Rules {
+		r, err := parseRule(raw, join(prefix, fmt.Sprintf("rules[%d]", i)))
+		if err != nil {
+			return nil, err
+		}
+		m.rules = append(m.rules, r)
+	}
+	return m, nil
+}
+
+func parseRule(raw json.RawMessage, prefix string) (rule, error) {
+	var rf ruleFile
+	if err := decodeStrict(raw, &rf, prefix); err != nil {
+		return rule{}, err
+	}
+	var r rule
+
+	if isNull(rf.When) {
+		return rule{}, fieldErr(prefix+".when", `required: {"user": REGEXP} or {"tool_result": TOOL, "status"?: STATUS}`)
+	}
+	var w whenFile
+	if err := decodeStrict(rf.When, &w, prefix+".when"); err != nil {
+		return rule{}, err
+	}
+	switch {
+	case (w.User == nil) == (w.ToolResult == nil):
+		return rule{}, fieldErr(prefix+".when", `needs exactly one of "user" and "tool_result"`)
+	case w.User != nil:
+		if w.Status != nil {
+			return rule{}, fieldErr(prefix+".when.status", `only applies to "tool_result"`)
+		}
+		re, err := regexp.Compile(*w.User)
+		if err != nil {
+			return rule{}, fieldErr(prefix+".when.user", "%v", err)
+		}
+		r.user = re
+	default:
+		if *w.ToolResult == "" {
+			return rule{}, fieldErr(prefix+".when.tool_result", "must name a tool")
+		}
+		r.toolName = *w.ToolResult
+		if w.Status != nil {
+			r.status = agentd.CallStatus(*w.Status)
+			if !validStatus(r.status) {
+				return rule{}, fieldErr(prefix+".when.status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
+			}
+		}
+	}
+
+	if isNull(rf.Reply) {
+		return rule{}, fieldErr(prefix+".reply", `required: {"text"?: TEXT, "tool_calls"?: [...]}`)
+	}
+	var rp replyFile
+	if err := decodeStrict(rf.Reply, &rp, prefix+".reply"); err != nil {
+		return rule{}, err
+	}
+	if rp.Text == "" && len(rp.ToolCalls) == 0 {
+		return rule{}, fieldErr(prefix+".reply", `needs "text" or "tool_calls"`)
+	}
+	r.text = rp.Text
+	for i, raw := range rp.ToolCalls {
+		field := fmt.Sprintf("%s.reply.tool_calls[%d]", prefix, i)
+		var cf callFile
+		if err := decodeStrict(raw, &cf, field); err != nil {
+			return rule{}, err
+		}
+		if cf.Name == "" {
+			return rule{}, fieldErr(field+".name", "required")
+		}
+		args := json.RawMessage("{}")
+		if !isNull(cf.Arguments) {
+			var obj map[string]json.RawMessage
+			if json.Unmarshal(cf.Arguments, &obj) != nil {
+				return rule{}, fieldErr(field+".arguments", "must be an object")
+			}
+			args = compact(cf.Arguments)
+		}
+		r.calls = append(r.calls, agentd.ModelToolCall{Name: cf.Name, Arguments: args})
+	}
+	return r, nil
+}
+
+func validStatus(s agentd.CallStatus) bool {
+	for _, v := range resultStatuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Generate answers with the reply of the first rule that matches the last
+// message of req.Messages, or FallbackText. Text is streamed through
+// onDelta in several word-aligned deltas whose concatenation is the text.
+// Tool calls get ids "script_<n>", n counting every tool call in the
+// history. Usage counts words as tokens.
+func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta func(delta string)) (*agentd.ModelResponse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var last agentd.ModelMessage
+	if n := len(req.Messages); n > 0 {
+		last = req.Messages[n-1]
+	}
+	resp := &agentd.ModelResponse{Text: FallbackText, StopReason: StopEndTurn}
+	if r := m.match(last); r != nil {
+		resp.Text = fill(r.text, last)
+		prior := 0
+		for _, msg := range req.Messages {
+			prior += len(msg.ToolCalls)
+		}
+		for i, c := range r.calls {
+			resp.ToolCalls = append(resp.ToolCalls, agentd.ModelToolCall{
+				ID:        fmt.Sprintf("script_%d", prior+i+1),
+				Name:      c.Name,
+				Arguments: append(json.RawMessage(nil), c.Arguments...),
+			})
+		}
+		if len(resp.ToolCalls) > 0 {
+			resp.StopReason = StopToolUse
+		}
+	}
+
+	for _, delta := range chunks(resp.Text) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if onDelta != nil {
+			onDelta(delta)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	resp.Usage = usage(req, resp)
+	return resp, nil
+}
+
+// match returns the first rule that answers msg, or nil.
+func (m *Model) match(msg agentd.ModelMessage) *rule {
+	for i := range m.rules {
+		r := &m.rules[i]
+		switch msg.Role {
+		case agentd.ModelRoleUser:
+			if r.user != nil && r.user.MatchString(msg.Content) {
+				return r
+			}
+		case agentd.ModelRoleTool:
+			if r.user == nil && r.toolName == msg.ToolName && (r.status == "" || r.status == msg.ToolStatus) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// fill replaces {{status}}, {{result}} and {{reason}} with the fields of a
+// tool result message; they are empty for other messages.
+func fill(text string, msg agentd.ModelMessage) string {
+	if !strings.Contains(text, "{{") {
+		return text
+	}
+	var status, result, reason string
+	if msg.Role == agentd.ModelRoleTool {
+		status, reason = string(msg.ToolStatus), msg.ToolReason
+		if msg.ToolStatus == agentd.StatusCompleted {
+			result = string(msg.ToolResult)
+		}
+	}
+	return strings.NewReplacer("{{status}}", status, "{{result}}", result, "{{reason}}", reason).Replace(text)
+}
+
+var wordPattern = regexp.MustCompile(`\S+`)
+
+// chunks splits text on word boundaries into at least three deltas (when
+// it has that many words) of at most four words each; their concatenation
+// is text.
+func chunks(text string) []string {
+	if text == "" {
+		return nil
+	}
+	starts := wordPattern.FindAllStringIndex(text, -1)
+	if len(starts) <= 1 {
+		return []string{text}
+	}
+	per := min(max(len(starts)/3, 1), 4)
+	var out []string
+	from := 0
+	for i := per; i < len(starts); i += per {
+		out = append(out, text[from:starts[i][0]])
+		from = starts[i][0]
+	}
+	return append(out, text[from:])
+}
+
+func usage(req agentd.ModelRequest, resp *agentd.ModelResponse) agentd.Usage {
+	in := words(req.System)
+	for _, msg := range req.Messages {
+		in += words(msg.Content) + words(string(msg.ToolResult)) + words(msg.ToolReason)
+		for _, c := range msg.ToolCalls {
+			in += 1 + words(string(c.Arguments))
+		}
+	}
+	out := words(resp.Text)
+	for _, c := range resp.ToolCalls {
+		out += 1 + words(string(c.Arguments))
+	}
+	return agentd.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
+}
+
+func words(s string) int { return len(strings.Fields(s)) }
+
+// compact returns raw compacted.
+func compact(raw json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return raw
+	}
+	return buf.Bytes()
+}

@@ -1,0 +1,349 @@
+// Package project loads a project folder (SPEC §1.1): agent.json (the
+// default agent), the optional agentd.json (server settings) and the custom
+// tools under tools/. Loading checks everything it reads; every error names
+// the file and the field, and syntax errors the line and column
+// (docs/project.md).
+package project
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/tools"
+)
+
+// Defaults of a project.
+const (
+	DefaultApprovalTimeout = 15 * time.Minute
+	DefaultMaxTurns        = 20
+	DefaultMaxBodyBytes    = 1 << 20
+)
+
+// Model providers an agent may name.
+const (
+	ProviderScript    = "script"
+	ProviderOpenAI    = "openai"
+	ProviderAnthropic = "anthropic"
+)
+
+// Project is a loaded project folder.
+type Project struct {
+	Dir      string // absolute
+	Agent    Agent
+	Server   Server
+	Tools    map[string]*tools.Tool // every registered tool, by name
+	Warnings []string
+}
+
+// Agent is the default agent of agent.json.
+type Agent struct {
+	Name         string
+	SystemPrompt string
+	// Model is the raw "model" object; its provider reads the rest.
+	Model    json.RawMessage
+	Provider string // model.provider: script, openai or anthropic
+	// Tools names the tools the model sees; nil means every llm_callable
+	// tool of the project.
+	Tools           []string
+	ApprovalTimeout time.Duration
+	MaxTurns        int
+	// Workspace and Subagents are kept raw; nothing reads them yet.
+	Workspace json.RawMessage
+	Subagents json.RawMessage
+}
+
+// Server holds the settings of agentd.json.
+type Server struct {
+	APIKeys []APIKey
+	// Webhooks is the raw "webhooks" array; nothing reads it yet.
+	Webhooks     json.RawMessage
+	MaxBodyBytes int64 // limits.max_body_bytes
+}
+
+// APIKey is one configured key. The key itself is never stored: SHA256 is
+// the lowercase hex SHA-256 of it.
+type APIKey struct {
+	ID        string
+	SHA256    string
+	TenantID  string
+	ProjectID string
+	Role      string // agentd.RoleClient, RoleDelegate, RoleOperator or RoleAdmin
+}
+
+var (
+	namePattern   = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// folders of SPEC §1.1 that this version does not load yet.
+var unsupportedFolders = []string{"connections", "hooks"}
+
+// Load reads and checks the project in dir. A project needs agent.json;
+// agentd.json and tools/ are optional.
+func Load(dir string) (*Project, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("project folder %s: %w", dir, err)
+	}
+	if info, err := os.Stat(abs); err != nil {
+		return nil, fmt.Errorf("project folder %s: %w", dir, err)
+	} else if !info.IsDir() {
+		return nil, fmt.Errorf("project folder %s: not a directory", dir)
+	}
+	p := &Project{Dir: abs}
+
+	loaded, warnings, err := tools.LoadDir(filepath.Join(abs, "tools"))
+	if err != nil {
+		return nil, err
+	}
+	p.Tools = loaded
+	p.Warnings = append(p.Warnings, warnings...)
+	for _, name := range unsupportedFolders {
+		if info, err := os.Stat(filepath.Join(abs, name)); err == nil && info.IsDir() {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s/: not supported by this version, ignored", name))
+		}
+	}
+
+	data, err := os.ReadFile(filepath.Join(abs, "agent.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("agent.json: not found in %s (a project needs one)", dir)
+	} else if err != nil {
+		return nil, fmt.Errorf("agent.json: %w", err)
+	}
+	if p.Agent, err = parseAgent(data, loaded); err != nil {
+		return nil, fmt.Errorf("agent.json: %w", err)
+	}
+
+	p.Server = Server{MaxBodyBytes: DefaultMaxBodyBytes}
+	data, err = os.ReadFile(filepath.Join(abs, "agentd.json"))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("agentd.json: %w", err)
+	default:
+		if p.Server, err = parseServer(data); err != nil {
+			return nil, fmt.Errorf("agentd.json: %w", err)
+		}
+	}
+	return p, nil
+}
+
+type agentFile struct {
+	Name            *string         `json:"name"`
+	SystemPrompt    string          `json:"system_prompt"`
+	Model           json.RawMessage `json:"model"`
+	Tools           []string        `json:"tools"`
+	ApprovalTimeout *string         `json:"approval_timeout"`
+	MaxTurns        *int            `json:"max_turns"`
+	Workspace       json.RawMessage `json:"workspace"`
+	Subagents       json.RawMessage `json:"subagents"`
+}
+
+func parseAgent(data []byte, loaded map[string]*tools.Tool) (Agent, error) {
+	var f agentFile
+	if err := decodeStrict(data, &f, ""); err != nil {
+		return Agent{}, err
+	}
+	a := Agent{
+		SystemPrompt:    f.SystemPrompt,
+		ApprovalTimeout: DefaultApprovalTimeout,
+		MaxTurns:        DefaultMaxTurns,
+		Workspace:       compact(f.Workspace),
+		Subagents:       compact(f.Subagents),
+	}
+
+	switch {
+	case f.Name == nil:
+		return Agent{}, fieldErr("name", "required")
+	case !namePattern.MatchString(*f.Name):
+		return Agent{}, fieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
+	}
+	a.Name = *f.Name
+
+	if isNull(f.Model) {
+		return Agent{}, fieldErr("model", `required, e.g. {"provider": "script", "script": "script.json"}`)
+	}
+	var model map[string]json.RawMessage
+	if err := json.Unmarshal(f.Model, &model); err != nil {
+		return Agent{}, fieldErr("model", "must be an object")
+	}
+	var provider string
+	if raw, ok := model["provider"]; !ok {
+		return Agent{}, fieldErr("model.provider", "required: one of %s, %s, %s", ProviderScript, ProviderOpenAI, ProviderAnthropic)
+	} else if err := json.Unmarshal(raw, &provider); err != nil {
+		return Agent{}, fieldErr("model.provider", "must be a string")
+	}
+	switch provider {
+	case ProviderScript, ProviderOpenAI, ProviderAnthropic:
+	default:
+		return Agent{}, fieldErr("model.provider", "must be one of %s, %s, %s, got %q", ProviderScript, ProviderOpenAI, ProviderAnthropic, provider)
+	}
+	a.Model, a.Provider = compact(f.Model), provider
+
+	if f.Tools != nil {
+		a.Tools = make([]string, 0, len(f.Tools))
+		seen := map[string]bool{}
+		for i, name := range f.Tools {
+			field := fmt.Sprintf("tools[%d]", i)
+			tool, ok := loaded[name]
+			switch {
+			case !ok:
+				return Agent{}, fieldErr(field, "unknown tool %q: no tools/%s/tool.json is loaded", name, name)
+			case !tool.LLMCallable:
+				return Agent{}, fieldErr(field, "tool %q has llm_callable false, so the model cannot see it", name)
+			case seen[name]:
+				return Agent{}, fieldErr(field, "tool %q is listed twice", name)
+			}
+			seen[name] = true
+			a.Tools = append(a.Tools, name)
+		}
+	}
+
+	if f.ApprovalTimeout != nil {
+		d, err := time.ParseDuration(*f.ApprovalTimeout)
+		if err != nil {
+			return Agent{}, fieldErr("approval_timeout", "%v", err)
+		}
+		if d <= 0 {
+			return Agent{}, fieldErr("approval_timeout", "must be positive, got %q", *f.ApprovalTimeout)
+		}
+		a.ApprovalTimeout = d
+	}
+
+	if f.MaxTurns != nil {
+		if *f.MaxTurns <= 0 {
+			return Agent{}, fieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)
+		}
+		a.MaxTurns = *f.MaxTurns
+	}
+	return a, nil
+}
+
+type serverFile struct {
+	APIKeys  []json.RawMessage `json:"api_keys"`
+	Webhooks json.RawMessage   `json:"webhooks"`
+	Limits   json.RawMessage   `json:"limits"`
+}
+
+type apiKeyFile struct {
+	ID        string `json:"id"`
+	SHA256    string `json:"sha256"`
+	TenantID  string `json:"tenant_id"`
+	ProjectID string `json:"project_id"`
+	Role      string `json:"role"`
+}
+
+type limitsFile struct {
+	MaxBodyBytes *int64 `json:"max_body_bytes"`
+}
+
+func parseServer(data []byte) (Server, error) {
+	var f serverFile
+	if err := decodeStrict(data, &f, ""); err != nil {
+		return Server{}, err
+	}
+	s := Server{MaxBodyBytes: DefaultMaxBodyBytes}
+
+	ids, digests := map[string]bool{}, map[string]string{}
+	for i, raw := range f.APIKeys {
+		prefix := fmt.Sprintf("api_keys[%d]", i)
+		var k apiKeyFile
+		if err := decodeStrict(raw, &k, prefix); err != nil {
+			return Server{}, err
+		}
+		for _, c := range []struct{ field, value string }{{"id", k.ID}, {"tenant_id", k.TenantID}, {"project_id", k.ProjectID}} {
+			if c.value == "" {
+				return Server{}, fieldErr(prefix+"."+c.field, "required")
+			}
+			if !idPattern.MatchString(c.value) {
+				return Server{}, fieldErr(prefix+"."+c.field, "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", c.value)
+			}
+		}
+		if ids[k.ID] {
+			return Server{}, fieldErr(prefix+".id", "%q is used by another key", k.ID)
+		}
+		ids[k.ID] = true
+		if !sha256Pattern.MatchString(k.SHA256) {
+			return Server{}, fieldErr(prefix+".sha256", `must be 64 lowercase hex characters, the SHA-256 of the key: printf %%s "$KEY" | sha256sum`)
+		}
+		if other, ok := digests[k.SHA256]; ok {
+			return Server{}, fieldErr(prefix+".sha256", "the same key as %q", other)
+		}
+		digests[k.SHA256] = k.ID
+		switch k.Role {
+		case agentd.RoleClient, agentd.RoleDelegate, agentd.RoleOperator, agentd.RoleAdmin:
+		case "":
+			return Server{}, fieldErr(prefix+".role", "required: one of client, delegate, operator, admin")
+		default:
+			return Server{}, fieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
+		}
+		s.APIKeys = append(s.APIKeys, APIKey(k))
+	}
+
+	if !isNull(f.Webhooks) {
+		if t := bytes.TrimSpace(f.Webhooks); t[0] != '[' {
+			return Server{}, fieldErr("webhooks", "must be an array")
+		}
+		s.Webhooks = compact(f.Webhooks)
+	}
+
+	if !isNull(f.Limits) {
+		var l limitsFile
+		if err := decodeStrict(f.Limits, &l, "limits"); err != nil {
+			return Server{}, err
+		}
+		if l.MaxBodyBytes != nil {
+			if *l.MaxBodyBytes <= 0 {
+				return Server{}, fieldErr("limits.max_body_bytes", "must be at least 1, got %d", *l.MaxBodyBytes)
+			}
+			s.MaxBodyBytes = *l.MaxBodyBytes
+		}
+	}
+	return s, nil
+}
+
+// compact returns raw compacted, or nil for absent or null.
+func compact(raw json.RawMessage) json.RawMessage {
+	if isNull(raw) {
+		return nil
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return raw
+	}
+	return buf.Bytes()
+}
+
+// ModelTools returns the tools the agent's model sees: those named in
+// agent.json's "tools" in that order, or else every llm_callable tool
+// sorted by name.
+func (p *Project) ModelTools() []*tools.Tool {
+	if p.Agent.Tools != nil {
+		out := make([]*tools.Tool, 0, len(p.Agent.Tools))
+		for _, name := range p.Agent.Tools {
+			if t, ok := p.Tools[name]; ok {
+				out = append(out, t)
+			}
+		}
+		return out
+	}
+	out := make([]*tools.Tool, 0, len(p.Tools))
+	for _, t := range p.Tools {
+		if t.LLMCallable {
+			out = append(out, t)
+		}
+	}
+	slices.SortFunc(out, func(a, b *tools.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

@@ -1,0 +1,295 @@
+package project
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+const okKey = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b" // sha256 of "secret"
+
+// writeProject creates a project folder from a map of relative path to
+// content. Files named run.sh are executable.
+func writeProject(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		path := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mode := os.FileMode(0o644)
+		if filepath.Base(name) == "run.sh" {
+			mode = 0o755
+		}
+		if err := os.WriteFile(path, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func withTool(files map[string]string, name string, extra string) map[string]string {
+	files["tools/"+name+"/tool.json"] = `{"name": "` + name + `", "command": ["./run.sh"]` + extra + `}`
+	files["tools/"+name+"/run.sh"] = "#!/bin/sh\necho '{}'\n"
+	return files
+}
+
+func TestLoadFull(t *testing.T) {
+	files := map[string]string{
+		"agent.json": `{
+			"name": "support",
+			"system_prompt": "Be brief.",
+			"model": {"provider": "openai", "model": "gpt-x", "api_key_env": "OPENAI_API_KEY"},
+			"tools": ["refund", "lookup"],
+			"approval_timeout": "2h30m",
+			"max_turns": 7,
+			"workspace": "ws",
+			"subagents": [{"name": "researcher"}]
+		}`,
+		"agentd.json": `{
+			"api_keys": [
+				{"id": "web", "sha256": "` + okKey + `", "tenant_id": "acme", "project_id": "shop", "role": "client"},
+				{"id": "ops", "sha256": "` + strings.Repeat("ab", 32) + `", "tenant_id": "acme", "project_id": "shop", "role": "operator"}
+			],
+			"webhooks": [{"id": "ops", "url": "https://ops.example.com/hooks"}],
+			"limits": {"max_body_bytes": 4096}
+		}`,
+	}
+	withTool(files, "refund", `, "exposure": {"kind": "requires-confirmation"}`)
+	withTool(files, "lookup", ``)
+	withTool(files, "hidden", `, "llm_callable": false`)
+	dir := writeProject(t, files)
+
+	p, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Dir != dir {
+		t.Errorf("Dir = %q, want %q", p.Dir, dir)
+	}
+	want := Agent{
+		Name:            "support",
+		SystemPrompt:    "Be brief.",
+		Model:           json.RawMessage(`{"provider":"openai","model":"gpt-x","api_key_env":"OPENAI_API_KEY"}`),
+		Provider:        "openai",
+		Tools:           []string{"refund", "lookup"},
+		ApprovalTimeout: 150 * time.Minute,
+		MaxTurns:        7,
+		Workspace:       json.RawMessage(`"ws"`),
+		Subagents:       json.RawMessage(`[{"name":"researcher"}]`),
+	}
+	if !reflect.DeepEqual(p.Agent, want) {
+		t.Errorf("Agent = %+v\nwant    %+v", p.Agent, want)
+	}
+	wantServer := Server{
+		APIKeys: []APIKey{
+			{ID: "web", SHA256: okKey, TenantID: "acme", ProjectID: "shop", Role: "client"},
+			{ID: "ops", SHA256: strings.Repeat("ab", 32), TenantID: "acme", ProjectID: "shop", Role: "operator"},
+		},
+		Webhooks:     json.RawMessage(`[{"id":"ops","url":"https://ops.example.com/hooks"}]`),
+		MaxBodyBytes: 4096,
+	}
+	if !reflect.DeepEqual(p.Server, wantServer) {
+		t.Errorf("Server = %+v\nwant     %+v", p.Server, wantServer)
+	}
+	if len(p.Tools) != 3 || p.Tools["hidden"] == nil || p.Tools["hidden"].LLMCallable {
+		t.Errorf("Tools = %v", p.Tools)
+	}
+	if names := toolNames(p); !reflect.DeepEqual(names, []string{"refund", "lookup"}) {
+		t.Errorf("ModelTools = %v, want agent.json's order", names)
+	}
+	if len(p.Warnings) != 0 {
+		t.Errorf("Warnings = %q", p.Warnings)
+	}
+}
+
+func toolNames(p *Project) []string {
+	var names []string
+	for _, tool := range p.ModelTools() {
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func TestLoadDefaults(t *testing.T) {
+	files := map[string]string{
+		"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
+	}
+	withTool(files, "zeta", ``)
+	withTool(files, "alpha", ``)
+	withTool(files, "internal", `, "llm_callable": false`)
+	dir := writeProject(t, files)
+	p, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.Agent
+	if a.ApprovalTimeout != 15*time.Minute || a.MaxTurns != 20 || a.Tools != nil || a.SystemPrompt != "" ||
+		a.Provider != "script" || a.Workspace != nil || a.Subagents != nil {
+		t.Errorf("Agent defaults = %+v", a)
+	}
+	if p.Server.MaxBodyBytes != 1<<20 || p.Server.APIKeys != nil || p.Server.Webhooks != nil {
+		t.Errorf("Server defaults = %+v", p.Server)
+	}
+	if names := toolNames(p); !reflect.DeepEqual(names, []string{"alpha", "zeta"}) {
+		t.Errorf("ModelTools = %v, want the llm_callable tools by name", names)
+	}
+}
+
+func TestLoadEmptyToolList(t *testing.T) {
+	files := withTool(map[string]string{
+		"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}, "tools": []}`,
+	}, "t", ``)
+	p, err := Load(writeProject(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Agent.Tools == nil || len(p.ModelTools()) != 0 {
+		t.Errorf(`"tools": [] must mean no tools, got %v`, p.Agent.Tools)
+	}
+}
+
+func TestLoadWarnings(t *testing.T) {
+	files := map[string]string{
+		"agent.json":            `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
+		"connections/x/a.json":  `{}`,
+		"hooks/h/hook.json":     `{}`,
+		"tools/empty/README.md": `nothing here`,
+	}
+	withTool(files, "never", `, "confirm": "never"`)
+	p, err := Load(writeProject(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`tools/empty: no tool.json, folder ignored`,
+		`tools/never/tool.json: confirm is "never": the tool is not registered`,
+		`connections/: not supported by this version, ignored`,
+		`hooks/: not supported by this version, ignored`,
+	}
+	if !reflect.DeepEqual(p.Warnings, want) {
+		t.Errorf("Warnings =\n%q\nwant\n%q", p.Warnings, want)
+	}
+	if _, ok := p.Tools["never"]; ok {
+		t.Error(`confirm "never" tool registered`)
+	}
+}
+
+func TestLoadAgentErrors(t *testing.T) {
+	const model = `"model": {"provider": "script", "script": {"rules": []}}`
+	tests := []struct {
+		name, agent, want string
+	}{
+		{"syntax", "{\n  \"name\": \"a\",\n  \"max_turns\": 5,\n}", `agent.json: line 4, column 1: invalid character '}' looking for beginning of object key string`},
+		{"truncated", `{"name": "a"`, `agent.json: line 1, column 13: unexpected end of JSON`},
+		{"empty", ``, `agent.json: empty file, expected a JSON object`},
+		{"array", `[]`, `agent.json: must be a JSON object`},
+		{"unknown field", `{"name": "a", ` + model + `, "temperature": 1}`, `agent.json: field "temperature": unknown field`},
+		{"no name", `{` + model + `}`, `agent.json: field "name": required`},
+		{"bad name", `{"name": "my agent", ` + model + `}`, `agent.json: field "name": must be 1 to 64 letters, digits, '_' or '-', got "my agent"`},
+		{"name type", `{"name": 1, ` + model + `}`, `agent.json: field "name": must be a string, got number`},
+		{"prompt type", `{"name": "a", "system_prompt": ["x"], ` + model + `}`, `agent.json: field "system_prompt": must be a string, got array`},
+		{"no model", `{"name": "a"}`, `agent.json: field "model": required, e.g. {"provider": "script", "script": "script.json"}`},
+		{"null model", `{"name": "a", "model": null}`, `agent.json: field "model": required, e.g. {"provider": "script", "script": "script.json"}`},
+		{"model string", `{"name": "a", "model": "gpt"}`, `agent.json: field "model": must be an object`},
+		{"no provider", `{"name": "a", "model": {"script": {}}}`, `agent.json: field "model.provider": required: one of script, openai, anthropic`},
+		{"provider type", `{"name": "a", "model": {"provider": 1}}`, `agent.json: field "model.provider": must be a string`},
+		{"bad provider", `{"name": "a", "model": {"provider": "gemini"}}`, `agent.json: field "model.provider": must be one of script, openai, anthropic, got "gemini"`},
+		{"unknown tool", `{"name": "a", ` + model + `, "tools": ["t", "request"]}`, `agent.json: field "tools[1]": unknown tool "request": no tools/request/tool.json is loaded`},
+		{"hidden tool", `{"name": "a", ` + model + `, "tools": ["hidden"]}`, `agent.json: field "tools[0]": tool "hidden" has llm_callable false, so the model cannot see it`},
+		{"tool twice", `{"name": "a", ` + model + `, "tools": ["t", "t"]}`, `agent.json: field "tools[1]": tool "t" is listed twice`},
+		{"tools type", `{"name": "a", ` + model + `, "tools": "t"}`, `agent.json: field "tools": must be an array of strings, got string`},
+		{"bad duration", `{"name": "a", ` + model + `, "approval_timeout": "abc"}`, `agent.json: field "approval_timeout": time: invalid duration "abc"`},
+		{"duration number", `{"name": "a", ` + model + `, "approval_timeout": 900}`, `agent.json: field "approval_timeout": must be a string, got number`},
+		{"zero duration", `{"name": "a", ` + model + `, "approval_timeout": "0s"}`, `agent.json: field "approval_timeout": must be positive, got "0s"`},
+		{"negative duration", `{"name": "a", ` + model + `, "approval_timeout": "-5m"}`, `agent.json: field "approval_timeout": must be positive, got "-5m"`},
+		{"zero turns", `{"name": "a", ` + model + `, "max_turns": 0}`, `agent.json: field "max_turns": must be at least 1, got 0`},
+		{"fractional turns", `{"name": "a", ` + model + `, "max_turns": 2.5}`, `agent.json: field "max_turns": must be an integer, got number 2.5`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := withTool(map[string]string{"agent.json": tt.agent}, "t", ``)
+			withTool(files, "hidden", `, "llm_callable": false`)
+			_, err := Load(writeProject(t, files))
+			if err == nil {
+				t.Fatalf("Load succeeded, want %q", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error = %q\nwant    %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadServerErrors(t *testing.T) {
+	key := func(fields string) string { return `{"api_keys": [{` + fields + `}]}` }
+	const good = `"id": "k", "sha256": "` + okKey + `", "tenant_id": "t", "project_id": "p", "role": "client"`
+	tests := []struct {
+		name, server, want string
+	}{
+		{"syntax", "{\"api_keys\": [}", `agentd.json: line 1, column 15: invalid character '}' looking for beginning of value`},
+		{"unknown field", `{"port": 8080}`, `agentd.json: field "port": unknown field`},
+		{"api_keys type", `{"api_keys": {}}`, `agentd.json: field "api_keys": must be an array, got object`},
+		{"key not object", `{"api_keys": ["abc"]}`, `agentd.json: field "api_keys[0]": must be an object`},
+		{"key unknown field", key(good + `, "key": "secret"`), `agentd.json: field "api_keys[0].key": unknown field`},
+		{"no id", key(`"sha256": "` + okKey + `", "tenant_id": "t", "project_id": "p", "role": "client"`), `agentd.json: field "api_keys[0].id": required`},
+		{"no tenant", key(`"id": "k", "sha256": "` + okKey + `", "project_id": "p", "role": "client"`), `agentd.json: field "api_keys[0].tenant_id": required`},
+		{"no project", key(`"id": "k", "sha256": "` + okKey + `", "tenant_id": "t", "role": "client"`), `agentd.json: field "api_keys[0].project_id": required`},
+		{"bad tenant", key(`"id": "k", "sha256": "` + okKey + `", "tenant_id": "a:b", "project_id": "p", "role": "client"`), `agentd.json: field "api_keys[0].tenant_id": must be 1 to 128 letters`},
+		{"no sha", key(`"id": "k", "tenant_id": "t", "project_id": "p", "role": "client"`), `agentd.json: field "api_keys[0].sha256": must be 64 lowercase hex characters, the SHA-256 of the key: printf %s "$KEY" | sha256sum`},
+		{"uppercase sha", key(`"id": "k", "sha256": "` + strings.ToUpper(okKey) + `", "tenant_id": "t", "project_id": "p", "role": "client"`), `agentd.json: field "api_keys[0].sha256": must be 64 lowercase hex characters`},
+		{"short sha", key(`"id": "k", "sha256": "abc", "tenant_id": "t", "project_id": "p", "role": "client"`), `agentd.json: field "api_keys[0].sha256": must be 64 lowercase hex characters`},
+		{"no role", key(`"id": "k", "sha256": "` + okKey + `", "tenant_id": "t", "project_id": "p"`), `agentd.json: field "api_keys[0].role": required: one of client, delegate, operator, admin`},
+		{"bad role", key(`"id": "k", "sha256": "` + okKey + `", "tenant_id": "t", "project_id": "p", "role": "root"`), `agentd.json: field "api_keys[0].role": must be one of client, delegate, operator, admin, got "root"`},
+		{"duplicate id", `{"api_keys": [{` + good + `}, {"id": "k", "sha256": "` + strings.Repeat("0", 64) + `", "tenant_id": "t", "project_id": "p", "role": "admin"}]}`, `agentd.json: field "api_keys[1].id": "k" is used by another key`},
+		{"duplicate key", `{"api_keys": [{` + good + `}, {"id": "k2", "sha256": "` + okKey + `", "tenant_id": "t2", "project_id": "p", "role": "admin"}]}`, `agentd.json: field "api_keys[1].sha256": the same key as "k"`},
+		{"webhooks type", `{"webhooks": {"id": "x"}}`, `agentd.json: field "webhooks": must be an array`},
+		{"limits unknown", `{"limits": {"max_body": 1}}`, `agentd.json: field "limits.max_body": unknown field`},
+		{"limits zero", `{"limits": {"max_body_bytes": 0}}`, `agentd.json: field "limits.max_body_bytes": must be at least 1, got 0`},
+		{"limits type", `{"limits": {"max_body_bytes": "1MB"}}`, `agentd.json: field "limits.max_body_bytes": must be an integer, got string`},
+		{"limits not object", `{"limits": 5}`, `agentd.json: field "limits": must be an object`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeProject(t, map[string]string{
+				"agent.json":  `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
+				"agentd.json": tt.server,
+			})
+			_, err := Load(dir)
+			if err == nil {
+				t.Fatalf("Load succeeded, want %q", tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error = %q\nwant prefix %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadFolderErrors(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope")); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("missing folder: err = %v", err)
+	}
+	dir := t.TempDir()
+	if _, err := Load(dir); err == nil || !strings.HasPrefix(err.Error(), "agent.json: not found in ") {
+		t.Errorf("no agent.json: err = %v", err)
+	}
+	file := filepath.Join(dir, "f")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(file); err == nil || !strings.Contains(err.Error(), "not a directory") {
+		t.Errorf("file as folder: err = %v", err)
+	}
+	// A tool error stops the load and names the tool file.
+	files := withTool(map[string]string{"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`}, "bad", `, "exposure": {"kind": "x"}`)
+	_, err := Load(writeProject(t, files))
+	if want := `tools/bad/tool.json: field "exposure.kind": must be one of open, requires-confirmation, operator-gated`; err == nil || err.Error() != want {
+		t.Errorf("tool error = %v, want %q", err, want)
+	}
+}

@@ -1,0 +1,194 @@
+package tools
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeTool creates toolsDir/<name>/tool.json with body and an executable
+// run.sh next to it.
+func writeTool(t *testing.T, toolsDir, name, body string) {
+	t.Helper()
+	dir := filepath.Join(toolsDir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tool.json"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\ncat\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadDirFull(t *testing.T) {
+	toolsDir := filepath.Join(t.TempDir(), "tools")
+	writeTool(t, toolsDir, "refund_payment", `{
+		"name": "refund_payment",
+		"description": "Refund a payment",
+		"parameters": {"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]},
+		"exposure": {"kind": "requires-confirmation", "prompt": "Refunds move money"},
+		"llm_callable": true,
+		"confirm": "review",
+		"command": ["./run.sh", "--live"],
+		"env": ["BILLING_TOKEN"],
+		"timeout_ms": 5000,
+		"idempotent": true
+	}`)
+	writeTool(t, toolsDir, "minimal", `{"name": "minimal", "command": ["./run.sh"]}`)
+
+	got, warnings, err := LoadDir(toolsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings = %q", warnings)
+	}
+	if len(got) != 2 {
+		t.Fatalf("loaded %d tools, want 2", len(got))
+	}
+	r := got["refund_payment"]
+	wantDir, _ := filepath.Abs(filepath.Join(toolsDir, "refund_payment"))
+	want := Tool{
+		Name:        "refund_payment",
+		Description: "Refund a payment",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"amount":{"type":"number"}},"required":["amount"]}`),
+		Exposure:    Exposure{Kind: ExposureRequiresConfirmation, Prompt: "Refunds move money"},
+		LLMCallable: true,
+		Confirm:     "review",
+		Command:     []string{"./run.sh", "--live"},
+		Env:         []string{"BILLING_TOKEN"},
+		Timeout:     5 * time.Second,
+		Idempotent:  true,
+		Dir:         wantDir,
+	}
+	if r.schema == nil {
+		t.Error("schema not compiled")
+	}
+	r2 := *r
+	r2.schema = nil
+	if !reflect.DeepEqual(r2, want) {
+		t.Errorf("tool = %+v\nwant   %+v", r2, want)
+	}
+
+	m := got["minimal"]
+	if m.Exposure.Kind != ExposureOpen || !m.LLMCallable || m.Confirm != "" || m.Timeout != 30*time.Second ||
+		m.Idempotent || string(m.Parameters) != `{"type":"object"}` {
+		t.Errorf("defaults wrong: %+v", m)
+	}
+	spec := m.Spec()
+	if spec.Name != "minimal" || string(spec.Parameters) != `{"type":"object"}` {
+		t.Errorf("Spec() = %+v", spec)
+	}
+}
+
+func TestLoadDirMissing(t *testing.T) {
+	got, warnings, err := LoadDir(filepath.Join(t.TempDir(), "nope"))
+	if err != nil || len(warnings) != 0 || got == nil || len(got) != 0 {
+		t.Errorf("LoadDir(missing) = %v, %q, %v; want an empty map", got, warnings, err)
+	}
+}
+
+func TestLoadDirWarnings(t *testing.T) {
+	toolsDir := filepath.Join(t.TempDir(), "tools")
+	writeTool(t, toolsDir, "danger", `{"name": "danger", "confirm": "never", "command": ["./run.sh"]}`)
+	writeTool(t, toolsDir, "ok", `{"name": "ok", "command": ["./run.sh"]}`)
+	writeTool(t, toolsDir, "later", `{"name": "later", "command": ["agentd-no-such-program-xyz"]}`)
+	if err := os.MkdirAll(filepath.Join(toolsDir, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(toolsDir, "README.md"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	got, warnings, err := LoadDir(toolsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["danger"]; ok {
+		t.Error(`a confirm "never" tool was registered`)
+	}
+	if _, ok := got["ok"]; !ok {
+		t.Error("ok was not loaded")
+	}
+	if _, ok := got["later"]; !ok {
+		t.Error("a tool whose program is not in PATH yet was not loaded")
+	}
+	want := []string{
+		`tools/danger/tool.json: confirm is "never": the tool is not registered`,
+		`tools/later/tool.json: command "agentd-no-such-program-xyz" not found in PATH`,
+		`tools/lib: no tool.json, folder ignored`,
+	}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Errorf("warnings =\n%q\nwant\n%q", warnings, want)
+	}
+}
+
+func TestLoadDirErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want string
+	}{
+		{"syntax", "{\n  \"name\": \"x\",\n  \"command\": [\"./run.sh\"\n}", `tools/x/tool.json: line 4, column 1: invalid character '}' after array element`},
+		{"truncated", `{"name": "x"`, `tools/x/tool.json: line 1, column 13: unexpected end of JSON`},
+		{"empty file", ``, `tools/x/tool.json: empty file, expected a JSON object`},
+		{"not an object", `["x"]`, `tools/x/tool.json: must be a JSON object`},
+		{"trailing data", `{"name": "x", "command": ["./run.sh"]} {}`, `tools/x/tool.json: line 1, column 41: unexpected data after the JSON object`},
+		{"unknown field", `{"name": "x", "command": ["./run.sh"], "execution": "durable"}`, `tools/x/tool.json: field "execution": unknown field`},
+		{"missing name", `{"command": ["./run.sh"]}`, `tools/x/tool.json: field "name": required (the folder name, "x")`},
+		{"name differs", `{"name": "y", "command": ["./run.sh"]}`, `tools/x/tool.json: field "name": must equal the folder name "x", got "y"`},
+		{"name type", `{"name": 7, "command": ["./run.sh"]}`, `tools/x/tool.json: field "name": must be a string, got number`},
+		{"description type", `{"name": "x", "description": true, "command": ["./run.sh"]}`, `tools/x/tool.json: field "description": must be a string, got bool`},
+		{"parameters not object", `{"name": "x", "parameters": [1], "command": ["./run.sh"]}`, `tools/x/tool.json: field "parameters": must be a JSON Schema object`},
+		{"parameters wrong type", `{"name": "x", "parameters": {"type": "string"}, "command": ["./run.sh"]}`, `tools/x/tool.json: field "parameters": "type" must be "object": arguments are always a JSON object`},
+		{"parameters invalid schema", `{"name": "x", "parameters": {"type": "object", "properties": {"a": {"type": "strin"}}}, "command": ["./run.sh"]}`, `tools/x/tool.json: field "parameters": not a valid JSON Schema: at '/properties/a/type': value must be one of`},
+		{"parameters external ref", `{"name": "x", "parameters": {"$ref": "https://example.com/s.json"}, "command": ["./run.sh"]}`, `tools/x/tool.json: field "parameters": failing loading "https://example.com/s.json"`},
+		{"exposure kind", `{"name": "x", "exposure": {"kind": "secret"}, "command": ["./run.sh"]}`, `tools/x/tool.json: field "exposure.kind": must be one of open, requires-confirmation, operator-gated`},
+		{"exposure unknown", `{"name": "x", "exposure": {"kind": "open", "label": "a"}, "command": ["./run.sh"]}`, `tools/x/tool.json: field "exposure.label": unknown field`},
+		{"exposure not object", `{"name": "x", "exposure": "open", "command": ["./run.sh"]}`, `tools/x/tool.json: field "exposure": must be an object`},
+		{"exposure prompt type", `{"name": "x", "exposure": {"prompt": 1}, "command": ["./run.sh"]}`, `tools/x/tool.json: field "exposure.prompt": must be a string, got number`},
+		{"llm_callable type", `{"name": "x", "llm_callable": "yes", "command": ["./run.sh"]}`, `tools/x/tool.json: field "llm_callable": must be a boolean, got string`},
+		{"confirm value", `{"name": "x", "confirm": "always", "command": ["./run.sh"]}`, `tools/x/tool.json: field "confirm": must be false, true, "review" or "never", got "always"`},
+		{"confirm number", `{"name": "x", "confirm": 1, "command": ["./run.sh"]}`, `tools/x/tool.json: field "confirm": must be false, true, "review" or "never", got 1`},
+		{"command missing", `{"name": "x"}`, `tools/x/tool.json: field "command": required`},
+		{"command empty", `{"name": "x", "command": []}`, `tools/x/tool.json: field "command": required`},
+		{"command string", `{"name": "x", "command": "./run.sh"}`, `tools/x/tool.json: field "command": must be an array of strings, got string`},
+		{"command program missing", `{"name": "x", "command": ["./nope.sh"]}`, `tools/x/tool.json: field "command": program "./nope.sh" not found`},
+		{"command program not executable", `{"name": "x", "command": ["./tool.json"]}`, `tools/x/tool.json: field "command": program "./tool.json" is not executable (chmod +x it)`},
+		{"env name", `{"name": "x", "command": ["./run.sh"], "env": ["BAD-NAME"]}`, `tools/x/tool.json: field "env[0]": not a valid environment variable name: "BAD-NAME"`},
+		{"env twice", `{"name": "x", "command": ["./run.sh"], "env": ["A", "A"]}`, `tools/x/tool.json: field "env[1]": "A" is listed twice`},
+		{"timeout zero", `{"name": "x", "command": ["./run.sh"], "timeout_ms": 0}`, `tools/x/tool.json: field "timeout_ms": must be between 1 and 600000 (10m0s), got 0`},
+		{"timeout too long", `{"name": "x", "command": ["./run.sh"], "timeout_ms": 600001}`, `tools/x/tool.json: field "timeout_ms": must be between 1 and 600000`},
+		{"timeout fraction", `{"name": "x", "command": ["./run.sh"], "timeout_ms": 1.5}`, `tools/x/tool.json: field "timeout_ms": must be an integer, got number 1.5`},
+		{"idempotent type", `{"name": "x", "command": ["./run.sh"], "idempotent": "true"}`, `tools/x/tool.json: field "idempotent": must be a boolean, got string`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			toolsDir := filepath.Join(t.TempDir(), "tools")
+			writeTool(t, toolsDir, "x", tt.body)
+			got, _, err := LoadDir(toolsDir)
+			if err == nil {
+				t.Fatalf("LoadDir succeeded (%d tools), want error %q", len(got), tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error = %q\nwant prefix %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadDirBadFolderName(t *testing.T) {
+	toolsDir := filepath.Join(t.TempDir(), "tools")
+	writeTool(t, toolsDir, "has space", `{"name": "has space", "command": ["./run.sh"]}`)
+	_, _, err := LoadDir(toolsDir)
+	want := `tools/has space/tool.json: field "name": must be 1 to 64 letters, digits, '_' or '-', got "has space"`
+	if err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %q", err, want)
+	}
+}

@@ -1,0 +1,17 @@
+//go:build !unix
+
+package tools
+
+import "os/exec"
+
+// setProcessGroup does nothing where process groups are not supported.
+func setProcessGroup(*exec.Cmd) {}
+
+// killProcessGroup kills only the command itself where process groups are
+// not supported.
+func killProcessGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	return cmd.Process.Kill()
+}

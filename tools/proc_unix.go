@@ -1,0 +1,27 @@
+//go:build unix
+
+package tools
+
+import (
+	"errors"
+	"os/exec"
+	"syscall"
+)
+
+// setProcessGroup makes the command the leader of a new process group, so
+// that everything it starts can be killed with it.
+func setProcessGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// killProcessGroup kills the command's whole process group with SIGKILL.
+func killProcessGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if errors.Is(err, syscall.ESRCH) {
+		return nil
+	}
+	return err
+}
