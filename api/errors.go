@@ -1,0 +1,77 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/labstack/echo/v4"
+)
+
+// statusOf is the one place where error codes become HTTP statuses.
+var statusOf = map[string]int{
+	agentd.EINVALID:      http.StatusBadRequest,
+	agentd.EUNAUTHORIZED: http.StatusUnauthorized,
+	agentd.EFORBIDDEN:    http.StatusForbidden,
+	agentd.ENOTFOUND:     http.StatusNotFound,
+	agentd.ECONFLICT:     http.StatusConflict,
+	agentd.EEXPIRED:      http.StatusConflict,
+	agentd.ESTALE:        http.StatusConflict,
+	agentd.ERUNACTIVE:    http.StatusConflict,
+	agentd.ETOOLARGE:     http.StatusRequestEntityTooLarge,
+	agentd.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
+	agentd.EINTERNAL:     http.StatusInternalServerError,
+	agentd.EUNAVAILABLE:  http.StatusServiceUnavailable,
+	"method_not_allowed": http.StatusMethodNotAllowed,
+}
+
+// errorBody is SPEC §5's error shape.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// handleError writes {"error": {"code", "message"}} with the status of the
+// code. Clients get the safe message; the log gets the detail.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code, msg := agentd.ErrorCode(err), agentd.ErrorMessage(err)
+	var he *echo.HTTPError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		code, msg = agentd.ETOOLARGE, "request body is too large"
+	case errors.As(err, &he):
+		switch he.Code {
+		case http.StatusNotFound:
+			code, msg = agentd.ENOTFOUND, "no such route"
+		case http.StatusMethodNotAllowed:
+			code, msg = "method_not_allowed", "method not allowed on this route"
+		case http.StatusRequestEntityTooLarge:
+			code, msg = agentd.ETOOLARGE, "request body is too large"
+		default:
+			code, msg = agentd.EINVALID, http.StatusText(he.Code)
+		}
+	}
+	status, ok := statusOf[code]
+	if !ok {
+		status = http.StatusInternalServerError
+		if he != nil {
+			status = he.Code
+		}
+	}
+	if status >= 500 {
+		s.log.Error().Err(err).Str("path", c.Request().URL.Path).Msg("internal error")
+	}
+	var body errorBody
+	body.Error.Code, body.Error.Message = code, msg
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = c.JSON(status, body)
+}

@@ -1,0 +1,185 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/sse"
+	"github.com/labstack/echo/v4"
+)
+
+// decode reads exactly one JSON object into v, rejecting unknown fields and
+// trailing data. An empty body is allowed only when optional is true.
+func decode(c echo.Context, v any, optional bool) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return agentd.Errorf(agentd.ETOOLARGE, "request body is larger than %d bytes", mbe.Limit)
+		}
+		return agentd.Errorf(agentd.EINVALID, "cannot read request body")
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if optional {
+			return nil
+		}
+		return agentd.Errorf(agentd.EINVALID, "request body must be a JSON object")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return agentd.Errorf(agentd.EINVALID, "malformed JSON at byte %d: %v", se.Offset, se)
+		case errors.As(err, &te):
+			return agentd.Errorf(agentd.EINVALID, "field %q must be %s, not %s", te.Field, te.Type, te.Value)
+		case strings.HasPrefix(err.Error(), "json: unknown field"):
+			return agentd.Errorf(agentd.EINVALID, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		default:
+			return agentd.Errorf(agentd.EINVALID, "malformed JSON: %v", err)
+		}
+	}
+	if dec.More() {
+		return agentd.Errorf(agentd.EINVALID, "unexpected data after the JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return agentd.Errorf(agentd.EINVALID, "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func (s *Server) handleHealthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) handleReadyz(c echo.Context) error {
+	if err := s.store.Ping(c.Request().Context()); err != nil {
+		return &agentd.Error{Code: agentd.EUNAVAILABLE, Message: "store is not ready", Detail: err}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+type createConversationRequest struct {
+	Agent    string          `json:"agent"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+func (s *Server) handleCreateConversation(c echo.Context) error {
+	var req createConversationRequest
+	if err := decode(c, &req, true); err != nil {
+		return err
+	}
+	conv, err := s.engine.CreateConversation(c.Request().Context(), principal(c), req.Agent, req.Metadata)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, conv)
+}
+
+func (s *Server) handleGetConversation(c echo.Context) error {
+	v, err := s.engine.ConversationView(c.Request().Context(), principal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+type sendMessageRequest struct {
+	Content string `json:"content"`
+}
+
+func (s *Server) handleSendMessage(c echo.Context) error {
+	var req sendMessageRequest
+	if err := decode(c, &req, false); err != nil {
+		return err
+	}
+	run, err := s.engine.Send(c.Request().Context(), principal(c), c.Param("id"), req.Content)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusAccepted, map[string]string{"run_id": run.ID, "correlation_id": run.CorrelationID})
+}
+
+func (s *Server) handleGetRun(c echo.Context) error {
+	run, err := s.engine.Run(c.Request().Context(), principal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+func (s *Server) handleCancelRun(c echo.Context) error {
+	var empty struct{}
+	if err := decode(c, &empty, true); err != nil {
+		return err
+	}
+	run, err := s.engine.Cancel(c.Request().Context(), principal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, run)
+}
+
+func (s *Server) handleGetToolCall(c echo.Context) error {
+	call, err := s.engine.ToolCall(c.Request().Context(), principal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, call)
+}
+
+func (s *Server) handleApproval(c echo.Context) error {
+	var req loop.DecisionRequest
+	if err := decode(c, &req, false); err != nil {
+		return err
+	}
+	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+type toolView struct {
+	agentd.ToolSpec
+	ServerID string      `json:"server_id"`
+	Tier     agentd.Tier `json:"tier"`
+}
+
+func (s *Server) handleListTools(c echo.Context) error {
+	specs := s.engine.ToolSpecs()
+	out := make([]toolView, 0, len(specs))
+	for _, t := range specs {
+		out = append(out, toolView{ToolSpec: t, ServerID: loop.ServerIDTools, Tier: s.engine.ToolTier(t.Name)})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tools": out})
+}
+
+// handleEvents streams a conversation's event log (SPEC §6).
+func (s *Server) handleEvents(c echo.Context) error {
+	ctx := c.Request().Context()
+	conv, err := s.engine.Conversation(ctx, principal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	last, err := sse.ParseLastEventID(c.Request().Header.Get("Last-Event-ID"), c.QueryParam("last_event_id"))
+	if err != nil {
+		return agentd.Errorf(agentd.EINVALID, "%v", err)
+	}
+	err = sse.Serve(ctx, c.Response(), s.hub, s.store, conv.ID, last, sse.Options{Heartbeat: s.cfg.Heartbeat})
+	if err != nil && !c.Response().Committed {
+		return fmt.Errorf("stream: %w", err)
+	}
+	if err != nil {
+		s.log.Debug().Err(err).Str("conversation_id", conv.ID).Msg("stream ended")
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+package api
+
+import "github.com/labstack/echo/v4/middleware"
+
+// routes is every route of the API in one place. No timeout or body-dump
+// middleware is used anywhere: SSE routes must not have them (SPEC §10).
+func (s *Server) routes() {
+	e := s.echo
+	e.Use(middleware.Recover())
+	e.Use(s.logRequests)
+	e.Use(s.limitBody)
+
+	e.GET("/healthz", s.handleHealthz)
+	e.GET("/readyz", s.handleReadyz)
+
+	v1 := e.Group("/v1")
+	authed := v1.Group("", s.authenticate(false))
+	authed.POST("/conversations", s.handleCreateConversation)
+	authed.GET("/conversations/:id", s.handleGetConversation)
+	authed.POST("/conversations/:id/messages", s.handleSendMessage)
+	authed.GET("/runs/:id", s.handleGetRun)
+	authed.POST("/runs/:id/cancel", s.handleCancelRun)
+	authed.GET("/tool-calls/:id", s.handleGetToolCall)
+	authed.POST("/tool-calls/:id/approval", s.handleApproval)
+	authed.GET("/tools", s.handleListTools)
+
+	// The stream also accepts ?access_token= (EventSource cannot set headers).
+	v1.GET("/conversations/:id/events", s.handleEvents, s.authenticate(true))
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sse"
+)
+
+// clientFlags are the flags every client subcommand shares.
+type clientFlags struct {
+	url string
+	key string
+}
+
+func (c *clientFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&c.url, "url", or(getenv("AGENTD_URL"), "http://"+defaultAddr), "agentd base URL")
+	c.key = getenv("AGENTD_API_KEY") // secrets only from env, never from argv
+}
+
+func (c *clientFlags) do(ctx context.Context, method, path string, body any, out io.Writer) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.url, "/")+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.key != "" {
+		req.Header.Set("Authorization", "Bearer "+c.key)
+	}
+	cl := &http.Client{Timeout: 30 * time.Second}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	_, err = out.Write(append(bytes.TrimSpace(b), '\n'))
+	return err
+}
+
+func approve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("approve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs, getenv)
+	deny := fs.Bool("deny", false, "deny instead of approve")
+	reason := fs.String("reason", "", "reason recorded with the decision")
+	digest := fs.String("sha256", "", "arguments_sha256 the decision is bound to (optional)")
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(stderr, "usage: agentd approve CALL_ID [--deny] [--reason TEXT] [--sha256 HEX]")
+		return errUsage
+	}
+	id := args[0]
+	if err := fs.Parse(args[1:]); err != nil {
+		return errUsage
+	}
+	decision := "approve"
+	if *deny {
+		decision = "deny"
+	}
+	body := map[string]string{"decision": decision}
+	if *reason != "" {
+		body["reason"] = *reason
+	}
+	if *digest != "" {
+		body["arguments_sha256"] = *digest
+	}
+	return cf.do(ctx, http.MethodPost, "/v1/tool-calls/"+id+"/approval", body, stdout)
+}
+
+// events follows a conversation's stream, printing one JSON line per event
+// ({"id", "type", "data"}); it reconnects with Last-Event-ID until interrupted.
+func events(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cf clientFlags
+	cf.register(fs, getenv)
+	conv := fs.String("conversation", "", "conversation id")
+	last := fs.Int64("last-event-id", 0, "resume after this event id")
+	if err := fs.Parse(args); err != nil || *conv == "" {
+		fmt.Fprintln(stderr, "usage: agentd events --conversation ID [--last-event-id N]")
+		return errUsage
+	}
+	h := http.Header{}
+	if cf.key != "" {
+		h.Set("Authorization", "Bearer "+cf.key)
+	}
+	url := strings.TrimRight(cf.url, "/") + "/v1/conversations/" + *conv + "/events"
+	enc := json.NewEncoder(stdout)
+	err := sse.Follow(ctx, url, sse.FollowOptions{Header: h, LastEventID: *last}, func(e agentd.Event) error {
+		return enc.Encode(map[string]any{"id": e.Seq, "type": e.Type, "data": e.Data})
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,59 @@
+// Command agentd runs the agentd server (`agentd serve`) and small clients
+// of its API (`agentd events`, `agentd approve`). main only wires: every
+// dependency is built in run, which tests call directly.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "agentd:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+const usage = `agentd — an agent loop with a human in the loop.
+
+Usage:
+  agentd serve   [--project DIR] [--addr HOST:PORT] [--data DIR]   run the server
+  agentd events  --conversation ID [--last-event-id N]             follow a conversation's stream
+  agentd approve CALL_ID [--deny] [--reason TEXT]                  decide a parked tool call
+
+Environment: AGENTD_PROJECT, AGENTD_ADDR, AGENTD_DATA, AGENTD_LOG_LEVEL (serve);
+AGENTD_URL (default http://127.0.0.1:8787) and AGENTD_API_KEY (clients).
+`
+
+// run is the whole program: args without the program name.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return serve(ctx, nil, getenv, stdout, stderr)
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "events":
+		return events(ctx, args[1:], getenv, stdout, stderr)
+	case "approve":
+		return approve(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}
