@@ -276,3 +276,15 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		k.mu.Unlock()
 	}
 }
+
+// ToolTier returns the base tier of a tool the model sees (never for others).
+func (e *Engine) ToolTier(name string) agentd.Tier {
+	t, ok := e.visible[name]
+	if !ok {
+		return agentd.TierNever
+	}
+	if t.Exposure == confirm.ExposureRequiresConfirmation {
+		return agentd.TierConfirm
+	}
+	return agentd.TierAuto
+}
