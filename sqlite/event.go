@@ -1,0 +1,109 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strconv"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// AppendEvents appends events to their conversations' logs in one
+// transaction and returns them with their sequence numbers. ENOTFOUND if a
+// conversation does not exist, EINVALID if an event has no conversation or
+// type or its data is not valid JSON; on any error nothing is appended.
+func (db *DB) AppendEvents(ctx context.Context, events []agentd.EventDraft) ([]agentd.Event, error) {
+	if err := checkEvents(events); err != nil {
+		return nil, err
+	}
+	var out []agentd.Event
+	err := db.writeTx(ctx, func(tx *sql.Tx) (err error) {
+		out, err = appendEvents(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Events returns up to limit events of a conversation with Seq > afterSeq,
+// in sequence order; limit <= 0 means no limit. An unknown conversation has
+// no events.
+func (db *DB) Events(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]agentd.Event, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	var out []agentd.Event
+	err := db.readTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `
+			SELECT seq, type, data FROM events
+			WHERE conversation_id = ? AND seq > ?
+			ORDER BY seq LIMIT ?`, conversationID, afterSeq, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e := agentd.Event{ConversationID: conversationID}
+			var data sql.NullString
+			if err := rows.Scan(&e.Seq, &e.Type, &data); err != nil {
+				return err
+			}
+			e.Data = decJSON(data)
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkEvents validates drafts before a transaction starts.
+func checkEvents(events []agentd.EventDraft) error {
+	for i, e := range events {
+		if e.ConversationID == "" {
+			return agentd.Errorf(agentd.EINVALID, "event %d: conversation id is required", i)
+		} else if e.Type == "" {
+			return agentd.Errorf(agentd.EINVALID, "event %d: type is required", i)
+		} else if _, err := encJSON("event "+strconv.Itoa(i)+" data", e.Data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendEvents appends drafts inside tx. Each event takes the next value of
+// its conversation's last_seq counter, which the same transaction
+// increments, so sequence numbers are gapless: a rollback undoes both.
+func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) ([]agentd.Event, error) {
+	if len(drafts) == 0 {
+		return nil, nil
+	}
+	out := make([]agentd.Event, 0, len(drafts))
+	for _, d := range drafts {
+		data, err := encJSON("event data", d.Data)
+		if err != nil {
+			return nil, err
+		}
+		var seq int64
+		err = tx.QueryRowContext(ctx, `
+			UPDATE conversations SET last_seq = last_seq + 1
+			WHERE id = ? RETURNING last_seq`, d.ConversationID).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", d.ConversationID)
+		} else if err != nil {
+			return nil, err
+		}
+		if _, err := tx.ExecContext(ctx, `
+			INSERT INTO events (conversation_id, seq, type, data) VALUES (?, ?, ?, ?)`,
+			d.ConversationID, seq, d.Type, data); err != nil {
+			return nil, err
+		}
+		out = append(out, agentd.Event{ConversationID: d.ConversationID, Seq: seq, Type: d.Type, Data: d.Data})
+	}
+	return out, nil
+}

@@ -1,0 +1,356 @@
+// Package sqlite is the embedded, durable implementation of agentd.Store: one
+// SQLite file in WAL mode, written through a single connection, read through
+// a pool, using the pure-Go driver modernc.org/sqlite (no cgo).
+//
+// Every Store method is one transaction. Every state change of a run or a
+// tool call is one conditional UPDATE (… WHERE id = ? AND status IN (…))
+// whose affected-row count decides the race, so concurrent approvals of one
+// parked call produce exactly one transition, one decision row and one set of
+// events. The contract it implements is agentd.Store, checked by
+// storetest.Run; see docs/storage.md.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+var _ agentd.Store = (*DB)(nil)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// BusyTimeout is how long a connection waits for a lock held by another
+// connection (another process on the same file, or a checkpoint) before
+// failing with SQLITE_BUSY. Within one process writes never wait on each
+// other in SQLite: they queue for the single write connection instead.
+const BusyTimeout = 10 * time.Second
+
+// DB is an agentd.Store backed by one SQLite file. It is safe for concurrent
+// use.
+//
+// Settings and why:
+//
+//   - journal_mode=WAL: readers never block the writer and the writer never
+//     blocks readers, so SSE replays and API reads proceed while the loop
+//     writes.
+//   - synchronous=FULL: every commit is fsynced before it returns. In WAL
+//     mode the cheaper NORMAL setting is corruption-safe but may lose the
+//     last commits on a power cut. Here the last commit can be an approval:
+//     the API would have answered 200 and started the call, and after the
+//     restart the call would again be requires_confirmation — approved a
+//     second time, it would run twice. A decision must be on disk before
+//     anyone acts on it, so commits pay for an fsync.
+//   - one write connection (SetMaxOpenConns(1)) with BEGIN IMMEDIATE: writers
+//     of this process queue in database/sql instead of racing for SQLite's
+//     write lock, so they never see SQLITE_BUSY, and each write transaction
+//     holds the lock from its first statement, so a read-then-write inside
+//     it sees no interleaved writer.
+//   - a separate read pool with query_only=1: reads run in parallel on WAL
+//     snapshots and cannot write by accident.
+//   - busy_timeout: covers the remaining lock waits (another process on the
+//     same file, WAL checkpoints).
+//   - foreign_keys=ON: references between conversations, runs, messages,
+//     tool calls, decisions and events are enforced.
+type DB struct {
+	path   string
+	writer *sql.DB
+	reader *sql.DB
+}
+
+// Open opens (creating if needed) the SQLite database file at path and
+// brings its schema up to date by applying the embedded migrations that have
+// not yet been applied. Reopening an existing file keeps its data and applies
+// nothing twice. It fails with a descriptive error when the file cannot be
+// opened or created (for example when its directory does not exist), when it
+// is not a SQLite database, or when its schema is newer than this binary.
+// path must name a file; ":memory:" is refused because the read pool and the
+// write connection must share one database.
+func Open(path string) (*DB, error) {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: open %q: path must name a database file", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %q: %w", path, err)
+	}
+	// A file: URI lets any character appear in the path ('?' and '#' are
+	// percent-encoded); the driver's own parameters follow the '?'.
+	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath()
+	common := "_pragma=busy_timeout(" + strconv.FormatInt(BusyTimeout.Milliseconds(), 10) + ")" +
+		"&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)"
+
+	db := &DB{path: abs}
+	// The writer is opened first: it sets WAL mode (persistent in the file)
+	// and migrates before any reader connects.
+	db.writer, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	db.writer.SetMaxOpenConns(1)
+	db.writer.SetMaxIdleConns(1)
+	db.writer.SetConnMaxIdleTime(0)
+	db.writer.SetConnMaxLifetime(0)
+
+	ctx := context.Background()
+	if err := db.writer.PingContext(ctx); err != nil {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	var mode string
+	if err := db.writer.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	} else if !strings.EqualFold(mode, "wal") {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: journal_mode is %q, want wal", abs, mode)
+	}
+	if err := db.migrate(ctx); err != nil {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+
+	db.reader, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=query_only(1)")
+	if err != nil {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	if err := db.reader.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	return db, nil
+}
+
+// Path returns the absolute path of the database file.
+func (db *DB) Path() string { return db.path }
+
+// Ping reports whether both the write connection and the read pool can
+// reach the database.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.writer.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	var one int
+	if err := db.reader.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the database. Every committed transaction is already on disk;
+// Close waits for nothing else. Calling Close twice is harmless.
+func (db *DB) Close() error {
+	var errs []error
+	if db.reader != nil {
+		errs = append(errs, db.reader.Close())
+	}
+	if db.writer != nil {
+		errs = append(errs, db.writer.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// migration is one embedded, numbered schema change.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order. File names
+// are NNNN_description.sql; versions must be unique and positive.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	seen := map[int]string{}
+	for _, name := range names {
+		base := filepath.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
+		} else if prev, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, base, v)
+		}
+		seen[v] = base
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// migrate applies, in version order, each embedded migration not yet
+// recorded in schema_migrations, and mirrors the version in user_version.
+// Everything happens in one IMMEDIATE transaction, so two processes opening
+// a new file at once cannot both migrate, and a failed migration leaves the
+// schema as it was.
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    INTEGER PRIMARY KEY,
+			name       TEXT NOT NULL,
+			applied_at INTEGER NOT NULL
+		) STRICT`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		var current int
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if n := len(ms); n > 0 && current > ms[n-1].version {
+			return fmt.Errorf("migrate: database schema version %d is newer than this binary's %d", current, ms[n-1].version)
+		}
+		for _, m := range ms {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.name, err)
+			}
+			if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(m.version)); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// writeTx runs fn in one write transaction (BEGIN IMMEDIATE on the single
+// write connection) and commits when fn returns nil; any error rolls back
+// everything fn did.
+func (db *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return storeErr(err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return storeErr(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
+// readTx runs fn in one read-only transaction on the read pool, so that
+// everything fn reads comes from one consistent snapshot.
+func (db *DB) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return storeErr(err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
+// storeErr passes *agentd.Error and context errors through, maps SQLite
+// constraint violations to agentd codes, and prefixes anything else.
+func storeErr(err error) error {
+	var ae *agentd.Error
+	if err == nil || errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY, sqlite3.SQLITE_CONSTRAINT_UNIQUE:
+			return &agentd.Error{Code: agentd.ECONFLICT, Message: "already exists", Detail: err}
+		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
+			return &agentd.Error{Code: agentd.ENOTFOUND, Message: "referenced object not found", Detail: err}
+		}
+	}
+	return fmt.Errorf("sqlite: %w", err)
+}
+
+// Times are stored as unix nanoseconds in UTC; the zero time as NULL.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// encTime returns the column value of t, or EINVALID when t cannot be held
+// in int64 nanoseconds (before 1677 or after 2262).
+func encTime(field string, t time.Time) (any, error) {
+	if t.IsZero() {
+		return nil, nil
+	} else if t.Before(minTime) || t.After(maxTime) {
+		return nil, agentd.Errorf(agentd.EINVALID, "%s out of range: %s", field, t.Format(time.RFC3339Nano))
+	}
+	return t.UnixNano(), nil
+}
+
+// decTime is the inverse of encTime; times come back in UTC.
+func decTime(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64).UTC()
+}
+
+// encJSON returns the column value of raw: NULL when empty, else the bytes
+// unchanged as TEXT. EINVALID when raw is not valid JSON.
+func encJSON(field string, raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	} else if !json.Valid(raw) {
+		return nil, agentd.Errorf(agentd.EINVALID, "%s is not valid JSON", field)
+	}
+	return string(raw), nil
+}
+
+// decJSON is the inverse of encJSON.
+func decJSON(s sql.NullString) json.RawMessage {
+	if !s.Valid {
+		return nil
+	}
+	return json.RawMessage(s.String)
+}
+
+// nullString maps "" to NULL, for optional references.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}

@@ -1,0 +1,364 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/google/uuid"
+)
+
+const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
+	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
+	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
+	created_at, updated_at`
+
+const insertToolCall = `INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
+	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
+	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
+	created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// CreateToolCalls inserts calls and appends events, in one transaction.
+// EINVALID if a call has no id, an unknown status, JSON fields that are not
+// valid JSON, or decisions (decisions are added only by UpdateToolCall);
+// ENOTFOUND if a call's conversation or run does not exist; ECONFLICT if an
+// id exists. An empty ConversationID or RunID is stored as none. On any
+// error nothing is written.
+func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, events []agentd.EventDraft) ([]agentd.Event, error) {
+	rows := make([][]any, 0, len(calls))
+	for _, c := range calls {
+		args, err := toolCallArgs(c)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, args)
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, err
+	}
+	var out []agentd.Event
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		for i, args := range rows {
+			if _, err := tx.ExecContext(ctx, insertToolCall, args...); err != nil {
+				return insertErr(err, "tool call", calls[i].ID)
+			}
+		}
+		var err error
+		out, err = appendEvents(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// toolCallArgs validates c and returns its column values in insert order.
+func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
+	if c == nil || c.ID == "" {
+		return nil, agentd.Errorf(agentd.EINVALID, "tool call id is required")
+	} else if !validCallStatus(c.Status) {
+		return nil, agentd.Errorf(agentd.EINVALID, "tool call %q: unknown status %q", c.ID, c.Status)
+	} else if len(c.Decisions) > 0 {
+		return nil, agentd.Errorf(agentd.EINVALID, "tool call %q: decisions are added by UpdateToolCall only", c.ID)
+	}
+	arguments, err := encJSON("tool call arguments", c.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	result, err := encJSON("tool call result", c.Result)
+	if err != nil {
+		return nil, err
+	}
+	var allowed any
+	if c.AllowedDecisions != nil {
+		b, err := json.Marshal(c.AllowedDecisions)
+		if err != nil {
+			return nil, err
+		}
+		allowed = string(b)
+	}
+	var deadline any
+	if c.RequiresApprovalAt != nil {
+		if deadline, err = encTime("requires_approval_at", *c.RequiresApprovalAt); err != nil {
+			return nil, err
+		}
+	}
+	created, err := encTime("tool call created_at", c.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	updated, err := encTime("tool call updated_at", c.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	return []any{c.ID, c.TenantID, c.ProjectID, nullString(c.ConversationID), nullString(c.RunID),
+		c.CorrelationID, c.MessageID, c.Step, c.Index, c.Name, c.ServerID, arguments, c.ArgumentsSHA256, c.Tier, c.Reason,
+		c.Escalated, c.Status, c.Method, c.Endpoint, deadline, allowed, result, c.Error,
+		created, updated}, nil
+}
+
+// ToolCall returns one call with its decisions in the order they were
+// made, or ENOTFOUND.
+func (db *DB) ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error) {
+	var c *agentd.ToolCall
+	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
+		c, err = getToolCall(ctx, tx, id)
+		return err
+	})
+	return c, err
+}
+
+// ToolCalls returns a conversation's calls, with decisions, ordered by
+// CreatedAt, then Step, then Index, then insertion.
+func (db *DB) ToolCalls(ctx context.Context, conversationID string) ([]agentd.ToolCall, error) {
+	return db.listToolCalls(ctx, `conversation_id = ? ORDER BY created_at, step, idx, rid`, conversationID)
+}
+
+// RunToolCalls returns the calls of one run, with decisions, ordered by
+// Step, then Index, then insertion.
+func (db *DB) RunToolCalls(ctx context.Context, runID string) ([]agentd.ToolCall, error) {
+	return db.listToolCalls(ctx, `run_id = ? ORDER BY step, idx, rid`, runID)
+}
+
+// ToolCallsByStatus returns every call in one of the statuses, with
+// decisions, ordered by CreatedAt, then insertion. No statuses, no calls.
+func (db *DB) ToolCallsByStatus(ctx context.Context, statuses ...agentd.CallStatus) ([]agentd.ToolCall, error) {
+	if len(statuses) == 0 {
+		return nil, nil
+	}
+	return db.listToolCalls(ctx, `status IN (SELECT value FROM json_each(?)) ORDER BY created_at, rid`, jsonList(statuses))
+}
+
+// DueToolCalls returns the calls in requires_confirmation whose
+// RequiresApprovalAt is at or before now, with decisions, earliest deadline
+// first. Calls without a deadline are never due.
+func (db *DB) DueToolCalls(ctx context.Context, now time.Time) ([]agentd.ToolCall, error) {
+	n, err := encTime("now", now)
+	if err != nil {
+		return nil, err
+	} else if n == nil {
+		return nil, nil
+	}
+	return db.listToolCalls(ctx, `status = 'requires_confirmation' AND requires_approval_at <= ?
+		ORDER BY requires_approval_at, rid`, n)
+}
+
+// UpdateToolCall applies u if the call's status is in u.From, inserts
+// u.Decision if set, and appends events, in one transaction, and returns
+// the updated call with its decisions. Status is always set, Result and
+// Error when non-empty, UpdatedAt to u.Now unless it is zero. A decision
+// without ToolCallID gets u.ID, without ID a new UUID, without CreatedAt
+// u.Now. ECONFLICT, with the current call, when the status does not match;
+// ENOTFOUND when there is no such call; EINVALID when From is empty, a
+// status or decision value is unknown, the decision names another call, or
+// Result is not valid JSON. On any error nothing is written.
+func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []agentd.EventDraft) (*agentd.ToolCall, []agentd.Event, error) {
+	if u.ID == "" {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "tool call id is required")
+	} else if len(u.From) == 0 {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "a tool call transition needs the statuses it may start from")
+	} else if !validCallStatus(u.Status) {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", u.Status)
+	}
+	for _, s := range u.From {
+		if !validCallStatus(s) {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", s)
+		}
+	}
+	result, err := encJSON("tool call result", u.Result)
+	if err != nil {
+		return nil, nil, err
+	}
+	now, err := encTime("now", u.Now)
+	if err != nil {
+		return nil, nil, err
+	}
+	var d *agentd.Decision
+	var decided any
+	if u.Decision != nil {
+		cp := *u.Decision
+		d = &cp
+		if d.ToolCallID == "" {
+			d.ToolCallID = u.ID
+		} else if d.ToolCallID != u.ID {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "decision for tool call %q given for %q", d.ToolCallID, u.ID)
+		}
+		if d.ID == "" {
+			d.ID = uuid.NewString()
+		}
+		if d.CreatedAt.IsZero() {
+			d.CreatedAt = u.Now
+		}
+		switch d.Decision {
+		case agentd.DecisionApproved, agentd.DecisionDenied, agentd.DecisionExpired, agentd.DecisionCancelled:
+		default:
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown decision %q", d.Decision)
+		}
+		if decided, err = encTime("decision created_at", d.CreatedAt); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, nil, err
+	}
+
+	var call *agentd.ToolCall
+	var out []agentd.Event
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
+				error = CASE WHEN ? = '' THEN error ELSE ? END,
+				updated_at = COALESCE(?, updated_at)
+			WHERE id = ? AND status IN (SELECT value FROM json_each(?))`,
+			u.Status, result, u.Error, u.Error, now, u.ID, jsonList(u.From))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			cur, err := getToolCall(ctx, tx, u.ID)
+			if err != nil {
+				return err
+			}
+			call = cur
+			return agentd.Errorf(agentd.ECONFLICT, "tool call %q is %s", u.ID, cur.Status)
+		}
+		if d != nil {
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, decided); err != nil {
+				return insertErr(err, "decision", d.ID)
+			}
+		}
+		if out, err = appendEvents(ctx, tx, events); err != nil {
+			return err
+		}
+		call, err = getToolCall(ctx, tx, u.ID)
+		return err
+	})
+	if err != nil {
+		if agentd.ErrorCode(err) == agentd.ECONFLICT && call != nil {
+			return call, nil, err
+		}
+		return nil, nil, err
+	}
+	return call, out, nil
+}
+
+// listToolCalls reads the calls matching where (which may end in ORDER BY)
+// and their decisions from one snapshot.
+func (db *DB) listToolCalls(ctx context.Context, where string, args ...any) ([]agentd.ToolCall, error) {
+	var calls []agentd.ToolCall
+	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
+		calls, err = queryToolCalls(ctx, tx, where, args...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return calls, nil
+}
+
+// getToolCall reads one call with its decisions inside tx, or ENOTFOUND.
+func getToolCall(ctx context.Context, tx *sql.Tx, id string) (*agentd.ToolCall, error) {
+	calls, err := queryToolCalls(ctx, tx, `id = ?`, id)
+	if err != nil {
+		return nil, err
+	} else if len(calls) == 0 {
+		return nil, agentd.Errorf(agentd.ENOTFOUND, "tool call %q not found", id)
+	}
+	return &calls[0], nil
+}
+
+// queryToolCalls reads the calls matching where and attaches their
+// decisions in insertion order.
+func queryToolCalls(ctx context.Context, tx *sql.Tx, where string, args ...any) ([]agentd.ToolCall, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+toolCallColumns+` FROM tool_calls WHERE `+where, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var calls []agentd.ToolCall
+	for rows.Next() {
+		c, err := scanToolCall(rows)
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, *c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows.Close()
+	if len(calls) == 0 {
+		return calls, nil
+	}
+
+	index := make(map[string]int, len(calls))
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		index[c.ID] = i
+		ids[i] = c.ID
+	}
+	drows, err := tx.QueryContext(ctx, `
+		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at
+		FROM decisions WHERE tool_call_id IN (SELECT value FROM json_each(?)) ORDER BY rid`, jsonList(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer drows.Close()
+	for drows.Next() {
+		var d agentd.Decision
+		var created sql.NullInt64
+		if err := drows.Scan(&d.ID, &d.ToolCallID, &d.Decision, &d.Reason, &d.DecidedBy, &d.ArgumentsSHA256, &created); err != nil {
+			return nil, err
+		}
+		d.CreatedAt = decTime(created)
+		c := &calls[index[d.ToolCallID]]
+		c.Decisions = append(c.Decisions, d)
+	}
+	return calls, drows.Err()
+}
+
+func scanToolCall(s scanner) (*agentd.ToolCall, error) {
+	var c agentd.ToolCall
+	var arguments, allowed, result sql.NullString
+	var deadline, created, updated sql.NullInt64
+	if err := s.Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.ConversationID, &c.RunID,
+		&c.CorrelationID, &c.MessageID, &c.Step, &c.Index, &c.Name, &c.ServerID, &arguments, &c.ArgumentsSHA256, &c.Tier, &c.Reason,
+		&c.Escalated, &c.Status, &c.Method, &c.Endpoint, &deadline, &allowed, &result, &c.Error,
+		&created, &updated); err != nil {
+		return nil, err
+	}
+	c.Arguments = decJSON(arguments)
+	c.Result = decJSON(result)
+	if allowed.Valid {
+		if err := json.Unmarshal([]byte(allowed.String), &c.AllowedDecisions); err != nil {
+			return nil, errors.New("allowed_decisions of tool call " + c.ID + ": " + err.Error())
+		}
+	}
+	if deadline.Valid {
+		t := decTime(deadline)
+		c.RequiresApprovalAt = &t
+	}
+	c.CreatedAt, c.UpdatedAt = decTime(created), decTime(updated)
+	return &c, nil
+}
+
+func validCallStatus(s agentd.CallStatus) bool {
+	switch s {
+	case agentd.StatusRequiresConfirmation, agentd.StatusApproved, agentd.StatusExecuting, agentd.StatusCompleted,
+		agentd.StatusFailed, agentd.StatusDenied, agentd.StatusExpired, agentd.StatusRefused, agentd.StatusCancelled:
+		return true
+	}
+	return false
+}

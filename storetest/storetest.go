@@ -1,0 +1,250 @@
+// Package storetest is the contract every agentd.Store implementation must
+// pass: one suite, run by each backend's own tests against a real database
+// (SQLite always, PostgreSQL when one is available).
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) agentd.Store {
+//			db, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			t.Cleanup(func() { db.Close() })
+//			return db
+//		})
+//	}
+//
+// Beyond the doc comments of agentd.Store, the suite pins down what callers
+// rely on:
+//
+//   - Times round-trip to the nanosecond and come back in UTC; the zero time
+//     round-trips as the zero time.
+//   - JSON fields (Conversation.Metadata, ToolCall.Arguments and Result,
+//     Event.Data) come back byte for byte as given, whitespace and key order
+//     included; nil comes back as nil; invalid JSON is EINVALID.
+//   - Inserting an id that exists is ECONFLICT; referring to a conversation
+//     or run that does not exist is ENOTFOUND.
+//   - Every method is one transaction: when it fails, nothing it would have
+//     written (rows or events) is visible, and sequence numbers stay
+//     gapless.
+//   - Event sequence numbers start at 1 per conversation and increase by
+//     exactly 1, also under concurrent writers.
+//   - Events with limit <= 0 returns every event after afterSeq.
+//   - UpdateToolCall with an empty From is EINVALID: a call's transitions
+//     are always conditional.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// Run runs the contract suite. open must return a new, empty, usable store
+// for each call and arrange for it to be closed when t ends (t.Cleanup).
+func Run(t *testing.T, open func(t *testing.T) agentd.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s agentd.Store)
+	}{
+		{"Ping", testPing},
+
+		{"Conversation/RoundTrip", testConversationRoundTrip},
+		{"Conversation/Errors", testConversationErrors},
+
+		{"StartRun/RoundTrip", testStartRunRoundTrip},
+		{"StartRun/OneActiveRun", testStartRunOneActive},
+		{"StartRun/Errors", testStartRunErrors},
+		{"StartRun/Concurrent", testStartRunConcurrent},
+		{"Run/NotFound", testRunNotFound},
+		{"UpdateRun/Applies", testUpdateRunApplies},
+		{"UpdateRun/Conflict", testUpdateRunConflict},
+		{"UpdateRun/AnyFrom", testUpdateRunAnyFrom},
+		{"UpdateRun/Errors", testUpdateRunErrors},
+		{"ActiveRuns", testActiveRuns},
+		{"RecordStep/Applies", testRecordStepApplies},
+		{"RecordStep/Conflict", testRecordStepConflict},
+
+		{"Messages/Order", testMessagesOrder},
+		{"AddMessage/Errors", testAddMessageErrors},
+
+		{"ToolCall/RoundTrip", testToolCallRoundTrip},
+		{"ToolCall/NotFound", testToolCallNotFound},
+		{"CreateToolCalls/Atomic", testCreateToolCallsAtomic},
+		{"CreateToolCalls/Errors", testCreateToolCallsErrors},
+		{"ToolCalls/Order", testToolCallsOrder},
+		{"RunToolCalls/Order", testRunToolCallsOrder},
+		{"ToolCallsByStatus", testToolCallsByStatus},
+		{"DueToolCalls", testDueToolCalls},
+		{"UpdateToolCall/Applies", testUpdateToolCallApplies},
+		{"UpdateToolCall/Conflict", testUpdateToolCallConflict},
+		{"UpdateToolCall/DecisionsInOrder", testUpdateToolCallDecisionsInOrder},
+		{"UpdateToolCall/Errors", testUpdateToolCallErrors},
+		{"UpdateToolCall/ConcurrentApprovals", testConcurrentApprovals},
+
+		{"Events/Sequence", testEventsSequence},
+		{"Events/AfterAndLimit", testEventsAfterAndLimit},
+		{"Events/Atomic", testEventsAtomic},
+		{"Events/Errors", testEventsErrors},
+		{"Events/ConcurrentAppends", testEventsConcurrent},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(t, open(t))
+		})
+	}
+}
+
+// t0 has nanoseconds and a zone other than UTC, so a store that drops
+// either fails the round trips.
+var t0 = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.FixedZone("UTC+05:30", 5*3600+30*60))
+
+// at returns t0 plus d.
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+func testPing(t *testing.T, s agentd.Store) {
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping: %v", err)
+	}
+}
+
+// wantCode fails unless err carries code.
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if got := agentd.ErrorCode(err); got != code {
+		t.Fatalf("error code = %q (%v), want %q", got, err, code)
+	}
+}
+
+// noErr fails on a non-nil error.
+func noErr(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// sameTime fails unless got is the instant want, in UTC.
+func sameTime(t *testing.T, what string, got, want time.Time) {
+	t.Helper()
+	if !got.Equal(want) {
+		t.Errorf("%s = %s, want %s", what, got.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+	}
+	if !got.IsZero() && got.Location() != time.UTC {
+		t.Errorf("%s location = %s, want UTC", what, got.Location())
+	}
+}
+
+// sameJSON fails unless got is byte for byte want.
+func sameJSON(t *testing.T, what string, got, want json.RawMessage) {
+	t.Helper()
+	if string(got) != string(want) || (got == nil) != (want == nil) {
+		t.Errorf("%s = %q (nil %v), want %q (nil %v)", what, got, got == nil, want, want == nil)
+	}
+}
+
+// newConversation stores a new conversation.
+func newConversation(t *testing.T, s agentd.Store) *agentd.Conversation {
+	t.Helper()
+	c := &agentd.Conversation{
+		ID: agentd.NewID(agentd.PrefixConversation), TenantID: "tenant", ProjectID: "project", Agent: "agent",
+		CreatedAt: t0,
+	}
+	noErr(t, s.CreateConversation(context.Background(), c), "CreateConversation")
+	return c
+}
+
+// startRun starts a new running run on conv with a user message.
+func startRun(t *testing.T, s agentd.Store, conv *agentd.Conversation) *agentd.Run {
+	t.Helper()
+	run := &agentd.Run{
+		ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
+		CorrelationID: "corr-" + conv.ID, Status: agentd.RunRunning, CreatedAt: t0, UpdatedAt: t0,
+	}
+	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
+		Role: agentd.RoleUser, Content: "hello", CreatedAt: t0}
+	_, err := s.StartRun(context.Background(), run, msg, nil)
+	noErr(t, err, "StartRun")
+	return run
+}
+
+// finishRun moves run to completed.
+func finishRun(t *testing.T, s agentd.Store, run *agentd.Run) {
+	t.Helper()
+	_, _, err := s.UpdateRun(context.Background(), agentd.RunUpdate{
+		ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: agentd.RunCompleted, Now: t0,
+	}, nil)
+	noErr(t, err, "UpdateRun to completed")
+}
+
+// newCall returns an unsaved call of run at (step, index) in status.
+func newCall(run *agentd.Run, step, index int, status agentd.CallStatus) *agentd.ToolCall {
+	return &agentd.ToolCall{
+		ID: agentd.NewID(agentd.PrefixToolCall), TenantID: run.TenantID, ProjectID: run.ProjectID,
+		ConversationID: run.ConversationID, RunID: run.ID, CorrelationID: run.CorrelationID,
+		Step: step, Index: index, Name: "tool", ServerID: "server",
+		Arguments: json.RawMessage(`{"x":1}`), ArgumentsSHA256: "digest", Tier: agentd.TierConfirm,
+		Status: status, Method: "TOOL", Endpoint: "tool", CreatedAt: t0, UpdatedAt: t0,
+	}
+}
+
+// createCalls stores calls.
+func createCalls(t *testing.T, s agentd.Store, calls ...*agentd.ToolCall) {
+	t.Helper()
+	_, err := s.CreateToolCalls(context.Background(), calls, nil)
+	noErr(t, err, "CreateToolCalls")
+}
+
+// draft returns an event draft for conv with the given data.
+func draft(conv, typ, data string) agentd.EventDraft {
+	return agentd.EventDraft{ConversationID: conv, Type: typ, Data: json.RawMessage(data)}
+}
+
+// allEvents returns every event of conv.
+func allEvents(t *testing.T, s agentd.Store, conv string) []agentd.Event {
+	t.Helper()
+	evs, err := s.Events(context.Background(), conv, 0, 0)
+	noErr(t, err, "Events")
+	return evs
+}
+
+// wantSeqs fails unless evs have exactly the sequence numbers want.
+func wantSeqs(t *testing.T, what string, evs []agentd.Event, want ...int64) {
+	t.Helper()
+	got := make([]int64, len(evs))
+	for i, e := range evs {
+		got[i] = e.Seq
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: seqs %v, want %v", what, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: seqs %v, want %v", what, got, want)
+		}
+	}
+}
+
+// ids returns the ids of calls, in order.
+func ids(calls []agentd.ToolCall) []string {
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.ID
+	}
+	return out
+}
+
+// wantIDs fails unless got is exactly want, in order.
+func wantIDs(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s = %v, want %v", what, got, want)
+		}
+	}
+}

@@ -1,0 +1,600 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+)
+
+func testMessagesOrder(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	other := newConversation(t, s)
+	run := startRun(t, s, conv)
+
+	// Ids sort and times run opposite to insertion order, so only insertion
+	// order passes.
+	var want []string
+	for i := range 5 {
+		m := &agentd.Message{
+			ID: fmt.Sprintf("msg_%d", 9-i), ConversationID: conv.ID, RunID: run.ID, Role: agentd.RoleAssistant,
+			Content: fmt.Sprintf("step %d", i), CreatedAt: at(-time.Duration(i) * time.Minute),
+		}
+		evs, err := s.AddMessage(ctx, m, []agentd.EventDraft{draft(conv.ID, agentd.EventMessage, fmt.Sprintf(`{"i":%d}`, i))})
+		noErr(t, err, "AddMessage")
+		wantSeqs(t, "AddMessage events", evs, int64(i+1))
+		want = append(want, m.ID)
+		_, err = s.AddMessage(ctx, &agentd.Message{ID: fmt.Sprintf("msg_other_%d", i), ConversationID: other.ID, Role: agentd.RoleUser}, nil)
+		noErr(t, err, "AddMessage other")
+	}
+	msgs, err := s.Messages(ctx, conv.ID)
+	noErr(t, err, "Messages")
+	if len(msgs) != 6 {
+		t.Fatalf("Messages = %d, want 6", len(msgs))
+	}
+	var got []string
+	for i, m := range msgs[1:] {
+		got = append(got, m.ID)
+		if m.Content != fmt.Sprintf("step %d", i) || m.RunID != run.ID || m.Role != agentd.RoleAssistant {
+			t.Errorf("message %d = %+v", i, m)
+		}
+		sameTime(t, "CreatedAt", m.CreatedAt, at(-time.Duration(i)*time.Minute))
+	}
+	wantIDs(t, "Messages", got, want...)
+
+	msgs, err = s.Messages(ctx, other.ID)
+	noErr(t, err, "Messages other")
+	if len(msgs) != 5 || msgs[0].RunID != "" {
+		t.Errorf("other conversation messages = %+v, want 5 without run", msgs)
+	}
+}
+
+func testAddMessageErrors(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	_, err := s.AddMessage(ctx, &agentd.Message{ConversationID: conv.ID}, nil)
+	wantCode(t, err, agentd.EINVALID)
+	_, err = s.AddMessage(ctx, &agentd.Message{ID: "msg_1", ConversationID: "conv_missing"}, nil)
+	wantCode(t, err, agentd.ENOTFOUND)
+
+	m := &agentd.Message{ID: "msg_1", ConversationID: conv.ID, Role: agentd.RoleUser, Content: "first"}
+	_, err = s.AddMessage(ctx, m, nil)
+	noErr(t, err, "AddMessage")
+	_, err = s.AddMessage(ctx, &agentd.Message{ID: "msg_1", ConversationID: conv.ID, Content: "second"},
+		[]agentd.EventDraft{draft(conv.ID, agentd.EventMessage, `{}`)})
+	wantCode(t, err, agentd.ECONFLICT)
+	msgs, err := s.Messages(ctx, conv.ID)
+	noErr(t, err, "Messages")
+	if len(msgs) != 1 || msgs[0].Content != "first" {
+		t.Errorf("Messages = %+v, want only the first", msgs)
+	}
+	if n := len(allEvents(t, s, conv.ID)); n != 0 {
+		t.Errorf("failed AddMessage appended %d events", n)
+	}
+
+	// Events for a missing conversation roll the message back.
+	_, err = s.AddMessage(ctx, &agentd.Message{ID: "msg_2", ConversationID: conv.ID},
+		[]agentd.EventDraft{draft("conv_missing", agentd.EventMessage, `{}`)})
+	wantCode(t, err, agentd.ENOTFOUND)
+	if msgs, _ := s.Messages(ctx, conv.ID); len(msgs) != 1 {
+		t.Errorf("failed AddMessage stored its message: %d messages", len(msgs))
+	}
+}
+
+// sameCall compares every stored field of a call.
+func sameCall(t *testing.T, what string, got agentd.ToolCall, want *agentd.ToolCall) {
+	t.Helper()
+	if got.ID != want.ID || got.TenantID != want.TenantID || got.ProjectID != want.ProjectID ||
+		got.ConversationID != want.ConversationID || got.RunID != want.RunID || got.CorrelationID != want.CorrelationID ||
+		got.MessageID != want.MessageID || got.Step != want.Step || got.Index != want.Index || got.Name != want.Name ||
+		got.ServerID != want.ServerID || got.ArgumentsSHA256 != want.ArgumentsSHA256 || got.Tier != want.Tier ||
+		got.Reason != want.Reason || got.Escalated != want.Escalated || got.Status != want.Status ||
+		got.Method != want.Method || got.Endpoint != want.Endpoint || got.Error != want.Error {
+		t.Errorf("%s = %+v\nwant %+v", what, got, *want)
+	}
+	sameJSON(t, what+" Arguments", got.Arguments, want.Arguments)
+	sameJSON(t, what+" Result", got.Result, want.Result)
+	if !slices.Equal(got.AllowedDecisions, want.AllowedDecisions) || (got.AllowedDecisions == nil) != (want.AllowedDecisions == nil) {
+		t.Errorf("%s AllowedDecisions = %#v, want %#v", what, got.AllowedDecisions, want.AllowedDecisions)
+	}
+	switch {
+	case (got.RequiresApprovalAt == nil) != (want.RequiresApprovalAt == nil):
+		t.Errorf("%s RequiresApprovalAt = %v, want %v", what, got.RequiresApprovalAt, want.RequiresApprovalAt)
+	case got.RequiresApprovalAt != nil:
+		sameTime(t, what+" RequiresApprovalAt", *got.RequiresApprovalAt, *want.RequiresApprovalAt)
+	}
+	sameTime(t, what+" CreatedAt", got.CreatedAt, want.CreatedAt)
+	sameTime(t, what+" UpdatedAt", got.UpdatedAt, want.UpdatedAt)
+	if len(got.Decisions) != 0 {
+		t.Errorf("%s has %d decisions, want none", what, len(got.Decisions))
+	}
+}
+
+func testToolCallRoundTrip(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	deadline := at(15*time.Minute + 7)
+	full := &agentd.ToolCall{
+		ID: agentd.NewID(agentd.PrefixToolCall), TenantID: "t1", ProjectID: "p1", ConversationID: conv.ID, RunID: run.ID,
+		CorrelationID: "corr", MessageID: "msg_x", Step: 4, Index: 2, Name: "http_request", ServerID: "github",
+		Arguments:       json.RawMessage("{ \"url\" : \"https://example.com/a?b=c\",\n\t\"n\": 1.50, \"u\": \"\\u2603\" }"),
+		ArgumentsSHA256: "4f0c", Tier: agentd.TierConfirm, Reason: "writes to github", Escalated: true,
+		Status: agentd.StatusRequiresConfirmation, Method: "POST", Endpoint: "/repos/{owner}/issues",
+		RequiresApprovalAt: &deadline, AllowedDecisions: []string{"approve", "deny", "edit"},
+		Result: json.RawMessage(`[ 1, {"b":2, "a":1} ]`), Error: "some error",
+		CreatedAt: at(time.Second), UpdatedAt: at(2 * time.Second),
+	}
+	bare := &agentd.ToolCall{ID: agentd.NewID(agentd.PrefixToolCall), ConversationID: conv.ID, RunID: run.ID,
+		Step: 5, Status: agentd.StatusExecuting, Tier: agentd.TierAuto, CreatedAt: at(3 * time.Second)} // UpdatedAt zero
+	evs, err := s.CreateToolCalls(ctx, []*agentd.ToolCall{full, bare}, []agentd.EventDraft{
+		draft(conv.ID, agentd.EventConfirmationRequired, `{"tool_call_id": "x"}`),
+		draft(conv.ID, agentd.EventToolCallStarted, `{}`),
+	})
+	noErr(t, err, "CreateToolCalls")
+	wantSeqs(t, "CreateToolCalls events", evs, 1, 2)
+
+	got, err := s.ToolCall(ctx, full.ID)
+	noErr(t, err, "ToolCall")
+	sameCall(t, "ToolCall", *got, full)
+	got, err = s.ToolCall(ctx, bare.ID)
+	noErr(t, err, "ToolCall bare")
+	sameCall(t, "ToolCall bare", *got, bare)
+
+	list, err := s.ToolCalls(ctx, conv.ID)
+	noErr(t, err, "ToolCalls")
+	wantIDs(t, "ToolCalls", ids(list), full.ID, bare.ID)
+	sameCall(t, "ToolCalls[0]", list[0], full)
+	list, err = s.RunToolCalls(ctx, run.ID)
+	noErr(t, err, "RunToolCalls")
+	wantIDs(t, "RunToolCalls", ids(list), full.ID, bare.ID)
+	sameCall(t, "RunToolCalls[0]", list[0], full)
+	list, err = s.ToolCallsByStatus(ctx, agentd.StatusRequiresConfirmation)
+	noErr(t, err, "ToolCallsByStatus")
+	wantIDs(t, "ToolCallsByStatus", ids(list), full.ID)
+	sameCall(t, "ToolCallsByStatus[0]", list[0], full)
+	list, err = s.DueToolCalls(ctx, deadline)
+	noErr(t, err, "DueToolCalls")
+	wantIDs(t, "DueToolCalls", ids(list), full.ID)
+	sameCall(t, "DueToolCalls[0]", list[0], full)
+}
+
+func testToolCallNotFound(t *testing.T, s agentd.Store) {
+	_, err := s.ToolCall(context.Background(), "call_missing")
+	wantCode(t, err, agentd.ENOTFOUND)
+}
+
+func testCreateToolCallsAtomic(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	existing := newCall(run, 1, 0, agentd.StatusExecuting)
+	createCalls(t, s, existing)
+
+	fresh := newCall(run, 1, 1, agentd.StatusExecuting)
+	dup := newCall(run, 1, 2, agentd.StatusRequiresConfirmation)
+	dup.ID = existing.ID
+	_, err := s.CreateToolCalls(ctx, []*agentd.ToolCall{fresh, dup}, []agentd.EventDraft{draft(conv.ID, agentd.EventToolCallStarted, `{}`)})
+	wantCode(t, err, agentd.ECONFLICT)
+	_, err = s.ToolCall(ctx, fresh.ID)
+	wantCode(t, err, agentd.ENOTFOUND)
+	got, err := s.ToolCall(ctx, existing.ID)
+	noErr(t, err, "ToolCall")
+	if got.Status != agentd.StatusExecuting || got.Index != 0 {
+		t.Errorf("duplicate insert changed the call: %+v", got)
+	}
+	if n := len(allEvents(t, s, conv.ID)); n != 0 {
+		t.Errorf("failed CreateToolCalls appended %d events", n)
+	}
+
+	orphan := newCall(run, 1, 3, agentd.StatusExecuting)
+	orphan.RunID = "run_missing"
+	_, err = s.CreateToolCalls(ctx, []*agentd.ToolCall{fresh, orphan}, nil)
+	wantCode(t, err, agentd.ENOTFOUND)
+	_, err = s.ToolCall(ctx, fresh.ID)
+	wantCode(t, err, agentd.ENOTFOUND)
+
+	// Events for a missing conversation roll the calls back.
+	_, err = s.CreateToolCalls(ctx, []*agentd.ToolCall{fresh}, []agentd.EventDraft{draft("conv_missing", agentd.EventToolCallStarted, `{}`)})
+	wantCode(t, err, agentd.ENOTFOUND)
+	_, err = s.ToolCall(ctx, fresh.ID)
+	wantCode(t, err, agentd.ENOTFOUND)
+}
+
+func testCreateToolCallsErrors(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+
+	noID := newCall(run, 1, 0, agentd.StatusExecuting)
+	noID.ID = ""
+	badArgs := newCall(run, 1, 0, agentd.StatusExecuting)
+	badArgs.Arguments = json.RawMessage(`{"a":}`)
+	badResult := newCall(run, 1, 0, agentd.StatusCompleted)
+	badResult.Result = json.RawMessage(`nope`)
+	badStatus := newCall(run, 1, 0, "bogus")
+	for name, c := range map[string]*agentd.ToolCall{"no id": noID, "bad arguments": badArgs, "bad result": badResult, "bad status": badStatus} {
+		_, err := s.CreateToolCalls(ctx, []*agentd.ToolCall{c}, nil)
+		if agentd.ErrorCode(err) != agentd.EINVALID {
+			t.Errorf("%s: error %v, want %s", name, err, agentd.EINVALID)
+		}
+	}
+	if calls, _ := s.RunToolCalls(ctx, run.ID); len(calls) != 0 {
+		t.Errorf("invalid calls were stored: %d", len(calls))
+	}
+
+	noConv := newCall(run, 1, 0, agentd.StatusExecuting)
+	noConv.ConversationID = "conv_missing"
+	_, err := s.CreateToolCalls(ctx, []*agentd.ToolCall{noConv}, nil)
+	wantCode(t, err, agentd.ENOTFOUND)
+}
+
+func testToolCallsOrder(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run1 := startRun(t, s, conv)
+	finishRun(t, s, run1)
+	run2 := startRun(t, s, conv)
+
+	// A later call inserted first: creation time comes before insertion.
+	late := newCall(run2, 0, 0, agentd.StatusExecuting)
+	late.CreatedAt = at(time.Minute)
+	createCalls(t, s, late)
+	// One batch of run1, same creation time, inserted out of (step, index) order.
+	s1i1, s1i0, s0i0 := newCall(run1, 1, 1, agentd.StatusCompleted), newCall(run1, 1, 0, agentd.StatusCompleted), newCall(run1, 0, 0, agentd.StatusCompleted)
+	createCalls(t, s, s1i1, s1i0, s0i0)
+	// Another conversation's calls are not listed.
+	createCalls(t, s, newCall(startRun(t, s, newConversation(t, s)), 0, 0, agentd.StatusExecuting))
+
+	calls, err := s.ToolCalls(ctx, conv.ID)
+	noErr(t, err, "ToolCalls")
+	wantIDs(t, "ToolCalls", ids(calls), s0i0.ID, s1i0.ID, s1i1.ID, late.ID)
+
+	empty, err := s.ToolCalls(ctx, newConversation(t, s).ID)
+	noErr(t, err, "ToolCalls of a conversation without calls")
+	if len(empty) != 0 {
+		t.Errorf("ToolCalls of a new conversation = %d calls", len(empty))
+	}
+}
+
+func testRunToolCallsOrder(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	// Creation times run against (step, index): only (step, index) order passes.
+	s2i0 := newCall(run, 2, 0, agentd.StatusExecuting)
+	s1i1 := newCall(run, 1, 1, agentd.StatusCompleted)
+	s1i1.CreatedAt = at(time.Second)
+	s1i0 := newCall(run, 1, 0, agentd.StatusCompleted)
+	s1i0.CreatedAt = at(2 * time.Second)
+	createCalls(t, s, s2i0, s1i1)
+	createCalls(t, s, s1i0)
+	finishRun(t, s, run)
+	otherRun := startRun(t, s, conv)
+	createCalls(t, s, newCall(otherRun, 0, 0, agentd.StatusExecuting))
+
+	calls, err := s.RunToolCalls(ctx, run.ID)
+	noErr(t, err, "RunToolCalls")
+	wantIDs(t, "RunToolCalls", ids(calls), s1i0.ID, s1i1.ID, s2i0.ID)
+}
+
+func testToolCallsByStatus(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	run := startRun(t, s, newConversation(t, s))
+	byStatus := map[agentd.CallStatus][]string{}
+	for i, st := range []agentd.CallStatus{
+		agentd.StatusExecuting, agentd.StatusApproved, agentd.StatusRequiresConfirmation, agentd.StatusExecuting,
+		agentd.StatusCompleted, agentd.StatusFailed, agentd.StatusDenied,
+	} {
+		c := newCall(run, 1, i, st)
+		createCalls(t, s, c)
+		byStatus[st] = append(byStatus[st], c.ID)
+	}
+	check := func(want []string, statuses ...agentd.CallStatus) {
+		t.Helper()
+		calls, err := s.ToolCallsByStatus(ctx, statuses...)
+		noErr(t, err, "ToolCallsByStatus")
+		got := ids(calls)
+		slices.Sort(got)
+		want = slices.Clone(want)
+		slices.Sort(want)
+		wantIDs(t, fmt.Sprintf("ToolCallsByStatus(%v)", statuses), got, want...)
+		for _, c := range calls {
+			if !slices.Contains(statuses, c.Status) {
+				t.Errorf("ToolCallsByStatus(%v) returned a %s call", statuses, c.Status)
+			}
+		}
+	}
+	check(append(slices.Clone(byStatus[agentd.StatusExecuting]), byStatus[agentd.StatusApproved]...), agentd.StatusExecuting, agentd.StatusApproved)
+	check(byStatus[agentd.StatusRequiresConfirmation], agentd.StatusRequiresConfirmation)
+	check(nil, agentd.StatusExpired)
+}
+
+func testDueToolCalls(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	run := startRun(t, s, newConversation(t, s))
+	parked := func(index int, deadline *time.Time, status agentd.CallStatus) *agentd.ToolCall {
+		c := newCall(run, 1, index, status)
+		c.RequiresApprovalAt = deadline
+		createCalls(t, s, c)
+		return c
+	}
+	ptr := func(tm time.Time) *time.Time { return &tm }
+	past := parked(0, ptr(at(-time.Second)), agentd.StatusRequiresConfirmation)
+	exact := parked(1, ptr(t0), agentd.StatusRequiresConfirmation)
+	nanoLater := parked(2, ptr(at(1)), agentd.StatusRequiresConfirmation)
+	later := parked(3, ptr(at(time.Hour)), agentd.StatusRequiresConfirmation)
+	parked(4, nil, agentd.StatusRequiresConfirmation)
+	parked(5, ptr(at(-time.Hour)), agentd.StatusApproved)
+	parked(6, ptr(at(-time.Hour)), agentd.StatusExpired)
+
+	due := func(now time.Time, want ...string) {
+		t.Helper()
+		calls, err := s.DueToolCalls(ctx, now)
+		noErr(t, err, "DueToolCalls")
+		got := ids(calls)
+		slices.Sort(got)
+		want = slices.Clone(want)
+		slices.Sort(want)
+		wantIDs(t, "DueToolCalls("+now.Format(time.RFC3339Nano)+")", got, want...)
+	}
+	due(at(-time.Hour))
+	due(at(-time.Second), past.ID)
+	// now in another zone: the comparison is between instants.
+	due(t0.In(time.UTC), past.ID, exact.ID)
+	due(t0.In(time.FixedZone("UTC-8", -8*3600)).Add(1), past.ID, exact.ID, nanoLater.ID)
+	due(at(2*time.Hour), past.ID, exact.ID, nanoLater.ID, later.ID)
+
+	// A call that leaves requires_confirmation is no longer due.
+	_, _, err := s.UpdateToolCall(ctx, agentd.CallUpdate{ID: past.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
+		Status: agentd.StatusExpired, Now: t0}, nil)
+	noErr(t, err, "UpdateToolCall")
+	due(at(2*time.Hour), exact.ID, nanoLater.ID, later.ID)
+}
+
+// approval returns the update that approves a parked call.
+func approval(id, by string, now time.Time) agentd.CallUpdate {
+	return agentd.CallUpdate{
+		ID: id, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusExecuting,
+		Decision: &agentd.Decision{
+			ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: id, Decision: agentd.DecisionApproved,
+			Reason: "looks fine", DecidedBy: by, ArgumentsSHA256: "digest", CreatedAt: now,
+		},
+		Now: now,
+	}
+}
+
+func testUpdateToolCallApplies(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, c)
+
+	u := approval(c.ID, "key-1", at(time.Minute))
+	got, evs, err := s.UpdateToolCall(ctx, u, []agentd.EventDraft{
+		draft(conv.ID, agentd.EventConfirmationResolved, `{"decision": "approved"}`),
+		draft(conv.ID, agentd.EventToolCallStarted, `{}`),
+	})
+	noErr(t, err, "UpdateToolCall")
+	wantSeqs(t, "UpdateToolCall events", evs, 1, 2)
+	if got.Status != agentd.StatusExecuting || len(got.Decisions) != 1 {
+		t.Fatalf("UpdateToolCall returned %+v, want executing with one decision", got)
+	}
+	sameTime(t, "UpdatedAt", got.UpdatedAt, at(time.Minute))
+	sameTime(t, "CreatedAt", got.CreatedAt, c.CreatedAt)
+	d := got.Decisions[0]
+	if d.ID != u.Decision.ID || d.ToolCallID != c.ID || d.Decision != agentd.DecisionApproved || d.Reason != "looks fine" ||
+		d.DecidedBy != "key-1" || d.ArgumentsSHA256 != "digest" {
+		t.Errorf("decision = %+v, want %+v", d, *u.Decision)
+	}
+	sameTime(t, "decision CreatedAt", d.CreatedAt, at(time.Minute))
+	stored, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	if stored.Status != agentd.StatusExecuting || len(stored.Decisions) != 1 || stored.Decisions[0].ID != d.ID {
+		t.Errorf("stored call = %+v", stored)
+	}
+	sameJSON(t, "Arguments", stored.Arguments, c.Arguments)
+
+	// Result is set when given; an empty Error leaves the error as it was.
+	result := json.RawMessage("{\"ok\": true,  \"rows\": [3, 1]}")
+	got, _, err = s.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting},
+		Status: agentd.StatusCompleted, Result: result, Now: at(2 * time.Minute)}, nil)
+	noErr(t, err, "UpdateToolCall to completed")
+	if got.Status != agentd.StatusCompleted || got.Error != "" || len(got.Decisions) != 1 {
+		t.Errorf("completed call = %+v", got)
+	}
+	sameJSON(t, "Result", got.Result, result)
+	stored, err = s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	sameJSON(t, "stored Result", stored.Result, result)
+
+	// Error is set when given; an empty Result leaves the result as it was.
+	f := newCall(run, 1, 1, agentd.StatusExecuting)
+	f.Result = json.RawMessage(`{"partial":1}`)
+	createCalls(t, s, f)
+	got, _, err = s.UpdateToolCall(ctx, agentd.CallUpdate{ID: f.ID, From: []agentd.CallStatus{agentd.StatusExecuting},
+		Status: agentd.StatusFailed, Error: "boom", Now: at(3 * time.Minute)}, nil)
+	noErr(t, err, "UpdateToolCall to failed")
+	if got.Status != agentd.StatusFailed || got.Error != "boom" || len(got.Decisions) != 0 {
+		t.Errorf("failed call = %+v", got)
+	}
+	sameJSON(t, "Result kept", got.Result, f.Result)
+}
+
+func testUpdateToolCallConflict(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, c)
+	_, _, err := s.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
+		Status: agentd.StatusDenied, Error: "denied", Now: at(time.Minute),
+		Decision: &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: agentd.DecisionDenied, DecidedBy: "a", CreatedAt: at(time.Minute)},
+	}, []agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationResolved, `{}`)})
+	noErr(t, err, "UpdateToolCall deny")
+
+	got, evs, err := s.UpdateToolCall(ctx, approval(c.ID, "b", at(2*time.Minute)),
+		[]agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationResolved, `{}`), draft(conv.ID, agentd.EventToolCallStarted, `{}`)})
+	wantCode(t, err, agentd.ECONFLICT)
+	if got == nil || got.ID != c.ID || got.Status != agentd.StatusDenied || got.Error != "denied" ||
+		len(got.Decisions) != 1 || got.Decisions[0].Decision != agentd.DecisionDenied {
+		t.Fatalf("ECONFLICT returned %+v, want the current denied call with its decision", got)
+	}
+	sameTime(t, "current UpdatedAt", got.UpdatedAt, at(time.Minute))
+	if len(evs) != 0 {
+		t.Errorf("ECONFLICT returned events %v", evs)
+	}
+	stored, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	if stored.Status != agentd.StatusDenied || len(stored.Decisions) != 1 {
+		t.Errorf("ECONFLICT changed the call: %+v", stored)
+	}
+	wantSeqs(t, "events after conflict", allEvents(t, s, conv.ID), 1)
+
+	// The rolled-back events left no gap.
+	evs, err = s.AppendEvents(ctx, []agentd.EventDraft{draft(conv.ID, agentd.EventError, `{}`)})
+	noErr(t, err, "AppendEvents")
+	wantSeqs(t, "next event", evs, 2)
+}
+
+func testUpdateToolCallDecisionsInOrder(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, c)
+
+	// Decision ids sort against the order they are made.
+	first := approval(c.ID, "alice", at(time.Minute))
+	first.Status, first.Decision.ID = agentd.StatusApproved, "dec_z"
+	_, _, err := s.UpdateToolCall(ctx, first, nil)
+	noErr(t, err, "UpdateToolCall approve")
+	second := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusCancelled,
+		Error: "cancelled", Now: at(2 * time.Minute),
+		Decision: &agentd.Decision{ID: "dec_a", ToolCallID: c.ID, Decision: agentd.DecisionCancelled, DecidedBy: "system", CreatedAt: at(2 * time.Minute)}}
+	_, _, err = s.UpdateToolCall(ctx, second, nil)
+	noErr(t, err, "UpdateToolCall cancel")
+
+	check := func(what string, got agentd.ToolCall) {
+		t.Helper()
+		if len(got.Decisions) != 2 || got.Decisions[0].ID != "dec_z" || got.Decisions[1].ID != "dec_a" ||
+			got.Decisions[0].DecidedBy != "alice" || got.Decisions[1].Decision != agentd.DecisionCancelled {
+			t.Errorf("%s decisions = %+v, want dec_z then dec_a", what, got.Decisions)
+		}
+	}
+	got, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	check("ToolCall", *got)
+	list, err := s.ToolCalls(ctx, conv.ID)
+	noErr(t, err, "ToolCalls")
+	wantIDs(t, "ToolCalls", ids(list), c.ID)
+	check("ToolCalls", list[0])
+}
+
+func testUpdateToolCallErrors(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, c)
+
+	_, _, err := s.UpdateToolCall(ctx, approval("call_missing", "a", t0), nil)
+	wantCode(t, err, agentd.ENOTFOUND)
+
+	noFrom := approval(c.ID, "a", t0)
+	noFrom.From = nil
+	_, _, err = s.UpdateToolCall(ctx, noFrom, nil)
+	wantCode(t, err, agentd.EINVALID)
+
+	badStatus := approval(c.ID, "a", t0)
+	badStatus.Status = "bogus"
+	_, _, err = s.UpdateToolCall(ctx, badStatus, nil)
+	wantCode(t, err, agentd.EINVALID)
+
+	badResult := approval(c.ID, "a", t0)
+	badResult.Result = json.RawMessage(`{`)
+	_, _, err = s.UpdateToolCall(ctx, badResult, nil)
+	wantCode(t, err, agentd.EINVALID)
+
+	// Events for a missing conversation roll back transition and decision.
+	_, _, err = s.UpdateToolCall(ctx, approval(c.ID, "a", t0), []agentd.EventDraft{draft("conv_missing", agentd.EventConfirmationResolved, `{}`)})
+	wantCode(t, err, agentd.ENOTFOUND)
+
+	got, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	if got.Status != agentd.StatusRequiresConfirmation || len(got.Decisions) != 0 {
+		t.Errorf("failed updates changed the call: %+v", got)
+	}
+}
+
+func testConcurrentApprovals(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, c)
+
+	const n = 20
+	type outcome struct {
+		call *agentd.ToolCall
+		evs  []agentd.Event
+		err  error
+	}
+	out := make([]outcome, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			by := fmt.Sprintf("approver-%d", i)
+			call, evs, err := s.UpdateToolCall(ctx, approval(c.ID, by, at(time.Minute)),
+				[]agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationResolved, fmt.Sprintf(`{"by":%q}`, by))})
+			out[i] = outcome{call, evs, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	winner := -1
+	for i, o := range out {
+		switch {
+		case o.err == nil:
+			if winner >= 0 {
+				t.Fatalf("approvals %d and %d both succeeded", winner, i)
+			}
+			winner = i
+			if o.call.Status != agentd.StatusExecuting || len(o.evs) != 1 {
+				t.Errorf("winner got call %+v and events %v", o.call, o.evs)
+			}
+		case agentd.ErrorCode(o.err) == agentd.ECONFLICT:
+			if o.call == nil || o.call.ID != c.ID || o.call.Status != agentd.StatusExecuting || len(o.call.Decisions) != 1 {
+				t.Errorf("loser %d got call %+v, want the current executing call with one decision", i, o.call)
+			}
+			if len(o.evs) != 0 {
+				t.Errorf("loser %d got events %v", i, o.evs)
+			}
+		default:
+			t.Errorf("approval %d: %v, want nil or %s", i, o.err, agentd.ECONFLICT)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no approval succeeded")
+	}
+	by := fmt.Sprintf("approver-%d", winner)
+
+	got, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	if got.Status != agentd.StatusExecuting || len(got.Decisions) != 1 || got.Decisions[0].DecidedBy != by {
+		t.Fatalf("stored call = %+v with decisions %+v, want one decision by %s", got, got.Decisions, by)
+	}
+	evs := allEvents(t, s, conv.ID)
+	wantSeqs(t, "events", evs, 1)
+	sameJSON(t, "event data", evs[0].Data, json.RawMessage(fmt.Sprintf(`{"by":%q}`, by)))
+}
