@@ -1,0 +1,272 @@
+package sse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// EventSource reads a conversation's durable event log. agentd.Store
+// satisfies it.
+type EventSource interface {
+	// Events returns up to limit events of a conversation with Seq >
+	// afterSeq, in Seq order.
+	Events(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]agentd.Event, error)
+}
+
+// Defaults of Options.
+const (
+	DefaultHeartbeat    = 15 * time.Second
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultPageSize     = 256
+)
+
+// Options tunes one stream. The zero value gives the defaults.
+type Options struct {
+	// Heartbeat is the interval of the ": ping" comment (default 15s).
+	Heartbeat time.Duration
+	// Tick, when non-nil, replaces the heartbeat ticker: a ping is written
+	// on each receive. Tests use it so that they need not wait.
+	Tick <-chan time.Time
+	// WriteTimeout bounds each write and flush (default 10s). It replaces
+	// the server's WriteTimeout for the stream.
+	WriteTimeout time.Duration
+	// PageSize is the number of events read from the log at a time
+	// (default 256).
+	PageSize int
+	// Clock gives the time write deadlines are computed from (default
+	// agentd.SystemClock).
+	Clock agentd.Clock
+}
+
+func (o Options) withDefaults() Options {
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = DefaultWriteTimeout
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = DefaultPageSize
+	}
+	if o.Clock == nil {
+		o.Clock = agentd.SystemClock{}
+	}
+	return o
+}
+
+// flushAt is how many bytes of a replay page are buffered before they are
+// written out.
+const flushAt = 64 << 10
+
+// Serve streams conversationID's events to w until the client goes away,
+// the subscriber is cut off, the hub closes or a write fails.
+//
+// It promises the client exactly the events with Seq > lastEventID, in
+// order, each once: it subscribes to hub first, then replays the durable
+// log in pages, then forwards live events, skipping any it already sent and
+// filling any gap from the log. This relies on every event being committed
+// to log before it is published to hub.
+//
+// The response carries Content-Type: text/event-stream, Cache-Control:
+// no-cache and X-Accel-Buffering: no, and a ": ping" comment every
+// Heartbeat. Every write gets its own deadline (WriteTimeout) and is
+// flushed, so a server WriteTimeout does not end the stream.
+//
+// Serve returns nil when ctx ends (the client went away), ErrSlowSubscriber
+// when the hub cut the stream off, ErrHubClosed on shutdown, or the write or
+// log error that ended the stream. When the hub is already closed, the
+// first log read fails or lastEventID is negative, it returns the error
+// before writing anything, so the caller can still answer with an error
+// status. The caller must not write to w after Serve returns.
+func Serve(ctx context.Context, w http.ResponseWriter, hub *Hub, log EventSource, conversationID string, lastEventID int64, opt Options) error {
+	if lastEventID < 0 {
+		return agentd.Errorf(agentd.EINVALID, "Last-Event-ID must be a non-negative integer")
+	}
+	opt = opt.withDefaults()
+	sub := hub.Subscribe(conversationID)
+	defer sub.Close()
+	select {
+	case <-sub.Done():
+		return sub.Err()
+	default:
+	}
+	first, err := log.Events(ctx, conversationID, lastEventID, opt.PageSize)
+	if err != nil {
+		return fmt.Errorf("sse: read event log: %w", err)
+	}
+
+	s := &stream{
+		w:    w,
+		rc:   http.NewResponseController(w),
+		log:  log,
+		conv: conversationID,
+		last: lastEventID,
+		opt:  opt,
+	}
+	err = s.run(ctx, sub, first)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// stream is the state of one Serve call.
+type stream struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	log  EventSource
+	conv string
+	last int64 // Seq of the last event sent
+	opt  Options
+	buf  []byte
+}
+
+func (s *stream) run(ctx context.Context, sub *Subscription, first []agentd.Event) error {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	if err := s.setWriteDeadline(); err != nil {
+		return err
+	}
+	// Leave time for the response's final chunk after the handler returns.
+	defer s.setWriteDeadline()
+	s.w.WriteHeader(http.StatusOK)
+	if err := s.flush(); err != nil {
+		return err
+	}
+
+	if err := s.send(first); err != nil {
+		return err
+	}
+	if len(first) == s.opt.PageSize {
+		if err := s.catchUp(ctx); err != nil {
+			return err
+		}
+	}
+
+	tick := s.opt.Tick
+	if tick == nil {
+		t := time.NewTicker(s.opt.Heartbeat)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sub.Done():
+			return sub.Err()
+		case <-tick:
+			s.buf = appendComment(s.buf[:0], "ping")
+			if err := s.write(); err != nil {
+				return err
+			}
+		case e := <-sub.Events():
+			switch {
+			case e.Seq <= s.last:
+				// Already sent from the log.
+			case e.Seq == s.last+1:
+				if err := s.send([]agentd.Event{e}); err != nil {
+					return err
+				}
+			default:
+				// Something between s.last and e is missing (published out
+				// of order, or not published): the log has it, since e was
+				// committed before it was published.
+				if err := s.catchUp(ctx); err != nil {
+					return err
+				}
+				if s.last < e.Seq {
+					// The log does not have e yet, so sending it would
+					// skip what precedes it for good. End the stream: the
+					// client resumes from the log after s.last.
+					return errLogBehind
+				}
+			}
+		}
+	}
+}
+
+// errLogBehind ends a stream that received a live event its log cannot
+// show yet, which only happens if an event is published before it commits.
+var errLogBehind = errors.New("sse: live event is not in the event log")
+
+// catchUp sends everything the log holds after s.last.
+func (s *stream) catchUp(ctx context.Context) error {
+	for {
+		page, err := s.log.Events(ctx, s.conv, s.last, s.opt.PageSize)
+		if err != nil {
+			return fmt.Errorf("sse: read event log: %w", err)
+		}
+		if err := s.send(page); err != nil {
+			return err
+		}
+		if len(page) < s.opt.PageSize {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// send writes the events of es that come after s.last, batching up to
+// flushAt bytes per write.
+func (s *stream) send(es []agentd.Event) error {
+	s.buf = s.buf[:0]
+	for _, e := range es {
+		if e.Seq <= s.last {
+			continue
+		}
+		var err error
+		if s.buf, err = appendEvent(s.buf, e); err != nil {
+			return err
+		}
+		s.last = e.Seq
+		if len(s.buf) >= flushAt {
+			if err := s.write(); err != nil {
+				return err
+			}
+			s.buf = s.buf[:0]
+		}
+	}
+	if len(s.buf) == 0 {
+		return nil
+	}
+	return s.write()
+}
+
+// write writes s.buf under a fresh deadline and flushes it.
+func (s *stream) write() error {
+	if err := s.setWriteDeadline(); err != nil {
+		return err
+	}
+	if _, err := s.w.Write(s.buf); err != nil {
+		return fmt.Errorf("sse: write: %w", err)
+	}
+	if cap(s.buf) > 4*flushAt {
+		s.buf = nil // do not pin a large event's buffer to an idle stream
+	}
+	return s.flush()
+}
+
+func (s *stream) setWriteDeadline() error {
+	err := s.rc.SetWriteDeadline(s.opt.Clock.Now().Add(s.opt.WriteTimeout))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("sse: set write deadline: %w", err)
+	}
+	return nil
+}
+
+func (s *stream) flush() error {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return fmt.Errorf("sse: flush: %w", err)
+	}
+	return nil
+}
