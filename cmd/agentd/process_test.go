@@ -196,10 +196,19 @@ func TestSlowSubscriber(t *testing.T) {
 	conv, fast := newConversation(t, base, "")
 
 	// The slow subscriber: a raw connection with a tiny receive buffer that never reads.
-	slow, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	// The buffer is set before connecting, so the window scale stays small
+	// and reading it back later is quick.
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	slow, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	must(t, err)
 	defer slow.Close()
-	must(t, slow.(*net.TCPConn).SetReadBuffer(4096))
 	_, err = fmt.Fprintf(slow, "GET /v1/conversations/%s/events HTTP/1.1\r\nHost: x\r\n\r\n", conv)
 	must(t, err)
 
@@ -218,7 +227,9 @@ func TestSlowSubscriber(t *testing.T) {
 	}
 	lastID := fast.seen[len(fast.seen)-1].ID
 
-	// Now read what the slow subscriber got: the server cut it off before the end.
+	// Now read what the slow subscriber got: the server cut it off before
+	// the end. (A normal buffer again, or a 4 KiB window makes reading slow.)
+	must(t, slow.(*net.TCPConn).SetReadBuffer(4<<20))
 	br := bufio.NewReader(slow)
 	resp, err := http.ReadResponse(br, nil)
 	must(t, err)
@@ -232,6 +243,7 @@ func TestSlowSubscriber(t *testing.T) {
 		t.Fatal("slow subscriber got nothing at all")
 	}
 	slowLast := got[len(got)-1].ID
+
 	if slowLast >= lastID {
 		t.Fatalf("slow subscriber was not cut off (got up to %d of %d)", slowLast, lastID)
 	}
