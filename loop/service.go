@@ -312,8 +312,8 @@ func settled(c *agentd.ToolCall, decision string) (*agentd.Decision, error) {
 	if c.Status == agentd.StatusExpired {
 		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
 	}
-	for i := len(c.Decisions) - 1; i >= 0; i-- {
-		d := c.Decisions[i]
+	if n := len(c.Decisions); n > 0 {
+		d := c.Decisions[n-1]
 		if d.Decision == decision {
 			return &d, nil
 		}
