@@ -1,0 +1,356 @@
+package loop_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/tools"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeClock is the injected clock: deadline tests advance it, never sleep.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// recorder is a Publisher that keeps every event and lets tests wait for one.
+type recorder struct {
+	mu     sync.Mutex
+	events []agentd.Event
+	notify chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
+
+func (r *recorder) Publish(e agentd.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the n-th (1-based) event of typ, waiting for it.
+func (r *recorder) wait(t *testing.T, typ string, n int) agentd.Event {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		r.mu.Lock()
+		seen := 0
+		for _, e := range r.events {
+			if e.Type == typ {
+				seen++
+				if seen == n {
+					r.mu.Unlock()
+					return e
+				}
+			}
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.notify:
+		case <-deadline:
+			t.Fatalf("no %s #%d", typ, n)
+		}
+	}
+}
+
+func (r *recorder) count(typ string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, e := range r.events {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// stepModel answers from a list of replies, one per step, and keeps every request.
+type stepModel struct {
+	mu       sync.Mutex
+	replies  []agentd.ModelResponse
+	requests []agentd.ModelRequest
+}
+
+func (m *stepModel) Generate(ctx context.Context, req agentd.ModelRequest, onDelta func(string)) (*agentd.ModelResponse, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requests = append(m.requests, req)
+	r := agentd.ModelResponse{Text: "done"}
+	if i := len(m.requests) - 1; i < len(m.replies) {
+		r = m.replies[i]
+	}
+	if r.Text != "" {
+		onDelta(r.Text)
+	}
+	return &r, nil
+}
+
+func (m *stepModel) request(i int) agentd.ModelRequest {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.requests[i]
+}
+
+func writeTools(t *testing.T) (map[string]*tools.Tool, string) {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "exec.log")
+	for name, def := range map[string]string{
+		"pay":    `{"name":"pay","description":"pay","exposure":{"kind":"requires-confirmation"},"command":["/bin/sh","./run.sh"],"env":["LOOP_TEST_LOG"]}`,
+		"record": `{"name":"record","description":"record","command":["/bin/sh","./run.sh"],"env":["LOOP_TEST_LOG"]}`,
+	} {
+		td := filepath.Join(dir, "tools", name)
+		if err := os.MkdirAll(td, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		script := "#!/bin/sh\ncat >/dev/null; echo " + name + " >> \"$LOOP_TEST_LOG\"; printf '{\"ok\":true}'\n"
+		if err := os.WriteFile(filepath.Join(td, "run.sh"), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(td, "tool.json"), []byte(def), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("LOOP_TEST_LOG", log)
+	ts, _, err := tools.LoadDir(filepath.Join(dir, "tools"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts, log
+}
+
+type fixture struct {
+	store  *sqlite.DB
+	rec    *recorder
+	model  *stepModel
+	clock  *fakeClock
+	engine *loop.Engine
+	log    string
+	p      agentd.Principal
+}
+
+func newFixture(t *testing.T, path string, replies ...agentd.ModelResponse) *fixture {
+	t.Helper()
+	ts, log := writeTools(t)
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "agentd.db")
+	}
+	st, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{store: st, rec: newRecorder(), model: &stepModel{replies: replies},
+		clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, log: log,
+		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
+	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: ts, ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
+		loop.Options{Clock: f.clock, ExpireEvery: -1})
+	if err := f.engine.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.engine.Close(); st.Close() })
+	return f
+}
+
+func payCall() agentd.ModelResponse {
+	return agentd.ModelResponse{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{"amount":3}`)}}}
+}
+
+func (f *fixture) park(t *testing.T) agentd.ToolCall {
+	t.Helper()
+	conv, err := f.engine.CreateConversation(context.Background(), f.p, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.engine.Send(context.Background(), f.p, conv.ID, "pay it"); err != nil {
+		t.Fatal(err)
+	}
+	ev := f.rec.wait(t, agentd.EventConfirmationRequired, 1)
+	var d struct {
+		ID string `json:"tool_call_id"`
+	}
+	_ = json.Unmarshal(ev.Data, &d)
+	c, err := f.engine.ToolCall(context.Background(), f.p, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *c
+}
+
+func TestExpiryWithInjectedClock(t *testing.T) {
+	f := newFixture(t, "", payCall())
+	c := f.park(t)
+	want := f.clock.Now().Add(10 * time.Minute)
+	if c.RequiresApprovalAt == nil || !c.RequiresApprovalAt.Equal(want) {
+		t.Fatalf("deadline %v, want %v", c.RequiresApprovalAt, want)
+	}
+	f.clock.Advance(10*time.Minute - time.Nanosecond)
+	if n, err := f.engine.ExpireDue(context.Background()); err != nil || n != 0 {
+		t.Fatalf("expired %d before the deadline (%v)", n, err)
+	}
+	f.clock.Advance(time.Nanosecond)
+	if n, err := f.engine.ExpireDue(context.Background()); err != nil || n != 1 {
+		t.Fatalf("expired %d at the deadline (%v)", n, err)
+	}
+	f.rec.wait(t, agentd.EventRunFinished, 1)
+	req := f.model.request(1)
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role != agentd.ModelRoleTool || last.ToolStatus != agentd.StatusExpired || last.ToolCallID != c.ID {
+		t.Fatalf("model's last message: %+v", last)
+	}
+	if !strings.Contains(last.Content, "expired") || strings.Contains(strings.ToLower(last.Content+last.ToolReason), "denied") {
+		t.Fatalf("model reads %q / %q: must say expired, never denied", last.Content, last.ToolReason)
+	}
+	_, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "approve"})
+	if agentd.ErrorCode(err) != agentd.EEXPIRED {
+		t.Fatalf("approve after expiry: %v", err)
+	}
+	if b, _ := os.ReadFile(f.log); len(b) != 0 {
+		t.Fatalf("expired call ran: %s", b)
+	}
+}
+
+// A decision that arrives after the deadline, before any sweep, is refused
+// as expired and expires the call.
+func TestDecisionAfterDeadlineWithoutSweep(t *testing.T) {
+	f := newFixture(t, "", payCall())
+	c := f.park(t)
+	f.clock.Advance(11 * time.Minute)
+	_, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "approve"})
+	if agentd.ErrorCode(err) != agentd.EEXPIRED {
+		t.Fatalf("approve after the deadline: %v", err)
+	}
+	got, _ := f.engine.ToolCall(context.Background(), f.p, c.ID)
+	if got.Status != agentd.StatusExpired || len(got.Decisions) != 1 || got.Decisions[0].Decision != agentd.DecisionExpired {
+		t.Fatalf("call %+v", got)
+	}
+	f.rec.wait(t, agentd.EventRunFinished, 1)
+	if f.rec.count(agentd.EventConfirmationResolved) != 1 {
+		t.Fatal("expected one confirmation_resolved")
+	}
+}
+
+// SPEC §8: a call approved but not started when the process stopped runs
+// when the engine starts again, exactly once, and the run continues.
+func TestRecoveryRunsApprovedCall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	st, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	conv := &agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: "t1", ProjectID: "p1", Agent: "a", CreatedAt: now}
+	run := &agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: "t1", ProjectID: "p1",
+		CorrelationID: "corr", Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now}
+	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID, Role: agentd.RoleUser, Content: "go", CreatedAt: now}
+	am := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID, Role: agentd.RoleAssistant, CreatedAt: now}
+	call := &agentd.ToolCall{ID: agentd.NewID(agentd.PrefixToolCall), TenantID: "t1", ProjectID: "p1", ConversationID: conv.ID,
+		RunID: run.ID, MessageID: am.ID, Step: 1, Name: "record", ServerID: "tools", Arguments: json.RawMessage(`{}`),
+		Tier: agentd.TierAuto, Status: agentd.StatusApproved, Method: "TOOL", Endpoint: "record", CreatedAt: now, UpdatedAt: now}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(st.CreateConversation(ctx, conv))
+	_, err = st.StartRun(ctx, run, msg, nil)
+	must(err)
+	_, err = st.RecordStep(ctx, agentd.StepRecord{RunID: run.ID, Step: 1, Message: am, Calls: []*agentd.ToolCall{call}, Now: now}, nil)
+	must(err)
+	must(st.Close())
+
+	f := newFixture(t, path, agentd.ModelResponse{Text: "after recovery"})
+	f.rec.wait(t, agentd.EventRunFinished, 1)
+	b, _ := os.ReadFile(f.log)
+	if string(b) != "record\n" {
+		t.Fatalf("executions %q, want exactly one record", b)
+	}
+	got, err := f.store.ToolCall(ctx, call.ID)
+	must(err)
+	if got.Status != agentd.StatusCompleted {
+		t.Fatalf("status %s", got.Status)
+	}
+	req := f.model.request(0)
+	last := req.Messages[len(req.Messages)-1]
+	if last.ToolCallID != call.ID || last.ToolStatus != agentd.StatusCompleted {
+		t.Fatalf("model did not get the recovered result: %+v", last)
+	}
+}
+
+// History maps every call of an assistant step to exactly one tool result,
+// in order, with denied reasons readable by the model.
+func TestHistoryHasOneResultPerCall(t *testing.T) {
+	f := newFixture(t, "", agentd.ModelResponse{Text: "both", ToolCalls: []agentd.ModelToolCall{
+		{Name: "record", Arguments: json.RawMessage(`{}`)},
+		{Name: "pay", Arguments: json.RawMessage(`{"amount":1}`)},
+		{Name: "missing", Arguments: json.RawMessage(`{}`)},
+	}})
+	c := f.park(t)
+	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "deny", Reason: "not today"}); err != nil {
+		t.Fatal(err)
+	}
+	f.rec.wait(t, agentd.EventRunFinished, 1)
+	msgs := f.model.request(1).Messages
+	// user, assistant(3 calls), tool×3
+	if len(msgs) != 5 || msgs[1].Role != agentd.ModelRoleAssistant || len(msgs[1].ToolCalls) != 3 {
+		t.Fatalf("history %+v", msgs)
+	}
+	wantStatus := []agentd.CallStatus{agentd.StatusCompleted, agentd.StatusDenied, agentd.StatusRefused}
+	for i, m := range msgs[2:] {
+		if m.Role != agentd.ModelRoleTool || m.ToolCallID != msgs[1].ToolCalls[i].ID || m.ToolStatus != wantStatus[i] {
+			t.Fatalf("tool message %d: %+v", i, m)
+		}
+	}
+	if !strings.Contains(msgs[3].Content, "not today") || msgs[3].ToolReason != "not today" {
+		t.Fatalf("denial reason not given to the model: %+v", msgs[3])
+	}
+}
+
+// The loop and the decision stay free of HTTP and database drivers.
+func TestImportRules(t *testing.T) {
+	forbidden := []string{"net/http", "github.com/labstack/echo", "database/sql", "modernc.org/sqlite", "github.com/jackc/pgx"}
+	for _, pkg := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/confirm", "github.com/agentd-dev/agentd"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range forbidden {
+				if dep == f || strings.HasPrefix(dep, f+"/") && f != "database/sql" {
+					t.Errorf("%s imports %s", pkg, dep)
+				}
+			}
+		}
+	}
+}
