@@ -109,8 +109,13 @@ func events(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	url := strings.TrimRight(cf.url, "/") + "/v1/conversations/" + *conv + "/events"
 	enc := json.NewEncoder(stdout)
+	type line struct {
+		ID   int64           `json:"id"`
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
 	err := sse.Follow(ctx, url, sse.FollowOptions{Header: h, LastEventID: *last}, func(e agentd.Event) error {
-		return enc.Encode(map[string]any{"id": e.Seq, "type": e.Type, "data": e.Data})
+		return enc.Encode(line{ID: e.Seq, Type: e.Type, Data: e.Data})
 	})
 	if ctx.Err() != nil {
 		return nil

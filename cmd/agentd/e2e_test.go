@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -474,5 +477,67 @@ func TestCancelRun(t *testing.T) {
 	}
 	if execCount(t, execLog, "pay") != 0 {
 		t.Fatal("cancelled call ran")
+	}
+}
+
+// The client subcommands work against a real server: `agentd approve`
+// decides a parked call and `agentd events` prints the stream as JSON lines.
+func TestClientSubcommands(t *testing.T) {
+	dir, execLog := writeProject(t, projectOpts{})
+	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog})
+	conv, st := newConversation(t, base, "")
+	send(t, base, "", conv, "pay")
+	id := str(st.waitFor("confirmation_required", nil).Data, "tool_call_id")
+	env := func(k string) string {
+		if k == "AGENTD_URL" {
+			return base
+		}
+		return ""
+	}
+	var out strings.Builder
+	if err := run(t.Context(), []string{"approve", id, "--reason", "ok by me"}, env, &out, io.Discard); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	var dec map[string]any
+	if err := json.Unmarshal([]byte(out.String()), &dec); err != nil || dec["decision"] != "approved" || dec["reason"] != "ok by me" {
+		t.Fatalf("approve printed %q (%v)", out.String(), err)
+	}
+	if err := run(t.Context(), []string{"approve", id, "--deny"}, env, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("deny after approve: %v", err)
+	}
+	st.waitFor("run_finished", nil)
+
+	// events: follow until the run_finished line, then stop it.
+	ctx, cancel := context.WithCancel(t.Context())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"events", "--conversation", conv, "--last-event-id", "1"}, env, pw, io.Discard)
+		pw.Close()
+	}()
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(nil, 1<<20)
+	want := int64(2)
+	for sc.Scan() {
+		var l struct {
+			ID   int64          `json:"id"`
+			Type string         `json:"type"`
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.ID != want || l.Data["type"] != l.Type {
+			t.Fatalf("events line %q (want id %d): %v", sc.Text(), want, err)
+		}
+		want++
+		if l.Type == "run_finished" {
+			cancel()
+			break
+		}
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	if err := <-done; err != nil {
+		t.Fatalf("events: %v", err)
+	}
+	if want-1 != st.seen[len(st.seen)-1].ID {
+		t.Fatalf("events printed up to %d, stream has %d", want-1, st.seen[len(st.seen)-1].ID)
 	}
 }
