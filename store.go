@@ -32,6 +32,16 @@ type Store interface {
 	// current run returned, when the status does not match; ENOTFOUND when
 	// there is no such run.
 	UpdateRun(ctx context.Context, u RunUpdate, events []EventDraft) (*Run, []Event, error)
+	// CancelRun cancels an active run in one transaction: the run becomes
+	// cancelled with reason; every call of the run that has not started
+	// (requires_confirmation or approved) becomes cancelled, and each one
+	// that was requires_confirmation gets a "cancelled" decision by `by`;
+	// then the events returned by plan (given the cancelled run and those
+	// calls as they were before) are appended. It returns the run and the
+	// events. ECONFLICT, with the current run, when the run is not active;
+	// ENOTFOUND when there is no such run. On any error nothing is written.
+	CancelRun(ctx context.Context, runID, reason, by string, now time.Time,
+		plan func(run *Run, cancelled []ToolCall) []EventDraft) (*Run, []Event, error)
 	// ActiveRuns returns every run in running or waiting state.
 	ActiveRuns(ctx context.Context) ([]Run, error)
 

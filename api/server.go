@@ -5,7 +5,6 @@
 package api
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
@@ -153,9 +152,4 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			Dur("duration", time.Since(start)).Str("tenant_id", p.TenantID).Str("key_id", p.KeyID).Msg("request")
 		return nil
 	}
-}
-
-// Shutdown ends SSE streams (so http.Server.Shutdown does not wait for them).
-func (s *Server) Shutdown(ctx context.Context) {
-	s.hub.Close()
 }

@@ -86,7 +86,7 @@ func Decide(c Call) Decision {
 	eff, err := validate(c.Tool, args)
 	if err != nil {
 		d.Tier, d.Refused = agentd.TierNever, true
-		d.Reason = fmt.Sprintf("Invalid arguments for tool %q, so the call was not performed: %v", c.Name, err)
+		d.Reason = fmt.Sprintf("The call was not performed: %v", err)
 		d.Arguments, d.Digest = digestOrEmpty(args)
 		return d
 	}
@@ -117,7 +117,7 @@ func validate(t *Tool, args json.RawMessage) (json.RawMessage, error) {
 	}
 	var obj map[string]any
 	if err := json.Unmarshal(args, &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("arguments must be a JSON object")
+		return nil, fmt.Errorf("invalid arguments for tool %q: must be a JSON object", t.Name)
 	}
 	return args, nil
 }

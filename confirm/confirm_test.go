@@ -46,7 +46,7 @@ func TestDecide(t *testing.T) {
 		{"not llm_callable refused as unknown", Call{Name: "wipe", Arguments: json.RawMessage(`{}`), Tool: hidden}, agentd.TierNever, true, `Tool "wipe" is not available`, nil, true},
 		{"schema-invalid refused before any card", Call{Name: "refund", Arguments: json.RawMessage(`{"x":1}`), Tool: confirmT}, agentd.TierNever, true, "missing property 'amount'", nil, false},
 		{"non-object refused", Call{Name: "lookup", Arguments: json.RawMessage(`[1,2]`), Tool: open}, agentd.TierNever, true, "must be a JSON object", nil, false},
-		{"garbage arguments refused", Call{Name: "lookup", Arguments: json.RawMessage(`{not json`), Tool: open}, agentd.TierNever, true, "Invalid arguments", nil, false},
+		{"garbage arguments refused", Call{Name: "lookup", Arguments: json.RawMessage(`{not json`), Tool: open}, agentd.TierNever, true, "The call was not performed: invalid arguments", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -354,3 +354,34 @@ func TestImportRules(t *testing.T) {
 		}
 	}
 }
+
+// Cancel is one transaction: after it, an approval of the parked call is a
+// conflict and nothing runs; cancelling again returns the cancelled run.
+func TestCancelThenApprove(t *testing.T) {
+	f := newFixture(t, "", payCall())
+	c := f.park(t)
+	run, err := f.engine.Cancel(context.Background(), f.p, c.RunID)
+	if err != nil || run.Status != agentd.RunCancelled {
+		t.Fatalf("cancel: %v %+v", err, run)
+	}
+	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "approve"}); agentd.ErrorCode(err) != agentd.ECONFLICT {
+		t.Fatalf("approve after cancel: %v, want conflict", err)
+	}
+	got, _ := f.engine.ToolCall(context.Background(), f.p, c.ID)
+	if got.Status != agentd.StatusCancelled || len(got.Decisions) != 1 || got.Decisions[0].Decision != agentd.DecisionCancelled || got.Decisions[0].DecidedBy != "k1" {
+		t.Fatalf("call after cancel: %+v", got)
+	}
+	if again, err := f.engine.Cancel(context.Background(), f.p, c.RunID); err != nil || again.Status != agentd.RunCancelled {
+		t.Fatalf("cancel again: %v %+v", err, again)
+	}
+	if f.rec.count(agentd.EventRunFinished) != 1 || f.rec.count(agentd.EventConfirmationResolved) != 1 {
+		t.Fatalf("events: %d run_finished, %d confirmation_resolved", f.rec.count(agentd.EventRunFinished), f.rec.count(agentd.EventConfirmationResolved))
+	}
+	if b, _ := os.ReadFile(f.log); len(b) != 0 {
+		t.Fatalf("cancelled call ran: %s", b)
+	}
+	other := agentd.Principal{TenantID: "t2", ProjectID: "p1"}
+	if _, err := f.engine.Cancel(context.Background(), other, c.RunID); agentd.ErrorCode(err) != agentd.ENOTFOUND {
+		t.Fatalf("other tenant cancel: %v", err)
+	}
+}

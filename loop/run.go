@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/rs/zerolog"
 )
 
 // drive is the one goroutine that advances a run: it calls the model when
@@ -16,16 +17,17 @@ import (
 // woken. It returns when the run is no longer active or its context ends.
 func (e *Engine) drive(rs *runState) {
 	log := e.log.With().Str("run_id", rs.id).Logger()
+	failures := 0
 	for {
 		if rs.ctx.Err() != nil {
 			return
 		}
 		run, err := e.store.Run(rs.ctx, rs.id)
 		if err != nil {
-			if rs.ctx.Err() == nil {
-				log.Error().Err(err).Msg("load run")
+			if agentd.ErrorCode(err) == agentd.ENOTFOUND || !e.retryAfter(rs, log, err, &failures) {
+				return
 			}
-			return
+			continue
 		}
 		if !run.Status.Active() {
 			return
@@ -33,11 +35,12 @@ func (e *Engine) drive(rs *runState) {
 		if run.Step > 0 {
 			calls, err := e.stepCalls(rs.ctx, run)
 			if err != nil {
-				if rs.ctx.Err() == nil {
-					log.Error().Err(err).Msg("load calls")
+				if !e.retryAfter(rs, log, err, &failures) {
+					return
 				}
-				return
+				continue
 			}
+			failures = 0
 			var unresolved, parked []string
 			for _, c := range calls {
 				if !c.Status.Terminal() {
@@ -81,6 +84,29 @@ func (e *Engine) drive(rs *runState) {
 	}
 }
 
+// retryAfter logs a store error and waits before the driver tries again
+// (backing off up to 5s); it reports false when the run's context ended.
+// A store hiccup must not strand a run or kill its tools.
+func (e *Engine) retryAfter(rs *runState, log zerolog.Logger, err error, failures *int) bool {
+	if rs.ctx.Err() != nil {
+		return false
+	}
+	*failures++
+	wait := time.Duration(*failures) * 250 * time.Millisecond
+	if wait > 5*time.Second {
+		wait = 5 * time.Second
+	}
+	log.Error().Err(err).Dur("retry_in", wait).Msg("run driver: store error")
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-rs.ctx.Done():
+		return false
+	}
+}
+
 func (e *Engine) stepCalls(ctx context.Context, run *agentd.Run) ([]agentd.ToolCall, error) {
 	all, err := e.store.RunToolCalls(ctx, run.ID)
 	if err != nil {
@@ -112,12 +138,11 @@ func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 // finish ends an active run with a run_finished event.
 func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason string) {
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
-		cur, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
+		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: e.clock.Now(),
 		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunFinished, map[string]any{
 			"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage,
 		})})
-		_ = cur
 		return evs, err
 	})
 	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
@@ -127,9 +152,11 @@ func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 
 // fail ends a run after an error the model or the store reported.
 func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
+	// Clients see the safe message of an *agentd.Error (a provider's own
+	// words, say); anything else stays in the log.
 	msg := agentd.ErrorMessage(cause)
 	if agentd.ErrorCode(cause) == agentd.EINTERNAL {
-		msg = cause.Error()
+		msg = "internal error; see the server log"
 	}
 	_ = e.emit(ctx, run.ConversationID, e.draft(run.ConversationID, agentd.EventError, map[string]any{
 		"run_id": run.ID, "code": "run_failed", "message": msg,
@@ -182,7 +209,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	}
 	var auto []*agentd.ToolCall
 	for _, c := range calls {
-		if c.Status == agentd.StatusExecuting {
+		if c.Status == agentd.StatusApproved {
 			auto = append(auto, c)
 		}
 	}
@@ -196,7 +223,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		return err
 	}
 	for _, c := range auto {
-		e.execute(rs, *c)
+		e.start(rs, *c)
 	}
 	if len(calls) == 0 {
 		run.Usage.InputTokens += usage.InputTokens
@@ -234,8 +261,10 @@ func (e *Engine) classify(run *agentd.Run, msgID string, step, index int, mc age
 		c.RequiresApprovalAt = &deadline
 		return c, []agentd.EventDraft{e.confirmationRequired(run, c)}
 	default:
-		c.Status = agentd.StatusExecuting
-		return c, []agentd.EventDraft{e.toolCallStarted(c)}
+		// Cleared to run but not started: start claims it (approved →
+		// executing, with tool_call_started) right before the fork.
+		c.Status = agentd.StatusApproved
+		return c, nil
 	}
 }
 
@@ -275,13 +304,51 @@ func (e *Engine) confirmationRequired(run *agentd.Run, c *agentd.ToolCall) agent
 	})
 }
 
-// execute runs an executing call's tool in the background and records its
-// result. On shutdown the call is left executing for recovery to report.
-func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
-	t, ok := e.agent.Tools[c.Name]
+// start runs an approved call in the background: it first claims the call
+// (approved → executing, one durable commit with tool_call_started), so a
+// crash before the fork leaves it approved — recovery runs it — and a crash
+// after leaves it executing — recovery reports the outcome unknown. At most
+// once, never twice.
+func (e *Engine) start(rs *runState, c agentd.ToolCall) {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
+		if e.ctx.Err() != nil {
+			return // shutting down: stays approved, the next start runs it
+		}
+		var claimed *agentd.ToolCall
+		err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+			cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
+				ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusExecuting, Now: e.clock.Now(),
+			}, []agentd.EventDraft{e.toolCallStarted(&c)})
+			claimed = cur
+			return evs, err
+		})
+		if err != nil {
+			if agentd.ErrorCode(err) != agentd.ECONFLICT && e.ctx.Err() == nil {
+				e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("claim approved call")
+			}
+			return // cancelled, or claimed elsewhere
+		}
+		e.run(rs, *claimed)
+	}()
+}
+
+// execute runs a call that is already executing (an idempotent call
+// interrupted by a restart) in the background.
+func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.run(rs, c)
+	}()
+}
+
+// run runs an executing call's tool and records its result. On shutdown
+// the call is left executing for recovery to report honestly.
+func (e *Engine) run(rs *runState, c agentd.ToolCall) {
+	t, ok := e.agent.Tools[c.Name]
+	{
 		log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
 		var result json.RawMessage
 		var runErr error
@@ -297,12 +364,12 @@ func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
 		u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting}, Now: e.clock.Now()}
 		fields := map[string]any{"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name}
 		switch {
+		case runErr == nil:
+			u.Status, u.Result = agentd.StatusCompleted, result
 		case rs.ctx.Err() != nil:
 			u.Status, u.Error = agentd.StatusFailed, "the run was cancelled while the tool was running; its outcome is unknown"
-		case runErr != nil:
-			u.Status, u.Error = agentd.StatusFailed, runErr.Error()
 		default:
-			u.Status, u.Result = agentd.StatusCompleted, result
+			u.Status, u.Error = agentd.StatusFailed, runErr.Error()
 		}
 		fields["status"] = u.Status
 		if u.Status == agentd.StatusCompleted {
@@ -321,7 +388,7 @@ func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
 			return
 		}
 		e.wakeRun(c.RunID)
-	}()
+	}
 }
 
 // toolResultText is what the model reads for a resolved call.

@@ -48,7 +48,7 @@ func (e *Engine) CreateConversation(ctx context.Context, p agentd.Principal, age
 	return c, nil
 }
 
-// ConversationView is a conversation with its messages, calls and runs' state.
+// ConversationView is a conversation with its messages and tool calls.
 type ConversationView struct {
 	*agentd.Conversation
 	Messages  []agentd.Message  `json:"messages"`
@@ -140,56 +140,59 @@ func (e *Engine) Run(ctx context.Context, p agentd.Principal, id string) (*agent
 	return r, nil
 }
 
-// Cancel cancels an active run: its model step and tool processes stop,
-// parked calls become cancelled, and run_finished reports cancelled.
-// Cancelling a cancelled run returns it unchanged; any other finished run is ECONFLICT.
+// Cancel cancels an active run in one transaction (SPEC §5): the run
+// becomes cancelled, parked and approved-but-unstarted calls become
+// cancelled, and confirmation_resolved / tool_call_result / run_finished are
+// committed with it; then its model step and tool processes stop.
+// Cancelling a cancelled run returns it unchanged; any other finished run is
+// ECONFLICT.
 func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error) {
 	run, err := e.Run(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
 	const reason = "cancelled"
-	now := e.clock.Now()
+	by := p.KeyID
+	if by == "" {
+		by = "anonymous"
+	}
 	var updated *agentd.Run
 	err = e.commit(run.ConversationID, func() ([]agentd.Event, error) {
-		cur, _, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
-			ID: id, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: agentd.RunCancelled, Reason: reason, Now: now,
-		}, nil)
+		cur, evs, err := e.store.CancelRun(ctx, id, reason, by, e.clock.Now(), func(r *agentd.Run, calls []agentd.ToolCall) []agentd.EventDraft {
+			var drafts []agentd.EventDraft
+			for _, c := range calls {
+				if c.Status == agentd.StatusRequiresConfirmation {
+					drafts = append(drafts, e.resolvedEvent(c, &agentd.Decision{Decision: agentd.DecisionCancelled,
+						Reason: "the run was cancelled", DecidedBy: by, ArgumentsSHA256: c.ArgumentsSHA256}))
+					continue
+				}
+				drafts = append(drafts, e.draft(c.ConversationID, agentd.EventToolCallResult, map[string]any{
+					"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "status": agentd.StatusCancelled,
+					"error": "the run was cancelled before the call started; nothing was done",
+				}))
+			}
+			return append(drafts, e.draft(r.ConversationID, agentd.EventRunFinished, map[string]any{
+				"run_id": r.ID, "correlation_id": r.CorrelationID, "status": agentd.RunCancelled, "reason": reason, "usage": r.Usage,
+			}))
+		})
 		updated = cur
-		return nil, err
+		return evs, err
 	})
 	if err != nil {
-		if agentd.ErrorCode(err) == agentd.ECONFLICT && updated != nil && updated.Status == agentd.RunCancelled {
-			return updated, nil
-		}
 		if agentd.ErrorCode(err) == agentd.ECONFLICT && updated != nil {
+			if updated.Status == agentd.RunCancelled {
+				return updated, nil
+			}
 			return nil, agentd.Errorf(agentd.ECONFLICT, "run is already %s", updated.Status)
 		}
 		return nil, err
 	}
+	e.log.Info().Str("run_id", id).Str("conversation_id", run.ConversationID).Msg("run cancelled")
 	e.mu.Lock()
 	if rs, ok := e.runs[id]; ok {
 		rs.cancel()
 	}
 	e.mu.Unlock()
-	calls, err := e.store.RunToolCalls(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range calls {
-		if c.Status != agentd.StatusRequiresConfirmation {
-			continue
-		}
-		if err := e.resolveParked(ctx, c, agentd.DecisionCancelled, "the run was cancelled", "system", agentd.StatusCancelled); err != nil &&
-			agentd.ErrorCode(err) != agentd.ECONFLICT {
-			return nil, err
-		}
-	}
-	if err := e.emit(ctx, run.ConversationID, e.draft(run.ConversationID, agentd.EventRunFinished, map[string]any{
-		"run_id": id, "correlation_id": run.CorrelationID, "status": agentd.RunCancelled, "reason": reason, "usage": updated.Usage,
-	})); err != nil {
-		return nil, err
-	}
 	return updated, nil
 }
 
@@ -231,7 +234,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 	var want agentd.CallStatus
 	switch req.Decision {
 	case "approve":
-		want = agentd.StatusExecuting
+		want = agentd.StatusApproved
 	case "deny":
 		want = agentd.StatusDenied
 	default:
@@ -278,9 +281,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		}
 		u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: want, Decision: dec, Now: now}
 		drafts := []agentd.EventDraft{e.resolvedEvent(*c, dec)}
-		if want == agentd.StatusExecuting {
-			drafts = append(drafts, e.toolCallStarted(c))
-		} else {
+		if want == agentd.StatusDenied {
 			u.Error = "denied by " + decidedBy
 		}
 		var updated *agentd.ToolCall
@@ -297,8 +298,8 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		}
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
 			Str("correlation_id", c.CorrelationID).Str("decision", decision).Msg("decision")
-		if want == agentd.StatusExecuting {
-			e.execute(e.ensureDriver(c.RunID), *updated)
+		if want == agentd.StatusApproved {
+			e.start(e.ensureDriver(c.RunID), *updated)
 		} else {
 			e.wakeRun(c.RunID)
 		}
@@ -373,7 +374,8 @@ func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
 
 // recover restores what a previous process left (SPEC §8): calls that were
 // executing are failed with "outcome unknown" unless their tool is
-// idempotent (then they run again); approved-but-unstarted calls run;
+// idempotent (then they run again); approved-but-unstarted calls (approved
+// by a person, or auto calls not yet claimed) run;
 // every active run gets its driver back. Parked calls keep their deadlines.
 func (e *Engine) recover(ctx context.Context) error {
 	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
@@ -384,16 +386,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		t := e.agent.Tools[c.Name]
 		switch {
 		case c.Status == agentd.StatusApproved:
-			var updated *agentd.ToolCall
-			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-				cur, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved},
-					Status: agentd.StatusExecuting, Now: e.clock.Now()}, []agentd.EventDraft{e.toolCallStarted(&c)})
-				updated = cur
-				return evs, err
-			})
-			if err == nil {
-				e.execute(e.ensureDriver(c.RunID), *updated)
-			}
+			e.start(e.ensureDriver(c.RunID), c)
 		case t != nil && t.Idempotent:
 			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
 			e.execute(e.ensureDriver(c.RunID), c)

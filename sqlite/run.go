@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"github.com/google/uuid"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -329,4 +331,71 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 		return nil, err
 	}
 	return out, nil
+}
+
+// CancelRun implements agentd.Store.CancelRun.
+func (db *DB) CancelRun(ctx context.Context, runID, reason, by string, now time.Time,
+	plan func(run *agentd.Run, cancelled []agentd.ToolCall) []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
+	if runID == "" {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
+	}
+	at, err := encTime("now", now)
+	if err != nil {
+		return nil, nil, err
+	}
+	var run *agentd.Run
+	var out []agentd.Event
+	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			UPDATE runs SET status = 'cancelled', reason = ?, updated_at = COALESCE(?, updated_at)
+			WHERE id = ? AND status IN ('running', 'waiting')`, reason, at, runID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if run, err = getRun(ctx, tx, runID); err != nil {
+			return err
+		}
+		if n == 0 {
+			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", runID, run.Status)
+		}
+		calls, err := queryToolCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
+		if err != nil {
+			return err
+		}
+		for _, c := range calls {
+			if _, err := tx.ExecContext(ctx, `UPDATE tool_calls SET status = 'cancelled', error = ?, updated_at = COALESCE(?, updated_at) WHERE id = ?`,
+				reason, at, c.ID); err != nil {
+				return err
+			}
+			if c.Status != agentd.StatusRequiresConfirmation {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `
+				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at)
+				VALUES (?, ?, 'cancelled', ?, ?, ?, ?)`,
+				uuid.NewString(), c.ID, reason, by, c.ArgumentsSHA256, at); err != nil {
+				return err
+			}
+		}
+		var drafts []agentd.EventDraft
+		if plan != nil {
+			drafts = plan(run, calls)
+		}
+		if err := checkEvents(drafts); err != nil {
+			return err
+		}
+		out, err = appendEvents(ctx, tx, drafts)
+		return err
+	})
+	if err != nil {
+		if agentd.ErrorCode(err) == agentd.ECONFLICT && run != nil {
+			return run, nil, err
+		}
+		return nil, nil, err
+	}
+	return run, out, nil
 }

@@ -467,3 +467,61 @@ func testRecordStepConflict(t *testing.T, s agentd.Store) {
 	_, err := s.RecordStep(ctx, agentd.StepRecord{RunID: "run_missing", Step: 1, Now: t0}, nil)
 	wantCode(t, err, agentd.ENOTFOUND)
 }
+
+func testCancelRun(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	parked, approved, done := newCall(run, 1, 0, agentd.StatusRequiresConfirmation), newCall(run, 1, 1, agentd.StatusApproved), newCall(run, 1, 2, agentd.StatusCompleted)
+	_, err := s.RecordStep(ctx, agentd.StepRecord{RunID: run.ID, Step: 1, Calls: []*agentd.ToolCall{parked, approved, done}, Now: t0}, nil)
+	noErr(t, err, "RecordStep")
+
+	var seen []agentd.ToolCall
+	got, evs, err := s.CancelRun(ctx, run.ID, "cancelled by user", "key1", at(time.Minute), func(r *agentd.Run, calls []agentd.ToolCall) []agentd.EventDraft {
+		if r.Status != agentd.RunCancelled {
+			t.Errorf("plan sees run %s, want cancelled", r.Status)
+		}
+		seen = calls
+		return []agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationResolved, `{}`), draft(conv.ID, agentd.EventRunFinished, `{}`)}
+	})
+	noErr(t, err, "CancelRun")
+	if got.Status != agentd.RunCancelled || got.Reason != "cancelled by user" {
+		t.Errorf("run = %+v", got)
+	}
+	wantIDs(t, "calls given to plan", ids(seen), parked.ID, approved.ID)
+	if seen[0].Status != agentd.StatusRequiresConfirmation || seen[1].Status != agentd.StatusApproved {
+		t.Errorf("plan got calls with statuses %s, %s: want their status before", seen[0].Status, seen[1].Status)
+	}
+	wantSeqs(t, "CancelRun events", evs, 1, 2)
+	calls, err := s.RunToolCalls(ctx, run.ID)
+	noErr(t, err, "RunToolCalls")
+	want := []agentd.CallStatus{agentd.StatusCancelled, agentd.StatusCancelled, agentd.StatusCompleted}
+	for i, c := range calls {
+		if c.Status != want[i] {
+			t.Errorf("call %d is %s, want %s", i, c.Status, want[i])
+		}
+	}
+	if d := calls[0].Decisions; len(d) != 1 || d[0].Decision != agentd.DecisionCancelled || d[0].DecidedBy != "key1" || d[0].ArgumentsSHA256 != parked.ArgumentsSHA256 {
+		t.Errorf("parked call decisions = %+v, want one cancelled by key1", d)
+	}
+	if len(calls[1].Decisions) != 0 {
+		t.Errorf("approved call got decisions %+v", calls[1].Decisions)
+	}
+
+	// Again: ECONFLICT with the current run, nothing written.
+	cur, evs, err := s.CancelRun(ctx, run.ID, "again", "key1", at(2*time.Minute), func(*agentd.Run, []agentd.ToolCall) []agentd.EventDraft {
+		t.Error("plan called for a run that is not active")
+		return nil
+	})
+	if agentd.ErrorCode(err) != agentd.ECONFLICT || cur == nil || cur.Status != agentd.RunCancelled || len(evs) != 0 {
+		t.Errorf("second CancelRun = %+v, %v, %v; want ECONFLICT with the cancelled run", cur, evs, err)
+	}
+	all, err := s.Events(ctx, conv.ID, 0, 0)
+	noErr(t, err, "Events")
+	if len(all) != 2 {
+		t.Errorf("%d events after a refused cancel, want 2", len(all))
+	}
+	if _, _, err := s.CancelRun(ctx, agentd.NewID(agentd.PrefixRun), "x", "k", t0, nil); agentd.ErrorCode(err) != agentd.ENOTFOUND {
+		t.Errorf("CancelRun of a missing run: %v, want ENOTFOUND", err)
+	}
+}

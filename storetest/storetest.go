@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"ActiveRuns", testActiveRuns},
 		{"RecordStep/Applies", testRecordStepApplies},
 		{"RecordStep/Conflict", testRecordStepConflict},
+		{"CancelRun", testCancelRun},
 
 		{"Messages/Order", testMessagesOrder},
 		{"AddMessage/Errors", testAddMessageErrors},

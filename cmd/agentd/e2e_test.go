@@ -279,8 +279,9 @@ func TestConcurrentApprovals(t *testing.T) {
 // Acceptance 7: a second tenant's key gets 404 on the first tenant's
 // conversation, stream, call and approval; no key or a bad key gets 401.
 func TestTenantIsolation(t *testing.T) {
-	keyA, keyB := "key-tenant-a-0123456789", "key-tenant-b-9876543210"
-	dir, execLog := writeProject(t, projectOpts{keys: map[string][2]string{keyA: {"tenant-a", "client"}, keyB: {"tenant-b", "client"}}})
+	keyA, keyB, keyC := "key-tenant-a-0123456789", "key-tenant-b-9876543210", "key-tenant-a-other-project"
+	dir, execLog := writeProject(t, projectOpts{keys: map[string][3]string{
+		keyA: {"tenant-a", "client", "p1"}, keyB: {"tenant-b", "client", "p1"}, keyC: {"tenant-a", "operator", "p2"}}})
 	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog})
 
 	conv, st := newConversation(t, base, keyA)
@@ -298,9 +299,11 @@ func TestTenantIsolation(t *testing.T) {
 		{"GET", "/v1/runs/" + runID, ""},
 		{"POST", "/v1/runs/" + runID + "/cancel", ""},
 	} {
-		status, m := call(t, tc.method, base+tc.path, keyB, tc.body)
-		if status != 404 || errCode(m) != "not_found" {
-			t.Errorf("tenant B %s %s: %d %v, want 404", tc.method, tc.path, status, m)
+		for name, key := range map[string]string{"tenant B": keyB, "tenant A, other project": keyC} {
+			status, m := call(t, tc.method, base+tc.path, key, tc.body)
+			if status != 404 || errCode(m) != "not_found" {
+				t.Errorf("%s %s %s: %d %v, want 404", name, tc.method, tc.path, status, m)
+			}
 		}
 		if status, _ := call(t, tc.method, base+tc.path, "", tc.body); status != 401 {
 			t.Errorf("no key %s %s: %d, want 401", tc.method, tc.path, status)
@@ -379,7 +382,7 @@ func TestBadInput(t *testing.T) {
 
 	// Model-side bad input: each case is a tool result the model reads, and the run goes on.
 	for _, tc := range []struct{ msg, want string }{
-		{"bad args", "pay refused: Invalid arguments for tool \"pay\""},
+		{"bad args", "pay refused: The call was not performed: invalid arguments for tool \"pay\""},
 		{"unknown", "nope refused: Tool \"nope\" is not available"},
 		{"garbage", "garbage completed: \"this is {{{ not json\""},
 		{"hang", "hang failed: "},

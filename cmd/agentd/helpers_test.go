@@ -64,7 +64,7 @@ const defaultRules = `[
 
 type projectOpts struct {
 	approvalTimeout string
-	keys            map[string][2]string // key -> tenant, role
+	keys            map[string][3]string // key -> tenant, role, project ("" = p1)
 }
 
 // writeProject writes a test project and returns its folder and the path
@@ -102,8 +102,12 @@ func writeProject(t *testing.T, o projectOpts) (dir, execLog string) {
 		i := 0
 		for key, tr := range o.keys {
 			sum := sha256.Sum256([]byte(key))
+			proj := tr[2]
+			if proj == "" {
+				proj = "p1"
+			}
 			keys = append(keys, map[string]string{"id": fmt.Sprintf("key%d", i), "sha256": hex.EncodeToString(sum[:]),
-				"tenant_id": tr[0], "project_id": "p1", "role": tr[1]})
+				"tenant_id": tr[0], "project_id": proj, "role": tr[1]})
 			i++
 		}
 		b, _ := json.Marshal(map[string]any{"api_keys": keys})
