@@ -512,6 +512,7 @@ func TestClientSubcommands(t *testing.T) {
 
 	// events: follow until the run_finished line, then stop it.
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
