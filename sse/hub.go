@@ -10,7 +10,7 @@ import (
 // DefaultBuffer is the number of events a subscriber may fall behind before
 // the hub cuts it off. An idle subscriber costs its buffer (about 64 bytes an
 // event) plus the stream's goroutine and connection.
-const DefaultBuffer = 128
+const DefaultBuffer = 64
 
 var (
 	// ErrSlowSubscriber ends a subscription whose buffer was full when an

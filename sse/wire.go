@@ -14,7 +14,8 @@ import (
 //
 //	id: <seq>\nevent: <type>\ndata: <json>\n\n
 //
-// Valid JSON data is compacted to one line. Data that is not valid JSON is
+// JSON data that spans lines is compacted to one line (one-line data, what
+// the log holds, is written as is). Data that is not valid JSON is
 // written as is, except that each line break (\r\n, \r or \n) starts a new
 // "data: " line, so a client reassembles it with \n line breaks and nothing
 // leaks into other fields. Empty data is written as null, because browsers
@@ -55,7 +56,9 @@ func appendEvent(dst []byte, e agentd.Event) ([]byte, error) {
 	data := []byte(e.Data)
 	if len(data) == 0 {
 		data = []byte("null")
-	} else {
+	} else if bytes.ContainsAny(data, "\r\n") {
+		// Data from the log is already one line (json.Marshal output), so
+		// the common case copies it as is; only multi-line JSON is compacted.
 		var buf bytes.Buffer
 		if json.Compact(&buf, data) == nil { // fails, writing nothing, unless data is valid JSON
 			data = buf.Bytes()

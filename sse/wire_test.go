@@ -21,8 +21,13 @@ func TestWriteEvent(t *testing.T) {
 		want string
 	}{
 		{
-			name: "compact json",
+			name: "one-line json is sent as is",
 			e:    agentd.Event{Seq: 1, Type: "message", Data: json.RawMessage(`{"type": "message",  "n": [1, 2]}`)},
+			want: "id: 1\nevent: message\ndata: {\"type\": \"message\",  \"n\": [1, 2]}\n\n",
+		},
+		{
+			name: "multi-line json is compacted",
+			e:    agentd.Event{Seq: 1, Type: "message", Data: json.RawMessage("{\"type\": \"message\",\n  \"n\": [1,\r\n 2]}")},
 			want: "id: 1\nevent: message\ndata: {\"type\":\"message\",\"n\":[1,2]}\n\n",
 		},
 		{
