@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -152,7 +153,7 @@ type agentFile struct {
 
 func parseAgent(data []byte, loaded map[string]*tools.Tool) (Agent, error) {
 	var f agentFile
-	if err := decodeStrict(data, &f, ""); err != nil {
+	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Agent{}, err
 	}
 	a := Agent{
@@ -165,29 +166,29 @@ func parseAgent(data []byte, loaded map[string]*tools.Tool) (Agent, error) {
 
 	switch {
 	case f.Name == nil:
-		return Agent{}, fieldErr("name", "required")
+		return Agent{}, jsonconf.FieldErr("name", "required")
 	case !namePattern.MatchString(*f.Name):
-		return Agent{}, fieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
+		return Agent{}, jsonconf.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
 	}
 	a.Name = *f.Name
 
-	if isNull(f.Model) {
-		return Agent{}, fieldErr("model", `required, e.g. {"provider": "script", "script": "script.json"}`)
+	if jsonconf.IsNull(f.Model) {
+		return Agent{}, jsonconf.FieldErr("model", `required, e.g. {"provider": "script", "script": "script.json"}`)
 	}
 	var model map[string]json.RawMessage
 	if err := json.Unmarshal(f.Model, &model); err != nil {
-		return Agent{}, fieldErr("model", "must be an object")
+		return Agent{}, jsonconf.FieldErr("model", "must be an object")
 	}
 	var provider string
 	if raw, ok := model["provider"]; !ok {
-		return Agent{}, fieldErr("model.provider", "required: one of %s, %s, %s", ProviderScript, ProviderOpenAI, ProviderAnthropic)
+		return Agent{}, jsonconf.FieldErr("model.provider", "required: one of %s, %s, %s", ProviderScript, ProviderOpenAI, ProviderAnthropic)
 	} else if err := json.Unmarshal(raw, &provider); err != nil {
-		return Agent{}, fieldErr("model.provider", "must be a string")
+		return Agent{}, jsonconf.FieldErr("model.provider", "must be a string")
 	}
 	switch provider {
 	case ProviderScript, ProviderOpenAI, ProviderAnthropic:
 	default:
-		return Agent{}, fieldErr("model.provider", "must be one of %s, %s, %s, got %q", ProviderScript, ProviderOpenAI, ProviderAnthropic, provider)
+		return Agent{}, jsonconf.FieldErr("model.provider", "must be one of %s, %s, %s, got %q", ProviderScript, ProviderOpenAI, ProviderAnthropic, provider)
 	}
 	a.Model, a.Provider = compact(f.Model), provider
 
@@ -199,11 +200,11 @@ func parseAgent(data []byte, loaded map[string]*tools.Tool) (Agent, error) {
 			tool, ok := loaded[name]
 			switch {
 			case !ok:
-				return Agent{}, fieldErr(field, "unknown tool %q: no tools/%s/tool.json is loaded", name, name)
+				return Agent{}, jsonconf.FieldErr(field, "unknown tool %q: no tools/%s/tool.json is loaded", name, name)
 			case !tool.LLMCallable:
-				return Agent{}, fieldErr(field, "tool %q has llm_callable false, so the model cannot see it", name)
+				return Agent{}, jsonconf.FieldErr(field, "tool %q has llm_callable false, so the model cannot see it", name)
 			case seen[name]:
-				return Agent{}, fieldErr(field, "tool %q is listed twice", name)
+				return Agent{}, jsonconf.FieldErr(field, "tool %q is listed twice", name)
 			}
 			seen[name] = true
 			a.Tools = append(a.Tools, name)
@@ -213,17 +214,17 @@ func parseAgent(data []byte, loaded map[string]*tools.Tool) (Agent, error) {
 	if f.ApprovalTimeout != nil {
 		d, err := time.ParseDuration(*f.ApprovalTimeout)
 		if err != nil {
-			return Agent{}, fieldErr("approval_timeout", "%v", err)
+			return Agent{}, jsonconf.FieldErr("approval_timeout", "%v", err)
 		}
 		if d <= 0 {
-			return Agent{}, fieldErr("approval_timeout", "must be positive, got %q", *f.ApprovalTimeout)
+			return Agent{}, jsonconf.FieldErr("approval_timeout", "must be positive, got %q", *f.ApprovalTimeout)
 		}
 		a.ApprovalTimeout = d
 	}
 
 	if f.MaxTurns != nil {
 		if *f.MaxTurns <= 0 {
-			return Agent{}, fieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)
+			return Agent{}, jsonconf.FieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)
 		}
 		a.MaxTurns = *f.MaxTurns
 	}
@@ -250,7 +251,7 @@ type limitsFile struct {
 
 func parseServer(data []byte) (Server, error) {
 	var f serverFile
-	if err := decodeStrict(data, &f, ""); err != nil {
+	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Server{}, err
 	}
 	s := Server{MaxBodyBytes: DefaultMaxBodyBytes}
@@ -259,53 +260,53 @@ func parseServer(data []byte) (Server, error) {
 	for i, raw := range f.APIKeys {
 		prefix := fmt.Sprintf("api_keys[%d]", i)
 		var k apiKeyFile
-		if err := decodeStrict(raw, &k, prefix); err != nil {
+		if err := jsonconf.DecodeStrict(raw, &k, prefix); err != nil {
 			return Server{}, err
 		}
 		for _, c := range []struct{ field, value string }{{"id", k.ID}, {"tenant_id", k.TenantID}, {"project_id", k.ProjectID}} {
 			if c.value == "" {
-				return Server{}, fieldErr(prefix+"."+c.field, "required")
+				return Server{}, jsonconf.FieldErr(prefix+"."+c.field, "required")
 			}
 			if !idPattern.MatchString(c.value) {
-				return Server{}, fieldErr(prefix+"."+c.field, "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", c.value)
+				return Server{}, jsonconf.FieldErr(prefix+"."+c.field, "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", c.value)
 			}
 		}
 		if ids[k.ID] {
-			return Server{}, fieldErr(prefix+".id", "%q is used by another key", k.ID)
+			return Server{}, jsonconf.FieldErr(prefix+".id", "%q is used by another key", k.ID)
 		}
 		ids[k.ID] = true
 		if !sha256Pattern.MatchString(k.SHA256) {
-			return Server{}, fieldErr(prefix+".sha256", `must be 64 lowercase hex characters, the SHA-256 of the key: printf %%s "$KEY" | sha256sum`)
+			return Server{}, jsonconf.FieldErr(prefix+".sha256", `must be 64 lowercase hex characters, the SHA-256 of the key: printf %%s "$KEY" | sha256sum`)
 		}
 		if other, ok := digests[k.SHA256]; ok {
-			return Server{}, fieldErr(prefix+".sha256", "the same key as %q", other)
+			return Server{}, jsonconf.FieldErr(prefix+".sha256", "the same key as %q", other)
 		}
 		digests[k.SHA256] = k.ID
 		switch k.Role {
 		case agentd.RoleClient, agentd.RoleDelegate, agentd.RoleOperator, agentd.RoleAdmin:
 		case "":
-			return Server{}, fieldErr(prefix+".role", "required: one of client, delegate, operator, admin")
+			return Server{}, jsonconf.FieldErr(prefix+".role", "required: one of client, delegate, operator, admin")
 		default:
-			return Server{}, fieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
+			return Server{}, jsonconf.FieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
 		}
 		s.APIKeys = append(s.APIKeys, APIKey(k))
 	}
 
-	if !isNull(f.Webhooks) {
+	if !jsonconf.IsNull(f.Webhooks) {
 		if t := bytes.TrimSpace(f.Webhooks); t[0] != '[' {
-			return Server{}, fieldErr("webhooks", "must be an array")
+			return Server{}, jsonconf.FieldErr("webhooks", "must be an array")
 		}
 		s.Webhooks = compact(f.Webhooks)
 	}
 
-	if !isNull(f.Limits) {
+	if !jsonconf.IsNull(f.Limits) {
 		var l limitsFile
-		if err := decodeStrict(f.Limits, &l, "limits"); err != nil {
+		if err := jsonconf.DecodeStrict(f.Limits, &l, "limits"); err != nil {
 			return Server{}, err
 		}
 		if l.MaxBodyBytes != nil {
 			if *l.MaxBodyBytes <= 0 {
-				return Server{}, fieldErr("limits.max_body_bytes", "must be at least 1, got %d", *l.MaxBodyBytes)
+				return Server{}, jsonconf.FieldErr("limits.max_body_bytes", "must be at least 1, got %d", *l.MaxBodyBytes)
 			}
 			s.MaxBodyBytes = *l.MaxBodyBytes
 		}
@@ -315,7 +316,7 @@ func parseServer(data []byte) (Server, error) {
 
 // compact returns raw compacted, or nil for absent or null.
 func compact(raw json.RawMessage) json.RawMessage {
-	if isNull(raw) {
+	if jsonconf.IsNull(raw) {
 		return nil
 	}
 	var buf bytes.Buffer

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -93,7 +94,7 @@ func LoadDir(toolsDir string) (map[string]*Tool, []string, error) {
 // a tool that is not registered (confirm "never").
 func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 	var f toolFile
-	if err := decodeStrict(data, &f, ""); err != nil {
+	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return nil, "", err
 	}
 	t := &Tool{Description: f.Description, LLMCallable: true, Timeout: defaultTimeout, Idempotent: f.Idempotent, Dir: dir}
@@ -101,41 +102,41 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 
 	switch {
 	case f.Name == nil:
-		return nil, "", fieldErr("name", "required (the folder name, %q)", folder)
+		return nil, "", jsonconf.FieldErr("name", "required (the folder name, %q)", folder)
 	case !namePattern.MatchString(*f.Name):
-		return nil, "", fieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
+		return nil, "", jsonconf.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
 	case *f.Name != folder:
-		return nil, "", fieldErr("name", "must equal the folder name %q, got %q", folder, *f.Name)
+		return nil, "", jsonconf.FieldErr("name", "must equal the folder name %q, got %q", folder, *f.Name)
 	}
 	t.Name = *f.Name
 
 	t.Parameters = defaultParameters
-	if !isNull(f.Parameters) {
+	if !jsonconf.IsNull(f.Parameters) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, f.Parameters); err != nil {
-			return nil, "", fieldErr("parameters", "%v", err)
+			return nil, "", jsonconf.FieldErr("parameters", "%v", err)
 		}
 		var probe struct {
 			Type any `json:"type"`
 		}
 		if err := json.Unmarshal(buf.Bytes(), &probe); err != nil {
-			return nil, "", fieldErr("parameters", "must be a JSON Schema object")
+			return nil, "", jsonconf.FieldErr("parameters", "must be a JSON Schema object")
 		}
 		if probe.Type != nil && probe.Type != "object" {
-			return nil, "", fieldErr("parameters", `"type" must be "object": arguments are always a JSON object`)
+			return nil, "", jsonconf.FieldErr("parameters", `"type" must be "object": arguments are always a JSON object`)
 		}
 		t.Parameters = buf.Bytes()
 	}
 	sch, err := compileSchema(t.Name, t.Parameters)
 	if err != nil {
-		return nil, "", fieldErr("parameters", "%v", err)
+		return nil, "", jsonconf.FieldErr("parameters", "%v", err)
 	}
 	t.schema = sch
 
 	t.Exposure = Exposure{Kind: ExposureOpen}
-	if !isNull(f.Exposure) {
+	if !jsonconf.IsNull(f.Exposure) {
 		var e exposureFile
-		if err := decodeStrict(f.Exposure, &e, "exposure"); err != nil {
+		if err := jsonconf.DecodeStrict(f.Exposure, &e, "exposure"); err != nil {
 			return nil, "", err
 		}
 		if e.Kind != nil {
@@ -143,7 +144,7 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 			case ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated:
 				t.Exposure.Kind = *e.Kind
 			default:
-				return nil, "", fieldErr("exposure.kind", "must be one of %s, %s, %s", ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated)
+				return nil, "", jsonconf.FieldErr("exposure.kind", "must be one of %s, %s, %s", ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated)
 			}
 		}
 		t.Exposure.Prompt = strings.TrimSpace(e.Prompt)
@@ -153,7 +154,7 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		t.LLMCallable = *f.LLMCallable
 	}
 
-	if !isNull(f.Confirm) {
+	if !jsonconf.IsNull(f.Confirm) {
 		var b bool
 		var s string
 		switch {
@@ -166,12 +167,12 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		case json.Unmarshal(f.Confirm, &s) == nil && s == "never":
 			return nil, `confirm is "never": the tool is not registered`, nil
 		default:
-			return nil, "", fieldErr("confirm", `must be false, true, "review" or "never", got %s`, bytes.TrimSpace(f.Confirm))
+			return nil, "", jsonconf.FieldErr("confirm", `must be false, true, "review" or "never", got %s`, bytes.TrimSpace(f.Confirm))
 		}
 	}
 
 	if len(f.Command) == 0 || f.Command[0] == "" {
-		return nil, "", fieldErr("command", `required: the program and its arguments, e.g. ["./run.sh"]`)
+		return nil, "", jsonconf.FieldErr("command", `required: the program and its arguments, e.g. ["./run.sh"]`)
 	}
 	t.Command = f.Command
 	if warning, err = checkProgram(f.Command[0], dir); err != nil {
@@ -182,10 +183,10 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 	for i, name := range f.Env {
 		field := fmt.Sprintf("env[%d]", i)
 		if !envNamePattern.MatchString(name) {
-			return nil, "", fieldErr(field, "not a valid environment variable name: %q", name)
+			return nil, "", jsonconf.FieldErr(field, "not a valid environment variable name: %q", name)
 		}
 		if seen[name] {
-			return nil, "", fieldErr(field, "%q is listed twice", name)
+			return nil, "", jsonconf.FieldErr(field, "%q is listed twice", name)
 		}
 		seen[name] = true
 	}
@@ -194,7 +195,7 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 	if f.TimeoutMS != nil {
 		ms := *f.TimeoutMS
 		if ms <= 0 || time.Duration(ms)*time.Millisecond > maxTimeout {
-			return nil, "", fieldErr("timeout_ms", "must be between 1 and %d (%s), got %d", maxTimeout.Milliseconds(), maxTimeout, ms)
+			return nil, "", jsonconf.FieldErr("timeout_ms", "must be between 1 and %d (%s), got %d", maxTimeout.Milliseconds(), maxTimeout, ms)
 		}
 		t.Timeout = time.Duration(ms) * time.Millisecond
 	}
@@ -218,11 +219,11 @@ func checkProgram(prog, dir string) (warning string, err error) {
 	info, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return "", fieldErr("command", "program %q not found", prog)
+		return "", jsonconf.FieldErr("command", "program %q not found", prog)
 	case info.IsDir():
-		return "", fieldErr("command", "program %q is a directory", prog)
+		return "", jsonconf.FieldErr("command", "program %q is a directory", prog)
 	case info.Mode().Perm()&0o111 == 0:
-		return "", fieldErr("command", "program %q is not executable (chmod +x it)", prog)
+		return "", jsonconf.FieldErr("command", "program %q is not executable (chmod +x it)", prog)
 	}
 	return "", nil
 }

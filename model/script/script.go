@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -90,19 +91,19 @@ var resultStatuses = []agentd.CallStatus{
 // to projectDir. Errors name the field, and the file when there is one.
 func New(model json.RawMessage, projectDir string) (*Model, error) {
 	var mf modelFile
-	if err := decodeStrict(model, &mf, "model"); err != nil {
+	if err := jsonconf.DecodeStrict(model, &mf, "model"); err != nil {
 		return nil, err
 	}
 	if mf.Provider != "script" {
-		return nil, fieldErr("model.provider", `must be "script", got %q`, mf.Provider)
+		return nil, jsonconf.FieldErr("model.provider", `must be "script", got %q`, mf.Provider)
 	}
-	if isNull(mf.Script) {
-		return nil, fieldErr("model.script", `required: the script object, or the path of a script file`)
+	if jsonconf.IsNull(mf.Script) {
+		return nil, jsonconf.FieldErr("model.script", `required: the script object, or the path of a script file`)
 	}
 	var path string
 	if err := json.Unmarshal(mf.Script, &path); err == nil {
 		if path == "" {
-			return nil, fieldErr("model.script", "empty path")
+			return nil, jsonconf.FieldErr("model.script", "empty path")
 		}
 		full := path
 		if !filepath.IsAbs(full) {
@@ -123,12 +124,12 @@ func New(model json.RawMessage, projectDir string) (*Model, error) {
 
 func parse(data []byte, prefix string) (*Model, error) {
 	var sf scriptFile
-	if err := decodeStrict(data, &sf, prefix); err != nil {
+	if err := jsonconf.DecodeStrict(data, &sf, prefix); err != nil {
 		return nil, err
 	}
 	m := &Model{}
 	for i, raw := range sf.Rules {
-		r, err := parseRule(raw, join(prefix, fmt.Sprintf("rules[%d]", i)))
+		r, err := parseRule(raw, jsonconf.Join(prefix, fmt.Sprintf("rules[%d]", i)))
 		if err != nil {
 			return nil, err
 		}
@@ -139,68 +140,68 @@ func parse(data []byte, prefix string) (*Model, error) {
 
 func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 	var rf ruleFile
-	if err := decodeStrict(raw, &rf, prefix); err != nil {
+	if err := jsonconf.DecodeStrict(raw, &rf, prefix); err != nil {
 		return rule{}, err
 	}
 	var r rule
 
-	if isNull(rf.When) {
-		return rule{}, fieldErr(prefix+".when", `required: {"user": REGEXP} or {"tool_result": TOOL, "status"?: STATUS}`)
+	if jsonconf.IsNull(rf.When) {
+		return rule{}, jsonconf.FieldErr(prefix+".when", `required: {"user": REGEXP} or {"tool_result": TOOL, "status"?: STATUS}`)
 	}
 	var w whenFile
-	if err := decodeStrict(rf.When, &w, prefix+".when"); err != nil {
+	if err := jsonconf.DecodeStrict(rf.When, &w, prefix+".when"); err != nil {
 		return rule{}, err
 	}
 	switch {
 	case (w.User == nil) == (w.ToolResult == nil):
-		return rule{}, fieldErr(prefix+".when", `needs exactly one of "user" and "tool_result"`)
+		return rule{}, jsonconf.FieldErr(prefix+".when", `needs exactly one of "user" and "tool_result"`)
 	case w.User != nil:
 		if w.Status != nil {
-			return rule{}, fieldErr(prefix+".when.status", `only applies to "tool_result"`)
+			return rule{}, jsonconf.FieldErr(prefix+".when.status", `only applies to "tool_result"`)
 		}
 		re, err := regexp.Compile(*w.User)
 		if err != nil {
-			return rule{}, fieldErr(prefix+".when.user", "%v", err)
+			return rule{}, jsonconf.FieldErr(prefix+".when.user", "%v", err)
 		}
 		r.user = re
 	default:
 		if *w.ToolResult == "" {
-			return rule{}, fieldErr(prefix+".when.tool_result", "must name a tool")
+			return rule{}, jsonconf.FieldErr(prefix+".when.tool_result", "must name a tool")
 		}
 		r.toolName = *w.ToolResult
 		if w.Status != nil {
 			r.status = agentd.CallStatus(*w.Status)
 			if !validStatus(r.status) {
-				return rule{}, fieldErr(prefix+".when.status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
+				return rule{}, jsonconf.FieldErr(prefix+".when.status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
 			}
 		}
 	}
 
-	if isNull(rf.Reply) {
-		return rule{}, fieldErr(prefix+".reply", `required: {"text"?: TEXT, "tool_calls"?: [...]}`)
+	if jsonconf.IsNull(rf.Reply) {
+		return rule{}, jsonconf.FieldErr(prefix+".reply", `required: {"text"?: TEXT, "tool_calls"?: [...]}`)
 	}
 	var rp replyFile
-	if err := decodeStrict(rf.Reply, &rp, prefix+".reply"); err != nil {
+	if err := jsonconf.DecodeStrict(rf.Reply, &rp, prefix+".reply"); err != nil {
 		return rule{}, err
 	}
 	if rp.Text == "" && len(rp.ToolCalls) == 0 {
-		return rule{}, fieldErr(prefix+".reply", `needs "text" or "tool_calls"`)
+		return rule{}, jsonconf.FieldErr(prefix+".reply", `needs "text" or "tool_calls"`)
 	}
 	r.text = rp.Text
 	for i, raw := range rp.ToolCalls {
 		field := fmt.Sprintf("%s.reply.tool_calls[%d]", prefix, i)
 		var cf callFile
-		if err := decodeStrict(raw, &cf, field); err != nil {
+		if err := jsonconf.DecodeStrict(raw, &cf, field); err != nil {
 			return rule{}, err
 		}
 		if cf.Name == "" {
-			return rule{}, fieldErr(field+".name", "required")
+			return rule{}, jsonconf.FieldErr(field+".name", "required")
 		}
 		args := json.RawMessage("{}")
-		if !isNull(cf.Arguments) {
+		if !jsonconf.IsNull(cf.Arguments) {
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(cf.Arguments, &obj) != nil {
-				return rule{}, fieldErr(field+".arguments", "must be an object")
+				return rule{}, jsonconf.FieldErr(field+".arguments", "must be an object")
 			}
 			args = compact(cf.Arguments)
 		}

@@ -1,4 +1,7 @@
-package tools
+// Package jsonconf decodes agentd's JSON configuration files strictly (unknown
+// fields and trailing data are errors) with errors that name the field, or the
+// line and column of a syntax error. tools, project and model/script share it.
+package jsonconf
 
 import (
 	"bytes"
@@ -10,29 +13,30 @@ import (
 	"strings"
 )
 
-// fieldError is a configuration error about one field of a JSON file.
-type fieldError struct {
+// FieldError is a configuration error about one field of a JSON file.
+type FieldError struct {
 	field string // dotted path, e.g. "exposure.kind"
 	msg   string
 }
 
-func (e *fieldError) Error() string { return fmt.Sprintf("field %q: %s", e.field, e.msg) }
+func (e *FieldError) Error() string { return fmt.Sprintf("field %q: %s", e.field, e.msg) }
 
-func fieldErr(field, format string, args ...any) error {
-	return &fieldError{field: field, msg: fmt.Sprintf(format, args...)}
+// FieldErr returns a *FieldError for the dotted field path.
+func FieldErr(field, format string, args ...any) error {
+	return &FieldError{field: field, msg: fmt.Sprintf(format, args...)}
 }
 
-// decodeStrict decodes the JSON object data into v, rejecting unknown
+// DecodeStrict decodes the JSON object data into v, rejecting unknown
 // fields and trailing data. prefix is the dotted path of data inside its
 // file ("" for the whole file); errors name the field, or the line and
 // column of a syntax error.
-func decodeStrict(data []byte, v any, prefix string) error {
+func DecodeStrict(data []byte, v any, prefix string) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		if prefix == "" {
 			return errors.New("empty file, expected a JSON object")
 		}
-		return fieldErr(prefix, "must be an object")
+		return FieldErr(prefix, "must be an object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -40,7 +44,7 @@ func decodeStrict(data []byte, v any, prefix string) error {
 		if prefix == "" {
 			return errors.New("must be a JSON object")
 		}
-		return fieldErr(prefix, "must be an object")
+		return FieldErr(prefix, "must be an object")
 	}
 	if err := dec.Decode(v); err != nil {
 		return decodeError(data, err, prefix)
@@ -63,18 +67,19 @@ func decodeError(data []byte, err error, prefix string) error {
 		line, col := position(data, int64(len(data)))
 		return fmt.Errorf("line %d, column %d: unexpected end of JSON", line, col)
 	case errors.As(err, &typ):
-		return fieldErr(join(prefix, typ.Field), "must be %s, got %s", describe(typ.Type), typ.Value)
+		return FieldErr(Join(prefix, typ.Field), "must be %s, got %s", describe(typ.Type), typ.Value)
 	case strings.HasPrefix(err.Error(), `json: unknown field "`):
 		name := strings.TrimSuffix(strings.TrimPrefix(err.Error(), `json: unknown field "`), `"`)
-		return fieldErr(join(prefix, name), "unknown field")
+		return FieldErr(Join(prefix, name), "unknown field")
 	}
 	if prefix != "" {
-		return fieldErr(prefix, "%v", err)
+		return FieldErr(prefix, "%v", err)
 	}
 	return err
 }
 
-func join(prefix, field string) string {
+// Join appends field to the dotted path prefix.
+func Join(prefix, field string) string {
 	switch {
 	case prefix == "":
 		return field
@@ -121,8 +126,8 @@ func describe(t reflect.Type) string {
 	return "a " + t.String()
 }
 
-// isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
+// IsNull reports whether raw is absent or JSON null.
+func IsNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
 }
