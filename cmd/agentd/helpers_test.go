@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -123,47 +121,14 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// startServer runs the real run() on a loopback port and returns its base URL.
+// startServer runs the real run() on a loopback port and returns its base
+// URL; env is set for the test (tools inherit the server's filtered environment).
 func startServer(t *testing.T, projectDir, dataDir string, env map[string]string) (base string, stop func()) {
 	t.Helper()
 	for k, v := range env {
-		t.Setenv(k, v) // tools inherit the server's environment (filtered)
+		t.Setenv(k, v)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	getenv := func(k string) string {
-		if v, ok := env[k]; ok {
-			return v
-		}
-		return os.Getenv(k)
-	}
-	errc := make(chan error, 1)
-	go func() {
-		err := run(ctx, []string{"serve", "--project", projectDir, "--addr", "127.0.0.1:0", "--data", dataDir}, getenv, pw, io.Discard)
-		pw.CloseWithError(fmt.Errorf("server exited: %v", err))
-		errc <- err
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		cancel()
-		t.Fatalf("server did not start: %v", err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	base = strings.TrimSpace(strings.TrimPrefix(line, "agentd listening on "))
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-errc:
-				if err != nil {
-					t.Errorf("server: %v", err)
-				}
-			case <-time.After(waitLimit):
-				t.Errorf("server did not stop")
-			}
-		})
-	}
+	base, _, stop = serveWithLog(t, "--project", projectDir, "--addr", "127.0.0.1:0", "--data", dataDir)
 	t.Cleanup(stop)
 	return base, stop
 }

@@ -49,16 +49,19 @@ func serveWithLog(t *testing.T, args ...string) (string, *syncBuffer, func()) {
 		t.Fatalf("server did not start: %v\n%s", err, logs.String())
 	}
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	var once sync.Once
 	stop := func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server: %v", err)
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("server: %v", err)
+				}
+			case <-time.After(waitLimit):
+				t.Error("server did not stop")
 			}
-		case <-time.After(waitLimit):
-			t.Error("server did not stop")
-		}
+		})
 	}
 	return strings.TrimSpace(strings.TrimPrefix(line, "agentd listening on ")), logs, stop
 }
