@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The README's curl session really works: its shell blocks run, in order,
+// against a server on the embedded demo, and the stream they print shows
+// the card, the approval and the result.
+func TestReadmeCurlSession(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	must(t, err)
+	section := string(readme)
+	i := strings.Index(section, "## A session with curl")
+	if i < 0 {
+		t.Fatal("README has no curl session")
+	}
+	section = section[i+1:]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) < 2 {
+		t.Fatalf("found %d shell blocks in the curl session", len(blocks))
+	}
+	base, _, stop := serveWithLog(t, "--addr", "127.0.0.1:0", "--data", t.TempDir())
+	defer stop()
+
+	var script strings.Builder
+	script.WriteString("set -e\n")
+	for k, b := range blocks {
+		body := strings.ReplaceAll(b[1], "A=http://127.0.0.1:8787", "A="+base)
+		script.WriteString(body)
+		if k < len(blocks)-1 {
+			script.WriteString("\nsleep 1\n") // the model runs while the reader looks at the card
+		}
+	}
+	script.WriteString("\nsleep 1\nkill %1\n")
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "bash", "-c", script.String()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("README session failed: %v\n%s", err, out)
+	}
+	got := string(out)
+	for _, want := range []string{"event: run_started", "event: confirmation_required", `"tool_name":"refund_payment"`,
+		`"status":"requires_confirmation"`, `"decision":"approved"`, "event: tool_call_started", "event: tool_call_result",
+		"Done, the refund went through", "event: run_finished"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("README session output lacks %q:\n%s", want, got)
+		}
+	}
+}
