@@ -72,6 +72,10 @@ type Store interface {
 	UpdateToolCall(ctx context.Context, u CallUpdate, events []EventDraft) (*ToolCall, []Event, error)
 	// ToolCallsByStatus returns every call in one of the statuses.
 	ToolCallsByStatus(ctx context.Context, statuses ...CallStatus) ([]ToolCall, error)
+	// PendingToolCalls returns up to limit calls of one tenant and project
+	// in requires_confirmation with ID > afterID, in ID order (ids are
+	// time-ordered), with decisions: the reconcile list of parked approvals.
+	PendingToolCalls(ctx context.Context, tenantID, projectID, afterID string, limit int) ([]ToolCall, error)
 	// DueToolCalls returns calls in requires_confirmation whose deadline is at or before now.
 	DueToolCalls(ctx context.Context, now time.Time) ([]ToolCall, error)
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/agentd-dev/agentd"
@@ -146,6 +147,27 @@ func (s *Server) handleApproval(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
+}
+
+// handleListApprovals is the reconcile list: GET /v1/approvals?status=pending
+// [&limit=N][&cursor=ID]. Only pending approvals are listed.
+func (s *Server) handleListApprovals(c echo.Context) error {
+	if st := c.QueryParam("status"); st != "" && st != "pending" {
+		return agentd.Errorf(agentd.EINVALID, `status must be "pending"`)
+	}
+	limit := 0
+	if l := c.QueryParam("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 100 {
+			return agentd.Errorf(agentd.EINVALID, "limit must be an integer between 1 and 100")
+		}
+		limit = n
+	}
+	calls, next, err := s.engine.PendingApprovals(c.Request().Context(), principal(c), c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"approvals": calls, "next_cursor": next})
 }
 
 type toolView struct {

@@ -22,6 +22,7 @@ func (s *Server) routes() {
 	authed.POST("/runs/:id/cancel", s.handleCancelRun)
 	authed.GET("/tool-calls/:id", s.handleGetToolCall)
 	authed.POST("/tool-calls/:id/approval", s.handleApproval)
+	authed.GET("/approvals", s.handleListApprovals)
 	authed.GET("/tools", s.handleListTools)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).

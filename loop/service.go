@@ -435,3 +435,33 @@ func isHex64(s string) bool {
 	}
 	return true
 }
+
+// PendingApprovals returns up to limit (1..100, default 50) parked calls of
+// the principal's tenant and project after the cursor (a tool call id; ""
+// for the first page), and the cursor of the next page ("" at the end).
+func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.ToolCall, string, error) {
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 1 || limit > 100 {
+		return nil, "", agentd.Errorf(agentd.EINVALID, "limit must be between 1 and 100")
+	}
+	if cursor != "" {
+		if err := agentd.CheckID(agentd.PrefixToolCall, "cursor", cursor); err != nil {
+			return nil, "", err
+		}
+	}
+	calls, err := e.store.PendingToolCalls(ctx, p.TenantID, p.ProjectID, cursor, limit+1)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(calls) > limit {
+		calls = calls[:limit]
+		next = calls[limit-1].ID
+	}
+	if calls == nil {
+		calls = []agentd.ToolCall{}
+	}
+	return calls, next, nil
+}

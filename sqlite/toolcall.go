@@ -134,6 +134,16 @@ func (db *DB) ToolCallsByStatus(ctx context.Context, statuses ...agentd.CallStat
 	return db.listToolCalls(ctx, `status IN (SELECT value FROM json_each(?)) ORDER BY created_at, rid`, jsonList(statuses))
 }
 
+// PendingToolCalls implements agentd.Store.PendingToolCalls. limit is
+// clamped to 1..1000.
+func (db *DB) PendingToolCalls(ctx context.Context, tenantID, projectID, afterID string, limit int) ([]agentd.ToolCall, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
+	}
+	return db.listToolCalls(ctx, `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation' AND id > ?
+		ORDER BY id LIMIT ?`, tenantID, projectID, afterID, limit)
+}
+
 // DueToolCalls returns the calls in requires_confirmation whose
 // RequiresApprovalAt is at or before now, with decisions, earliest deadline
 // first. Calls without a deadline are never due.

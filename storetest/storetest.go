@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"RecordStep/Applies", testRecordStepApplies},
 		{"RecordStep/Conflict", testRecordStepConflict},
 		{"CancelRun", testCancelRun},
+		{"PendingToolCalls", testPendingToolCalls},
 
 		{"Messages/Order", testMessagesOrder},
 		{"AddMessage/Errors", testAddMessageErrors},

@@ -598,3 +598,34 @@ func testConcurrentApprovals(t *testing.T, s agentd.Store) {
 	wantSeqs(t, "events", evs, 1)
 	sameJSON(t, "event data", evs[0].Data, json.RawMessage(fmt.Sprintf(`{"by":%q}`, by)))
 }
+
+func testPendingToolCalls(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	var parked []*agentd.ToolCall
+	for i := range 3 {
+		parked = append(parked, newCall(run, 1, i, agentd.StatusRequiresConfirmation))
+	}
+	done := newCall(run, 1, 3, agentd.StatusCompleted)
+	createCalls(t, s, append(parked, done)...)
+	other := &agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: "other-tenant", ProjectID: conv.ProjectID, Agent: "a", CreatedAt: t0}
+	noErr(t, s.CreateConversation(ctx, other), "CreateConversation")
+	otherCall := newCall(startRun(t, s, other), 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, otherCall)
+
+	all, err := s.PendingToolCalls(ctx, conv.TenantID, conv.ProjectID, "", 10)
+	noErr(t, err, "PendingToolCalls")
+	wantIDs(t, "pending", ids(all), parked[0].ID, parked[1].ID, parked[2].ID)
+	page, err := s.PendingToolCalls(ctx, conv.TenantID, conv.ProjectID, "", 2)
+	noErr(t, err, "PendingToolCalls page 1")
+	wantIDs(t, "page 1", ids(page), parked[0].ID, parked[1].ID)
+	page, err = s.PendingToolCalls(ctx, conv.TenantID, conv.ProjectID, page[1].ID, 2)
+	noErr(t, err, "PendingToolCalls page 2")
+	wantIDs(t, "page 2", ids(page), parked[2].ID)
+	none, err := s.PendingToolCalls(ctx, conv.TenantID, "another-project", "", 10)
+	noErr(t, err, "PendingToolCalls other project")
+	if len(none) != 0 {
+		t.Errorf("another project sees %d pending calls", len(none))
+	}
+}

@@ -545,3 +545,53 @@ func TestClientSubcommands(t *testing.T) {
 		t.Fatalf("events printed up to %d, stream has %d", want-1, st.seen[len(st.seen)-1].ID)
 	}
 }
+
+// GET /v1/approvals?status=pending is the reconcile list: the caller's
+// tenant's parked calls with deadlines, paged by cursor.
+func TestPendingApprovals(t *testing.T) {
+	keyA, keyB := "key-a-pending-0123456789", "key-b-pending-0123456789"
+	dir, execLog := writeProject(t, projectOpts{keys: map[string][3]string{keyA: {"ta", "operator", ""}, keyB: {"tb", "operator", ""}}})
+	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog})
+	var ids []string
+	for range 3 {
+		conv, st := newConversation(t, base, keyA)
+		send(t, base, keyA, conv, "pay")
+		ids = append(ids, str(st.waitFor("confirmation_required", nil).Data, "tool_call_id"))
+	}
+	var got []string
+	cursor := ""
+	for page := 0; page < 3; page++ {
+		status, m := call(t, http.MethodGet, base+"/v1/approvals?status=pending&limit=2&cursor="+cursor, keyA, "")
+		if status != 200 {
+			t.Fatalf("page %d: %d %v", page, status, m)
+		}
+		list, _ := m["approvals"].([]any)
+		for _, x := range list {
+			a, _ := x.(map[string]any)
+			if a["status"] != "requires_confirmation" || str(a, "requires_approval_at") == "" || str(a, "arguments_sha256") == "" {
+				t.Fatalf("approval %v", a)
+			}
+			got = append(got, str(a, "id"))
+		}
+		cursor = str(m, "next_cursor")
+		if cursor == "" {
+			break
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(ids, ",") {
+		t.Fatalf("pending %v, want %v", got, ids)
+	}
+	if _, m := call(t, http.MethodGet, base+"/v1/approvals?status=pending", keyB, ""); len(m["approvals"].([]any)) != 0 {
+		t.Fatalf("tenant B sees %v", m["approvals"])
+	}
+	// Decided calls leave the list.
+	call(t, http.MethodPost, base+"/v1/tool-calls/"+ids[0]+"/approval", keyA, `{"decision":"deny"}`)
+	if _, m := call(t, http.MethodGet, base+"/v1/approvals", keyA, ""); len(m["approvals"].([]any)) != 2 {
+		t.Fatalf("after a denial: %v", m["approvals"])
+	}
+	for _, q := range []string{"status=approved", "limit=0", "limit=101", "limit=x", "cursor=nope"} {
+		if status, m := call(t, http.MethodGet, base+"/v1/approvals?"+q, keyA, ""); status != 400 || errCode(m) != "invalid" {
+			t.Errorf("%s: %d %v", q, status, m)
+		}
+	}
+}
