@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,13 +27,13 @@ func decode(c echo.Context, v any, optional bool) error {
 		}
 		return agentd.Errorf(agentd.EINVALID, "cannot read request body")
 	}
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		if optional {
 			return nil
 		}
 		return agentd.Errorf(agentd.EINVALID, "request body must be a JSON object")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var se *json.SyntaxError

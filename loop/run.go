@@ -234,8 +234,9 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 }
 
 // classify turns one model-selected call into a stored call and the events
-// that announce it: tool_call_started (auto), confirmation_required
-// (confirm) or tool_call_refused (review, never, unknown, invalid).
+// that announce it with the step: confirmation_required (confirm) or
+// tool_call_refused (review, never, unknown, invalid). Auto calls are stored
+// approved and announced by start's tool_call_started.
 func (e *Engine) classify(run *agentd.Run, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
 	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name]})
@@ -348,47 +349,45 @@ func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
 // the call is left executing for recovery to report honestly.
 func (e *Engine) run(rs *runState, c agentd.ToolCall) {
 	t, ok := e.agent.Tools[c.Name]
-	{
-		log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
-		var result json.RawMessage
-		var runErr error
-		if !ok {
-			runErr = fmt.Errorf("tool %q is not registered", c.Name)
-		} else {
-			log.Info().Str("tool", c.Name).Msg("tool started")
-			result, runErr = t.Run(rs.ctx, c.ID, c.Arguments)
-		}
-		if e.ctx.Err() != nil {
-			return // shutting down: recovery reports the outcome honestly
-		}
-		u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting}, Now: e.clock.Now()}
-		fields := map[string]any{"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name}
-		switch {
-		case runErr == nil:
-			u.Status, u.Result = agentd.StatusCompleted, result
-		case rs.ctx.Err() != nil:
-			u.Status, u.Error = agentd.StatusFailed, "the run was cancelled while the tool was running; its outcome is unknown"
-		default:
-			u.Status, u.Error = agentd.StatusFailed, runErr.Error()
-		}
-		fields["status"] = u.Status
-		if u.Status == agentd.StatusCompleted {
-			fields["result"] = result
-		} else {
-			fields["error"] = u.Error
-		}
-		log.Info().Str("status", string(u.Status)).Msg("tool finished")
-		err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-			_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
-				[]agentd.EventDraft{e.draft(c.ConversationID, agentd.EventToolCallResult, fields)})
-			return evs, err
-		})
-		if err != nil {
-			log.Error().Err(err).Msg("record tool result")
-			return
-		}
-		e.wakeRun(c.RunID)
+	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
+	var result json.RawMessage
+	var runErr error
+	if !ok {
+		runErr = fmt.Errorf("tool %q is not registered", c.Name)
+	} else {
+		log.Info().Str("tool", c.Name).Msg("tool started")
+		result, runErr = t.Run(rs.ctx, c.ID, c.Arguments)
 	}
+	if e.ctx.Err() != nil {
+		return // shutting down: recovery reports the outcome honestly
+	}
+	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting}, Now: e.clock.Now()}
+	fields := map[string]any{"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name}
+	switch {
+	case runErr == nil:
+		u.Status, u.Result = agentd.StatusCompleted, result
+	case rs.ctx.Err() != nil:
+		u.Status, u.Error = agentd.StatusFailed, "the run was cancelled while the tool was running; its outcome is unknown"
+	default:
+		u.Status, u.Error = agentd.StatusFailed, runErr.Error()
+	}
+	fields["status"] = u.Status
+	if u.Status == agentd.StatusCompleted {
+		fields["result"] = result
+	} else {
+		fields["error"] = u.Error
+	}
+	log.Info().Str("status", string(u.Status)).Msg("tool finished")
+	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
+			[]agentd.EventDraft{e.draft(c.ConversationID, agentd.EventToolCallResult, fields)})
+		return evs, err
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("record tool result")
+		return
+	}
+	e.wakeRun(c.RunID)
 }
 
 // toolResultText is what the model reads for a resolved call.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -272,7 +273,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		if req.ArgumentsSHA256 != "" && req.ArgumentsSHA256 != c.ArgumentsSHA256 {
 			return nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
 		}
-		if len(req.Arguments) > 0 && !contains(c.AllowedDecisions, "edit") {
+		if len(req.Arguments) > 0 && !slices.Contains(c.AllowedDecisions, "edit") {
 			return nil, agentd.Errorf(agentd.EINVALID, "this call does not allow editing its arguments")
 		}
 		dec := &agentd.Decision{
@@ -330,22 +331,19 @@ func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.Eve
 	})
 }
 
-// resolveParked ends a parked call without running it (expired, cancelled).
-func (e *Engine) resolveParked(ctx context.Context, c agentd.ToolCall, decision, reason, by string, status agentd.CallStatus) error {
+// expire ends a parked call whose deadline passed: status expired, an
+// "expired" decision by system, confirmation_resolved; the run goes on.
+func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
+	const reason = "the approval request expired before anyone decided; nothing was done"
 	now := e.clock.Now()
-	dec := &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: decision, Reason: reason,
-		DecidedBy: by, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
-	return e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+	dec := &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: agentd.DecisionExpired,
+		Reason: reason, DecidedBy: "system", ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
+	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: status, Error: reason, Decision: dec, Now: now,
+			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusExpired, Error: reason, Decision: dec, Now: now,
 		}, []agentd.EventDraft{e.resolvedEvent(c, dec)})
 		return evs, err
 	})
-}
-
-func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
-	err := e.resolveParked(ctx, c, agentd.DecisionExpired,
-		"the approval request expired before anyone decided; nothing was done", "system", agentd.StatusExpired)
 	if err == nil {
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("approval expired")
 		e.wakeRun(c.RunID)
@@ -413,15 +411,6 @@ func (e *Engine) recover(ctx context.Context) error {
 		e.ensureDriver(r.ID)
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func isHex64(s string) bool {
