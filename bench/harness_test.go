@@ -247,7 +247,7 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	hub := sse.NewHub()
 	w := &watcher{hub: hub, subs: map[string]chan stamped{}}
 	engine := loop.New(store, w, &loop.Agent{
-		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: tl,
+		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: loop.CommandTools(tl),
 	}, loop.Options{Logger: zerolog.Nop()})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/gowebpki/jcs"
@@ -39,6 +40,14 @@ type Tool struct {
 	// Validate checks arguments against the tool's schema and returns the
 	// effective arguments. It must be pure. Nil accepts any JSON object.
 	Validate func(json.RawMessage) (json.RawMessage, error)
+
+	// Kind is KindCustom, KindRequest or KindOperation.
+	Kind string
+	// Connections are the connections the request tool reaches, by name.
+	Connections map[string]*Connection
+	// Connection and Operation are set for an OpenAPI operation tool.
+	Connection *Connection
+	Operation  *Operation
 }
 
 // Call is one model-selected call in its context.
@@ -48,6 +57,11 @@ type Call struct {
 	// Tool is the named tool if the agent's model may call it; nil when the
 	// name is unknown or not in the agent's list.
 	Tool *Tool
+	// Delegated is true in a conversation created by an automation or a
+	// delegate-role key (delegations.escalateConfirm applies).
+	Delegated bool
+	// Mode is the execution context; the zero value is the agent loop.
+	Mode Mode
 }
 
 // Decision is the outcome for one call.
@@ -67,6 +81,18 @@ type Decision struct {
 	Endpoint  string
 	// AllowedDecisions lists what an approver may answer (confirm tier only).
 	AllowedDecisions []string
+
+	// Connection calls only: the connection, the path template, the
+	// grouped arguments {path, query, header, body} and the request.
+	Connection   string
+	PathTemplate string
+	Params       json.RawMessage
+	Target       *Target
+	// Preview is set in ModeDurable for a confirm-tier call that did not
+	// declare confirmed_write: the caller gets a preview, nothing runs.
+	Preview bool
+	// ApprovalTimeout is the endpoint's own deadline; 0 means the agent's.
+	ApprovalTimeout time.Duration
 }
 
 // Decide classifies one model-selected call of the agent loop.
@@ -97,6 +123,9 @@ func Decide(c Call) Decision {
 		return d
 	}
 	d.Arguments, d.Digest = eff, digest
+	if c.Tool.Kind == KindRequest || c.Tool.Kind == KindOperation {
+		return decideConnection(c, d, eff)
+	}
 	switch c.Tool.Exposure {
 	case ExposureRequiresConfirmation:
 		d.Tier = agentd.TierConfirm

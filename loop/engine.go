@@ -31,13 +31,52 @@ type Publisher interface {
 // ServerIDTools is the server_id of the project's custom command tools.
 const ServerIDTools = "tools"
 
+// Tool is a tool the loop can offer to the model and run: a custom command
+// tool (CommandTools), the request tool or an OpenAPI operation tool.
+type Tool interface {
+	// Spec is the tool as the model sees it.
+	Spec() agentd.ToolSpec
+	// Decision is what package confirm needs to classify a call; its
+	// LLMCallable false keeps the tool out of the model's list.
+	Decision() *confirm.Tool
+	// Execute runs a call that was cleared to run (auto, or approved by a
+	// person) with its effective arguments. An error is the call's failure
+	// text, read by the model.
+	Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error)
+	// Idempotent reports whether a call interrupted by a crash may run again.
+	Idempotent() bool
+}
+
+// CommandTools adapts the project's custom command tools to Tool.
+func CommandTools(ts map[string]*tools.Tool) map[string]Tool {
+	out := make(map[string]Tool, len(ts))
+	for n, t := range ts {
+		out[n] = commandTool{t}
+	}
+	return out
+}
+
+type commandTool struct{ t *tools.Tool }
+
+func (c commandTool) Spec() agentd.ToolSpec { return c.t.Spec() }
+func (c commandTool) Idempotent() bool      { return c.t.Idempotent }
+func (c commandTool) Decision() *confirm.Tool {
+	return &confirm.Tool{
+		Name: c.t.Name, ServerID: ServerIDTools, Exposure: c.t.Exposure.Kind, Prompt: c.t.Exposure.Prompt,
+		LLMCallable: c.t.LLMCallable, Validate: c.t.ValidateArguments,
+	}
+}
+func (c commandTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
+	return c.t.Run(ctx, call.ID, call.Arguments)
+}
+
 // Agent is the configured assistant the loop runs.
 type Agent struct {
 	Name   string
 	System string
 	Model  agentd.Model
 	// Tools are every tool of the project, callable by the model or not.
-	Tools map[string]*tools.Tool
+	Tools map[string]Tool
 	// Visible names the tools the model sees; nil means every llm_callable tool.
 	Visible         []string
 	ApprovalTimeout time.Duration
@@ -118,14 +157,15 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 	sort.Strings(names)
 	for _, n := range names {
 		t, ok := agent.Tools[n]
-		if !ok || !t.LLMCallable {
+		if !ok {
+			continue
+		}
+		d := t.Decision()
+		if !d.LLMCallable {
 			continue
 		}
 		e.specs = append(e.specs, t.Spec())
-		e.visible[n] = &confirm.Tool{
-			Name: n, ServerID: ServerIDTools, Exposure: t.Exposure.Kind, Prompt: t.Exposure.Prompt,
-			LLMCallable: true, Validate: t.ValidateArguments,
-		}
+		e.visible[n] = d
 	}
 	return e
 }

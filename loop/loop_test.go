@@ -172,7 +172,7 @@ func newFixture(t *testing.T, path string, replies ...agentd.ModelResponse) *fix
 	f := &fixture{store: st, rec: newRecorder(), model: &stepModel{replies: replies},
 		clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, log: log,
 		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
-	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: ts, ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
+	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: loop.CommandTools(ts), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
 		loop.Options{Clock: f.clock, ExpireEvery: -1})
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)

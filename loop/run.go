@@ -356,7 +356,7 @@ func (e *Engine) run(rs *runState, c agentd.ToolCall) {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
-		result, runErr = t.Run(rs.ctx, c.ID, c.Arguments)
+		result, runErr = t.Execute(rs.ctx, c)
 	}
 	if e.ctx.Err() != nil {
 		return // shutting down: recovery reports the outcome honestly

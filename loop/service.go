@@ -385,7 +385,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		switch {
 		case c.Status == agentd.StatusApproved:
 			e.start(e.ensureDriver(c.RunID), c)
-		case t != nil && t.Idempotent:
+		case t != nil && t.Idempotent():
 			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
 			e.execute(e.ensureDriver(c.RunID), c)
 		default:

@@ -80,7 +80,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	hub := sse.NewHub()
 	engine := loop.New(store, hub, &loop.Agent{
-		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: proj.Tools,
+		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: loop.CommandTools(proj.Tools),
 		Visible: proj.Agent.Tools, ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
 	}, loop.Options{Logger: log})
 	if err := engine.Start(ctx); err != nil {

@@ -1,0 +1,566 @@
+package confirm
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// Tool kinds.
+const (
+	KindCustom    = ""          // a custom tool (tools/<name>/tool.json)
+	KindRequest   = "request"   // the built-in request tool
+	KindOperation = "operation" // a native OpenAPI operation tool
+)
+
+// RequestToolName is the name of the built-in request tool.
+const RequestToolName = "request"
+
+// Intents of a request-tool call (SPEC §3).
+const (
+	IntentRead           = "read"
+	IntentWrite          = "write"
+	IntentConfirmedWrite = "confirmed_write"
+)
+
+// Mode is the execution context of a call (SPEC §2.3).
+type Mode int
+
+const (
+	// ModeLoop is a model-selected call of the agent loop: confirm parks.
+	ModeLoop Mode = iota
+	// ModeDurable is the durable/workflow path: a confirm-tier call without
+	// intent confirmed_write gets a preview; confirmed_write runs.
+	ModeDurable
+)
+
+// Connection is what the decision needs to know of a connection.
+type Connection struct {
+	Name   string
+	Policy *Policy
+}
+
+// Operation is the HTTP operation behind an OpenAPI operation tool.
+type Operation struct {
+	Method   string // upper case
+	Template string // path template relative to the connection's base_url
+}
+
+// Target is the HTTP request a connection call makes, derived purely from
+// the effective arguments.
+type Target struct {
+	Connection string
+	Method     string
+	// Path is the clean request path relative to the connection's base_url
+	// (see CleanEndpoint).
+	Path string
+	// Template is the path template of the matching policy endpoint or of
+	// the operation; "" when neither applies.
+	Template string
+	Query    url.Values
+	Header   map[string]string
+	Body     json.RawMessage // nil: no body
+	Intent   string          // request tool only
+	// Grouped are the grouped arguments {path, query, header, body} that
+	// thresholds and the card see.
+	Grouped json.RawMessage
+}
+
+// Write reports whether the method changes data.
+func (t *Target) Write() bool { return !safeMethod(t.Method) }
+
+func safeMethod(m string) bool { return m == "GET" || m == "HEAD" || m == "OPTIONS" }
+
+// Methods the request tool accepts.
+var requestMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
+
+// Headers a model may never set: credentials, hop-by-hop and framing
+// headers, and the one the runtime sets itself.
+var forbiddenHeaders = map[string]bool{
+	"authorization": true, "proxy-authorization": true, "cookie": true, "set-cookie": true,
+	"connection": true, "keep-alive": true, "proxy-connection": true, "te": true, "trailer": true,
+	"transfer-encoding": true, "upgrade": true, "host": true, "content-length": true,
+	"idempotency-key": true, "forwarded": true, "x-forwarded-for": true, "x-forwarded-host": true,
+	"x-forwarded-proto": true, "x-real-ip": true, "x-api-key": true, "api-key": true,
+}
+
+// CheckHeader refuses a header name a model may not set: credentials,
+// hop-by-hop headers, forwarding headers and Idempotency-Key.
+func CheckHeader(name string) error {
+	if name == "" || strings.ContainsAny(name, " \t\r\n:") {
+		return fmt.Errorf("header name %q is not valid", name)
+	}
+	if forbiddenHeaders[strings.ToLower(name)] || strings.HasPrefix(strings.ToLower(name), "proxy-") {
+		return fmt.Errorf("header %q cannot be set by the model", name)
+	}
+	return nil
+}
+
+// CleanEndpoint checks a request path relative to a connection's base_url
+// and returns it in canonical form ("/a/b", each segment percent-encoded
+// once). It refuses anything that could leave the base_url's origin or
+// path prefix: absolute URLs, "//host", backslashes, dot segments (also
+// percent-encoded), encoded slashes, double encoding, queries and
+// fragments, control characters.
+func CleanEndpoint(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", fmt.Errorf("endpoint is empty")
+	case len(p) > 2048:
+		return "", fmt.Errorf("endpoint is longer than 2048 bytes")
+	case strings.Contains(p, "://") || strings.HasPrefix(p, "//") || strings.Contains(p, `\`):
+		return "", fmt.Errorf("endpoint %q must be a path relative to the connection's base_url, not a URL", p)
+	case !strings.HasPrefix(p, "/"):
+		if i := strings.IndexAny(p, ":/"); i >= 0 && p[i] == ':' {
+			return "", fmt.Errorf("endpoint %q must be a path relative to the connection's base_url, not a URL", p)
+		}
+		p = "/" + p
+	}
+	if strings.ContainsAny(p, "?#") {
+		return "", fmt.Errorf("endpoint %q must not carry a query or fragment: put query parameters in params", p)
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return "", fmt.Errorf("endpoint contains a control character")
+		}
+	}
+	parts := splitPath(p)
+	out := make([]string, 0, len(parts))
+	for _, raw := range parts {
+		seg, err := url.PathUnescape(raw)
+		if err != nil {
+			return "", fmt.Errorf("endpoint %q: bad percent-encoding", p)
+		}
+		switch {
+		case seg == "" && raw == "":
+			return "", fmt.Errorf("endpoint %q has an empty segment", p)
+		case seg == "." || seg == "..":
+			return "", fmt.Errorf("endpoint %q has a dot segment; paths may not climb out of the connection's base path", p)
+		case strings.ContainsAny(seg, `/\`):
+			return "", fmt.Errorf("endpoint %q has an encoded slash", p)
+		case strings.Contains(seg, "%"):
+			return "", fmt.Errorf("endpoint %q is encoded twice", p)
+		}
+		for _, r := range seg {
+			if r < 0x20 || r == 0x7f {
+				return "", fmt.Errorf("endpoint contains a control character")
+			}
+		}
+		out = append(out, url.PathEscape(seg))
+	}
+	return "/" + strings.Join(out, "/"), nil
+}
+
+// The arguments of the request tool and of operation tools.
+type (
+	requestArgs struct {
+		Connection string            `json:"connection"`
+		Method     string            `json:"method"`
+		Endpoint   string            `json:"endpoint"`
+		Params     map[string]any    `json:"params"`
+		Data       json.RawMessage   `json:"data"`
+		Headers    map[string]string `json:"headers"`
+		Intent     string            `json:"intent"`
+	}
+	operationArgs struct {
+		Path   map[string]any    `json:"path"`
+		Query  map[string]any    `json:"query"`
+		Header map[string]string `json:"header"`
+		Body   json.RawMessage   `json:"body"`
+	}
+)
+
+// Resolve derives the HTTP request of a connection call from its
+// effective arguments. It fails, with a message for the model, on
+// arguments no request can be made of: an unknown connection, a method the
+// request tool does not take, an unsafe endpoint, a forbidden header, a
+// missing path parameter.
+func Resolve(t *Tool, args json.RawMessage) (*Target, error) {
+	switch t.Kind {
+	case KindRequest:
+		return resolveRequest(t, args)
+	case KindOperation:
+		return resolveOperation(t, args)
+	}
+	return nil, fmt.Errorf("tool %q does not make HTTP requests", t.Name)
+}
+
+func resolveRequest(t *Tool, args json.RawMessage) (*Target, error) {
+	var a requestArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, fmt.Errorf("arguments of the request tool: %v", err)
+	}
+	if _, ok := t.Connections[a.Connection]; !ok {
+		return nil, fmt.Errorf("unknown connection %q (available: %s)", a.Connection, strings.Join(t.connectionNames(), ", "))
+	}
+	m := strings.ToUpper(a.Method)
+	if !slices.Contains(requestMethods, m) {
+		return nil, fmt.Errorf("method %q is not supported (use one of %s)", a.Method, strings.Join(requestMethods, ", "))
+	}
+	switch a.Intent {
+	case IntentRead, IntentWrite, IntentConfirmedWrite:
+	default:
+		return nil, fmt.Errorf(`intent must be "read", "write" or "confirmed_write", got %q`, a.Intent)
+	}
+	path, err := CleanEndpoint(a.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	q, err := queryValues(a.Params, "params")
+	if err != nil {
+		return nil, err
+	}
+	for k := range a.Headers {
+		if err := CheckHeader(k); err != nil {
+			return nil, err
+		}
+	}
+	tg := &Target{Connection: a.Connection, Method: m, Path: path, Query: q, Header: a.Headers, Intent: a.Intent}
+	if len(bytes.TrimSpace(a.Data)) > 0 && string(bytes.TrimSpace(a.Data)) != "null" {
+		tg.Body = a.Data
+	}
+	return tg, nil
+}
+
+func resolveOperation(t *Tool, args json.RawMessage) (*Target, error) {
+	if t.Connection == nil || t.Operation == nil {
+		return nil, fmt.Errorf("tool %q has no operation", t.Name)
+	}
+	var a operationArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return nil, fmt.Errorf("arguments of %s: %v", t.Name, err)
+	}
+	segs := splitPath(t.Operation.Template)
+	for i, s := range segs {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			name := s[1 : len(s)-1]
+			v, ok := a.Path[name]
+			if !ok {
+				return nil, fmt.Errorf("missing path parameter %q", name)
+			}
+			str, ok := scalarString(v)
+			if !ok || str == "" {
+				return nil, fmt.Errorf("path parameter %q must be a non-empty string, number or boolean", name)
+			}
+			segs[i] = url.PathEscape(str)
+		}
+	}
+	path, err := CleanEndpoint("/" + strings.Join(segs, "/"))
+	if err != nil {
+		return nil, err
+	}
+	q, err := queryValues(a.Query, "query")
+	if err != nil {
+		return nil, err
+	}
+	for k := range a.Header {
+		if err := CheckHeader(k); err != nil {
+			return nil, err
+		}
+	}
+	tg := &Target{Connection: t.Connection.Name, Method: t.Operation.Method, Path: path,
+		Template: t.Operation.Template, Query: q, Header: a.Header}
+	if len(bytes.TrimSpace(a.Body)) > 0 && string(bytes.TrimSpace(a.Body)) != "null" {
+		tg.Body = a.Body
+	}
+	return tg, nil
+}
+
+func queryValues(params map[string]any, field string) (url.Values, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	q := url.Values{}
+	for k, v := range params {
+		if s, ok := scalarString(v); ok {
+			q.Add(k, s)
+			continue
+		}
+		list, ok := v.([]any)
+		if !ok {
+			return nil, fmt.Errorf("%s.%s must be a string, number, boolean or an array of them", field, k)
+		}
+		for _, e := range list {
+			s, ok := scalarString(e)
+			if !ok {
+				return nil, fmt.Errorf("%s.%s must be a string, number, boolean or an array of them", field, k)
+			}
+			q.Add(k, s)
+		}
+	}
+	return q, nil
+}
+
+func scalarString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	case json.Number:
+		return x.String(), true
+	case bool:
+		return strconv.FormatBool(x), true
+	}
+	return "", false
+}
+
+func (t *Tool) connectionNames() []string {
+	names := make([]string, 0, len(t.Connections))
+	for n := range t.Connections {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// grouped returns the grouped arguments {path, query, header, body}.
+func grouped(tg *Target, pathParams map[string]string) json.RawMessage {
+	g := map[string]any{"path": map[string]string{}, "query": map[string]any{}, "header": map[string]string{}, "body": nil}
+	if pathParams != nil {
+		g["path"] = pathParams
+	}
+	if len(tg.Query) > 0 {
+		q := map[string]any{}
+		for k, vs := range tg.Query {
+			if len(vs) == 1 {
+				q[k] = vs[0]
+			} else {
+				q[k] = vs
+			}
+		}
+		g["query"] = q
+	}
+	if tg.Header != nil {
+		g["header"] = tg.Header
+	}
+	if tg.Body != nil {
+		g["body"] = tg.Body
+	}
+	b, _ := json.Marshal(g)
+	return b
+}
+
+// lookupNumber returns the number at a dot path of a JSON document; only
+// JSON numbers count.
+func lookupNumber(doc json.RawMessage, path string) (float64, bool) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return 0, false
+	}
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return 0, false
+		}
+		if v, ok = m[k]; !ok {
+			return 0, false
+		}
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	return f, err == nil
+}
+
+// decideConnection classifies a request-tool or operation call whose
+// arguments passed the schema.
+func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
+	refuse := func(tier agentd.Tier, escalated bool, why string) Decision {
+		d.Tier, d.Refused, d.Escalated = tier, true, escalated
+		d.Reason = refusal(tier, why)
+		d.AllowedDecisions = nil
+		return d
+	}
+	tg, err := Resolve(c.Tool, eff)
+	if err != nil {
+		return refuse(agentd.TierNever, false, err.Error())
+	}
+	conn := c.Tool.Connection
+	if c.Tool.Kind == KindRequest {
+		conn = c.Tool.Connections[tg.Connection]
+	}
+	d.Connection = conn.Name
+	d.Method = tg.Method
+	d.Endpoint = tg.Path
+	ep, params := conn.Policy.Match(tg.Method, tg.Path)
+	if ep != nil && c.Tool.Kind == KindRequest {
+		tg.Template = ep.Template
+	}
+	if c.Tool.Kind == KindOperation && params == nil {
+		params = operationPathParams(c.Tool.Operation.Template, tg.Path)
+	}
+	d.PathTemplate = tg.Template
+	tg.Grouped = grouped(tg, params)
+	d.Params = tg.Grouped
+	d.Target = tg
+
+	write := tg.Write()
+	if c.Tool.Kind == KindRequest {
+		if write && tg.Intent == IntentRead && (ep == nil || !ep.IntentRead) {
+			return refuse(agentd.TierNever, false, fmt.Sprintf(
+				`%s %s changes data, so it must declare intent "write"; intent "read" is only accepted where the endpoint policy sets "intent": "read"`,
+				tg.Method, tg.Path))
+		}
+		if tg.Intent != IntentRead {
+			write = true
+		} else if ep != nil && ep.IntentRead {
+			write = false
+		}
+		if c.Mode == ModeLoop && tg.Intent == IntentConfirmedWrite {
+			// The model can never skip the gate: confirmed_write is write.
+			eff = setIntent(eff, IntentWrite)
+			tg.Intent = IntentWrite
+			d.Arguments = eff
+			if d.Digest, err = Digest(eff); err != nil {
+				return refuse(agentd.TierNever, false, err.Error())
+			}
+		}
+	}
+
+	var reason string
+	switch {
+	case ep != nil:
+		d.Tier, reason = ep.Tier, ep.Reason
+		d.ApprovalTimeout = ep.ApprovalTimeout
+	case write:
+		d.Tier = conn.Policy.defaultWrite()
+	default:
+		d.Tier = conn.Policy.defaultRead()
+	}
+	subject := fmt.Sprintf("%s %s on connection %q", tg.Method, tg.Path, conn.Name)
+	base := d.Tier
+	// Thresholds: the highest matching one wins; a tier is never lowered.
+	if ep != nil {
+		var hit *Threshold
+		var hitVal float64
+		for i := range ep.Thresholds {
+			th := &ep.Thresholds[i]
+			v, ok := lookupNumber(tg.Grouped, th.Field)
+			if !ok || v <= th.Above {
+				continue
+			}
+			if hit == nil || th.Above > hit.Above {
+				hit, hitVal = th, v
+			}
+		}
+		if hit != nil && hit.Escalate.Rank() > d.Tier.Rank() {
+			d.Tier = hit.Escalate
+			reason = hit.Reason
+			if reason == "" {
+				reason = fmt.Sprintf("%s is %s, above the limit of %s for %s", hit.Field,
+					strconv.FormatFloat(hitVal, 'f', -1, 64), strconv.FormatFloat(hit.Above, 'f', -1, 64), subject)
+			}
+			reason = fmt.Sprintf("%s (escalated to %s)", strings.TrimSuffix(reason, "."), d.Tier)
+		}
+	}
+	if c.Delegated && conn.Policy != nil && conn.Policy.EscalateConfirm && d.Tier == agentd.TierConfirm {
+		d.Tier = agentd.TierReview
+		why := reason
+		if why == "" {
+			why = subject + " needs confirmation"
+		}
+		reason = fmt.Sprintf("%s, and this conversation is delegated: no one can confirm it here (escalated to review)", strings.TrimSuffix(why, "."))
+	}
+	d.Escalated = d.Tier.Rank() > base.Rank()
+
+	switch d.Tier {
+	case agentd.TierReview, agentd.TierNever:
+		if reason == "" {
+			reason = fmt.Sprintf("the policy of %s is %q", subject, d.Tier)
+		}
+		return refuse(d.Tier, d.Escalated, reason)
+	case agentd.TierConfirm:
+		if reason == "" {
+			reason = fmt.Sprintf("%s requires user confirmation", subject)
+		}
+		d.Reason = reason
+		d.AllowedDecisions = []string{"approve", "deny"}
+		if ep != nil && ep.AllowEdit {
+			d.AllowedDecisions = append(d.AllowedDecisions, "edit")
+		}
+		if c.Mode == ModeDurable && tg.Intent != IntentConfirmedWrite {
+			d.Preview = true
+		}
+	default:
+		d.Reason = reason
+	}
+	return d
+}
+
+// operationPathParams reads the {params} of an operation template back from
+// the concrete path.
+func operationPathParams(tmpl, path string) map[string]string {
+	ts, ps := splitPath(tmpl), splitPath(path)
+	if len(ts) != len(ps) {
+		return nil
+	}
+	out := map[string]string{}
+	for i, s := range ts {
+		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+			v, err := url.PathUnescape(ps[i])
+			if err != nil {
+				v = ps[i]
+			}
+			out[s[1:len(s)-1]] = v
+		}
+	}
+	return out
+}
+
+func setIntent(args json.RawMessage, intent string) json.RawMessage {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(args, &m); err != nil {
+		return args
+	}
+	m["intent"], _ = json.Marshal(intent)
+	b, err := json.Marshal(m)
+	if err != nil {
+		return args
+	}
+	return b
+}
+
+// refusal is the plain-words tool result of a refused call.
+func refusal(tier agentd.Tier, why string) string {
+	why = strings.TrimSuffix(why, ".")
+	if tier == agentd.TierReview {
+		return fmt.Sprintf("The call was not performed: %s. It needs human review outside this conversation.", why)
+	}
+	return fmt.Sprintf("The call was not performed: %s.", why)
+}
+
+func (p *Policy) defaultRead() agentd.Tier {
+	if p == nil {
+		return agentd.TierAuto
+	}
+	return p.DefaultRead
+}
+
+func (p *Policy) defaultWrite() agentd.Tier {
+	if p == nil {
+		return agentd.TierConfirm
+	}
+	return p.DefaultWrite
+}
+
+// Deadline returns when a call parked at now must be decided: the
+// endpoint's approval_timeout if the decision carries one, else def.
+func (d Decision) Deadline(now time.Time, def time.Duration) time.Time {
+	if d.ApprovalTimeout > 0 {
+		return now.Add(d.ApprovalTimeout)
+	}
+	return now.Add(def)
+}
