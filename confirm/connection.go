@@ -399,8 +399,14 @@ func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 	if ep != nil && c.Tool.Kind == KindRequest {
 		tg.Template = ep.Template
 	}
-	if c.Tool.Kind == KindOperation && params == nil {
+	if c.Tool.Kind == KindOperation {
+		// The model named the operation's own parameters.
 		params = operationPathParams(c.Tool.Operation.Template, tg.Path)
+	}
+	for k, v := range params {
+		if u, err := url.PathUnescape(v); err == nil {
+			params[k] = u
+		}
 	}
 	d.PathTemplate = tg.Template
 	tg.Grouped = grouped(tg, params)
@@ -510,11 +516,7 @@ func operationPathParams(tmpl, path string) map[string]string {
 	out := map[string]string{}
 	for i, s := range ts {
 		if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
-			v, err := url.PathUnescape(ps[i])
-			if err != nil {
-				v = ps[i]
-			}
-			out[s[1:len(s)-1]] = v
+			out[s[1:len(s)-1]] = ps[i]
 		}
 	}
 	return out
