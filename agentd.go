@@ -171,6 +171,11 @@ type ToolCall struct {
 	Status          CallStatus      `json:"status"`
 	Method          string          `json:"method"`
 	Endpoint        string          `json:"endpoint"`
+	// Connection calls only: the connection, the path template and the
+	// grouped arguments {path, query, header, body}.
+	ConnectionName string          `json:"connection_name,omitempty"`
+	PathTemplate   string          `json:"path_template,omitempty"`
+	Params         json.RawMessage `json:"params,omitempty"`
 	// RequiresApprovalAt is the decision deadline of a parked call.
 	RequiresApprovalAt *time.Time      `json:"requires_approval_at,omitempty"`
 	AllowedDecisions   []string        `json:"allowed_decisions,omitempty"`
@@ -197,8 +202,11 @@ type Decision struct {
 	Reason     string `json:"reason,omitempty"`
 	DecidedBy  string `json:"decided_by"`
 	// ArgumentsSHA256 is the digest of the arguments the decision applies to.
-	ArgumentsSHA256 string    `json:"arguments_sha256"`
-	CreatedAt       time.Time `json:"decided_at"`
+	ArgumentsSHA256 string `json:"arguments_sha256"`
+	// An approval with edited arguments records them and their digest.
+	EditedArguments       json.RawMessage `json:"edited_arguments,omitempty"`
+	EditedArgumentsSHA256 string          `json:"edited_arguments_sha256,omitempty"`
+	CreatedAt             time.Time       `json:"decided_at"`
 }
 
 // Event is one entry of a conversation's durable log, the SSE stream.

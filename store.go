@@ -110,7 +110,23 @@ type CallUpdate struct {
 	Error  string
 	// Decision, when set, is inserted in the same transaction.
 	Decision *Decision
-	Now      time.Time
+	// Edit, when set, replaces the call's arguments and classification
+	// (an approval with edited arguments).
+	Edit *CallEdit
+	Now  time.Time
+}
+
+// CallEdit is the re-classified call after an approver edited its arguments.
+type CallEdit struct {
+	Arguments       json.RawMessage
+	ArgumentsSHA256 string
+	Tier            Tier
+	Reason          string
+	Escalated       bool
+	Method          string
+	Endpoint        string
+	PathTemplate    string
+	Params          json.RawMessage
 }
 
 // StepRecord is one model step: the assistant message and the calls it made.

@@ -14,13 +14,13 @@ import (
 const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at`
+	created_at, updated_at, connection_name, path_template, params`
 
 const insertToolCall = `INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	created_at, updated_at, connection_name, path_template, params)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // CreateToolCalls inserts calls and appends events, in one transaction.
 // EINVALID if a call has no id, an unknown status, JSON fields that are not
@@ -74,6 +74,10 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	params, err := encJSON("tool call params", c.Params)
+	if err != nil {
+		return nil, err
+	}
 	var allowed any
 	if c.AllowedDecisions != nil {
 		b, err := json.Marshal(c.AllowedDecisions)
@@ -99,7 +103,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	return []any{c.ID, c.TenantID, c.ProjectID, nullString(c.ConversationID), nullString(c.RunID),
 		c.CorrelationID, c.MessageID, c.Step, c.Index, c.Name, c.ServerID, arguments, c.ArgumentsSHA256, c.Tier, c.Reason,
 		c.Escalated, c.Status, c.Method, c.Endpoint, deadline, allowed, result, c.Error,
-		created, updated}, nil
+		created, updated, c.ConnectionName, c.PathTemplate, params}, nil
 }
 
 // ToolCall returns one call with its decisions in the order they were
@@ -188,7 +192,17 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 	if err != nil {
 		return nil, nil, err
 	}
+	var editArgs, editParams any
+	if u.Edit != nil {
+		if editArgs, err = encJSON("edited arguments", u.Edit.Arguments); err != nil {
+			return nil, nil, err
+		}
+		if editParams, err = encJSON("edited params", u.Edit.Params); err != nil {
+			return nil, nil, err
+		}
+	}
 	var d *agentd.Decision
+	var decidedArgs any
 	var decided any
 	if u.Decision != nil {
 		cp := *u.Decision
@@ -212,6 +226,9 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 		if decided, err = encTime("decision created_at", d.CreatedAt); err != nil {
 			return nil, nil, err
 		}
+		if decidedArgs, err = encJSON("decision edited arguments", d.EditedArguments); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := checkEvents(events); err != nil {
 		return nil, nil, err
@@ -233,6 +250,16 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 		if err != nil {
 			return err
 		}
+		if n > 0 && u.Edit != nil {
+			e := u.Edit
+			if _, err := tx.ExecContext(ctx, `
+				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
+					method = ?, endpoint = ?, path_template = ?, params = ?
+				WHERE id = ?`,
+				editArgs, e.ArgumentsSHA256, e.Tier, e.Reason, e.Escalated, e.Method, e.Endpoint, e.PathTemplate, editParams, u.ID); err != nil {
+				return err
+			}
+		}
 		if n == 0 {
 			cur, err := getToolCall(ctx, tx, u.ID)
 			if err != nil {
@@ -243,9 +270,11 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 		}
 		if d != nil {
 			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, decided); err != nil {
+				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
+					edited_arguments, edited_arguments_sha256)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, decided,
+				decidedArgs, d.EditedArgumentsSHA256); err != nil {
 				return insertErr(err, "decision", d.ID)
 			}
 		}
@@ -320,7 +349,8 @@ func queryToolCalls(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 		ids[i] = c.ID
 	}
 	drows, err := tx.QueryContext(ctx, `
-		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at
+		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
+			edited_arguments, edited_arguments_sha256
 		FROM decisions WHERE tool_call_id IN (SELECT value FROM json_each(?)) ORDER BY rid`, jsonList(ids))
 	if err != nil {
 		return nil, err
@@ -329,10 +359,13 @@ func queryToolCalls(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 	for drows.Next() {
 		var d agentd.Decision
 		var created sql.NullInt64
-		if err := drows.Scan(&d.ID, &d.ToolCallID, &d.Decision, &d.Reason, &d.DecidedBy, &d.ArgumentsSHA256, &created); err != nil {
+		var edited sql.NullString
+		if err := drows.Scan(&d.ID, &d.ToolCallID, &d.Decision, &d.Reason, &d.DecidedBy, &d.ArgumentsSHA256, &created,
+			&edited, &d.EditedArgumentsSHA256); err != nil {
 			return nil, err
 		}
 		d.CreatedAt = decTime(created)
+		d.EditedArguments = decJSON(edited)
 		c := &calls[index[d.ToolCallID]]
 		c.Decisions = append(c.Decisions, d)
 	}
@@ -341,15 +374,16 @@ func queryToolCalls(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 
 func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 	var c agentd.ToolCall
-	var arguments, allowed, result sql.NullString
+	var arguments, allowed, result, params sql.NullString
 	var deadline, created, updated sql.NullInt64
 	if err := s.Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.ConversationID, &c.RunID,
 		&c.CorrelationID, &c.MessageID, &c.Step, &c.Index, &c.Name, &c.ServerID, &arguments, &c.ArgumentsSHA256, &c.Tier, &c.Reason,
 		&c.Escalated, &c.Status, &c.Method, &c.Endpoint, &deadline, &allowed, &result, &c.Error,
-		&created, &updated); err != nil {
+		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params); err != nil {
 		return nil, err
 	}
 	c.Arguments = decJSON(arguments)
+	c.Params = decJSON(params)
 	c.Result = decJSON(result)
 	if allowed.Valid {
 		if err := json.Unmarshal([]byte(allowed.String), &c.AllowedDecisions); err != nil {

@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"ToolCallsByStatus", testToolCallsByStatus},
 		{"DueToolCalls", testDueToolCalls},
 		{"UpdateToolCall/Applies", testUpdateToolCallApplies},
+		{"UpdateToolCall/Edit", testUpdateToolCallEdit},
 		{"UpdateToolCall/Conflict", testUpdateToolCallConflict},
 		{"UpdateToolCall/DecisionsInOrder", testUpdateToolCallDecisionsInOrder},
 		{"UpdateToolCall/Errors", testUpdateToolCallErrors},

@@ -95,11 +95,13 @@ func sameCall(t *testing.T, what string, got agentd.ToolCall, want *agentd.ToolC
 		got.MessageID != want.MessageID || got.Step != want.Step || got.Index != want.Index || got.Name != want.Name ||
 		got.ServerID != want.ServerID || got.ArgumentsSHA256 != want.ArgumentsSHA256 || got.Tier != want.Tier ||
 		got.Reason != want.Reason || got.Escalated != want.Escalated || got.Status != want.Status ||
-		got.Method != want.Method || got.Endpoint != want.Endpoint || got.Error != want.Error {
+		got.Method != want.Method || got.Endpoint != want.Endpoint || got.Error != want.Error ||
+		got.ConnectionName != want.ConnectionName || got.PathTemplate != want.PathTemplate {
 		t.Errorf("%s = %+v\nwant %+v", what, got, *want)
 	}
 	sameJSON(t, what+" Arguments", got.Arguments, want.Arguments)
 	sameJSON(t, what+" Result", got.Result, want.Result)
+	sameJSON(t, what+" Params", got.Params, want.Params)
 	if !slices.Equal(got.AllowedDecisions, want.AllowedDecisions) || (got.AllowedDecisions == nil) != (want.AllowedDecisions == nil) {
 		t.Errorf("%s AllowedDecisions = %#v, want %#v", what, got.AllowedDecisions, want.AllowedDecisions)
 	}
@@ -126,7 +128,8 @@ func testToolCallRoundTrip(t *testing.T, s agentd.Store) {
 		CorrelationID: "corr", MessageID: "msg_x", Step: 4, Index: 2, Name: "http_request", ServerID: "github",
 		Arguments:       json.RawMessage("{ \"url\" : \"https://example.com/a?b=c\",\n\t\"n\": 1.50, \"u\": \"\\u2603\" }"),
 		ArgumentsSHA256: "4f0c", Tier: agentd.TierConfirm, Reason: "writes to github", Escalated: true,
-		Status: agentd.StatusRequiresConfirmation, Method: "POST", Endpoint: "/repos/{owner}/issues",
+		Status: agentd.StatusRequiresConfirmation, Method: "POST", Endpoint: "/repos/o/issues",
+		ConnectionName: "github", PathTemplate: "/repos/{owner}/issues", Params: json.RawMessage(`{"path": {"owner": "o"}, "body": {"t": 1}}`),
 		RequiresApprovalAt: &deadline, AllowedDecisions: []string{"approve", "deny", "edit"},
 		Result: json.RawMessage(`[ 1, {"b":2, "a":1} ]`), Error: "some error",
 		CreatedAt: at(time.Second), UpdatedAt: at(2 * time.Second),
@@ -627,5 +630,57 @@ func testPendingToolCalls(t *testing.T, s agentd.Store) {
 	noErr(t, err, "PendingToolCalls other project")
 	if len(none) != 0 {
 		t.Errorf("another project sees %d pending calls", len(none))
+	}
+}
+
+func testUpdateToolCallEdit(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	c.ConnectionName, c.PathTemplate, c.Params = "billing", "/refunds", json.RawMessage(`{"body":{"amount":500}}`)
+	createCalls(t, s, c)
+
+	edited := json.RawMessage(`{"amount": 400}`)
+	u := approval(c.ID, "key-1", at(time.Minute))
+	u.Status = agentd.StatusApproved
+	u.Decision.EditedArguments, u.Decision.EditedArgumentsSHA256 = edited, "edited-digest"
+	u.Edit = &agentd.CallEdit{Arguments: edited, ArgumentsSHA256: "edited-digest", Tier: agentd.TierAuto, Reason: "cheaper",
+		Escalated: false, Method: "POST", Endpoint: "/refunds", PathTemplate: "/refunds", Params: json.RawMessage(`{"body":{"amount":400}}`)}
+	got, _, err := s.UpdateToolCall(ctx, u, nil)
+	noErr(t, err, "UpdateToolCall with edit")
+	if got.Status != agentd.StatusApproved || got.ArgumentsSHA256 != "edited-digest" || got.Tier != agentd.TierAuto || got.Reason != "cheaper" {
+		t.Fatalf("edited call = %+v", got)
+	}
+	sameJSON(t, "edited Arguments", got.Arguments, edited)
+	sameJSON(t, "edited Params", got.Params, json.RawMessage(`{"body":{"amount":400}}`))
+	d := got.Decisions[0]
+	if d.ArgumentsSHA256 != "digest" || d.EditedArgumentsSHA256 != "edited-digest" {
+		t.Errorf("decision digests = %q, %q; want both recorded", d.ArgumentsSHA256, d.EditedArgumentsSHA256)
+	}
+	sameJSON(t, "decision EditedArguments", d.EditedArguments, edited)
+
+	// A conflicting update with an edit changes nothing.
+	u2 := approval(c.ID, "key-2", at(2*time.Minute))
+	u2.Edit = &agentd.CallEdit{Arguments: json.RawMessage(`{"amount": 1}`), ArgumentsSHA256: "x"}
+	if _, _, err := s.UpdateToolCall(ctx, u2, nil); agentd.ErrorCode(err) != agentd.ECONFLICT {
+		t.Fatalf("second edit: %v, want conflict", err)
+	}
+	stored, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	if stored.ArgumentsSHA256 != "edited-digest" || len(stored.Decisions) != 1 {
+		t.Errorf("a refused edit changed the call: %+v", stored)
+	}
+	// Bad JSON in an edit is refused before anything is written.
+	c2 := newCall(run, 1, 1, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, c2)
+	u3 := approval(c2.ID, "key-1", at(time.Minute))
+	u3.Edit = &agentd.CallEdit{Arguments: json.RawMessage(`{bad`)}
+	if _, _, err := s.UpdateToolCall(ctx, u3, nil); agentd.ErrorCode(err) != agentd.EINVALID {
+		t.Fatalf("bad edit JSON: %v, want invalid", err)
+	}
+	stored, _ = s.ToolCall(ctx, c2.ID)
+	if stored.Status != agentd.StatusRequiresConfirmation || len(stored.Decisions) != 0 {
+		t.Errorf("bad edit changed the call: %+v", stored)
 	}
 }
