@@ -72,6 +72,10 @@ type Decision struct {
 	// Refused is true for review and never: the call does not run and the
 	// model reads Reason.
 	Refused bool
+	// Invalid is set on a refusal because of the arguments themselves
+	// (schema, unknown connection, unsafe endpoint, forbidden header), as
+	// opposed to the policy.
+	Invalid bool
 	// Arguments are the effective arguments and Digest their
 	// arguments_sha256; both empty when the arguments were not valid JSON.
 	Arguments json.RawMessage
@@ -111,14 +115,14 @@ func Decide(c Call) Decision {
 	d.ServerID = c.Tool.ServerID
 	eff, err := validate(c.Tool, args)
 	if err != nil {
-		d.Tier, d.Refused = agentd.TierNever, true
+		d.Tier, d.Refused, d.Invalid = agentd.TierNever, true, true
 		d.Reason = fmt.Sprintf("The call was not performed: %v", err)
 		d.Arguments, d.Digest = digestOrEmpty(args)
 		return d
 	}
 	digest, err := Digest(eff)
 	if err != nil { // unreachable for validated JSON, but never run what we cannot bind
-		d.Tier, d.Refused = agentd.TierNever, true
+		d.Tier, d.Refused, d.Invalid = agentd.TierNever, true, true
 		d.Reason = fmt.Sprintf("Arguments for tool %q cannot be canonicalized: %v", c.Name, err)
 		return d
 	}

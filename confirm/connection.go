@@ -386,6 +386,7 @@ func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 	}
 	tg, err := Resolve(c.Tool, eff)
 	if err != nil {
+		d.Invalid = true
 		return refuse(agentd.TierNever, false, err.Error())
 	}
 	conn := c.Tool.Connection

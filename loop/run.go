@@ -173,6 +173,10 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if err != nil {
 		return err
 	}
+	conversation, err := e.store.Conversation(ctx, conv)
+	if err != nil {
+		return err
+	}
 	msgID := agentd.NewID(agentd.PrefixMessage)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
 		System: e.agent.System, Messages: history, Tools: e.specs,
@@ -203,7 +207,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	}
 	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
 	for i, mc := range resp.ToolCalls {
-		c, evs := e.classify(run, msgID, step, i, mc, now)
+		c, evs := e.classify(run, conversation.Delegated, msgID, step, i, mc, now)
 		calls = append(calls, c)
 		drafts = append(drafts, evs...)
 	}
@@ -237,15 +241,16 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 // that announce it with the step: confirmation_required (confirm) or
 // tool_call_refused (review, never, unknown, invalid). Auto calls are stored
 // approved and announced by start's tool_call_started.
-func (e *Engine) classify(run *agentd.Run, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
+func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
-	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name]})
+	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name], Delegated: delegated})
 	c := &agentd.ToolCall{
 		ID: agentd.NewID(agentd.PrefixToolCall), TenantID: run.TenantID, ProjectID: run.ProjectID,
 		ConversationID: conv, RunID: run.ID, CorrelationID: run.CorrelationID, MessageID: msgID,
 		Step: step, Index: index, Name: mc.Name, ServerID: d.ServerID,
 		Arguments: d.Arguments, ArgumentsSHA256: d.Digest, Tier: d.Tier, Reason: d.Reason, Escalated: d.Escalated,
 		Method: d.Method, Endpoint: d.Endpoint, AllowedDecisions: d.AllowedDecisions,
+		ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	switch {
@@ -258,7 +263,7 @@ func (e *Engine) classify(run *agentd.Run, msgID string, step, index int, mc age
 		})}
 	case d.Tier == agentd.TierConfirm:
 		c.Status = agentd.StatusRequiresConfirmation
-		deadline := now.Add(e.agent.ApprovalTimeout).UTC()
+		deadline := d.Deadline(now, e.agent.ApprovalTimeout).UTC()
 		c.RequiresApprovalAt = &deadline
 		return c, []agentd.EventDraft{e.confirmationRequired(run, c)}
 	default:
@@ -285,8 +290,8 @@ func (e *Engine) confirmationRequired(run *agentd.Run, c *agentd.ToolCall) agent
 		"method":               c.Method,
 		"reason":               c.Reason,
 		"escalated":            c.Escalated,
-		"params":               c.Arguments,
-		"connection_name":      nil,
+		"params":               cardArguments(c),
+		"connection_name":      nilIfEmpty(c.ConnectionName),
 		"correlation_id":       run.CorrelationID,
 		"tool_call_id":         c.ID,
 		"tool_name":            c.Name,
@@ -295,14 +300,35 @@ func (e *Engine) confirmationRequired(run *agentd.Run, c *agentd.ToolCall) agent
 		"arguments_sha256":     c.ArgumentsSHA256,
 		"requires_approval_at": c.RequiresApprovalAt.UTC().Format(time.RFC3339Nano),
 		"allowed_decisions":    c.AllowedDecisions,
-		"card": map[string]any{
-			"title":         fmt.Sprintf("Run %s?", c.Name),
-			"summary":       c.Reason,
-			"path_template": nil,
-			"diff":          nil,
-			"arguments":     c.Arguments,
-		},
+		"card":                 card(c),
 	})
+}
+
+// cardArguments are what a person approves: the grouped arguments {path,
+// query, header, body} of a connection call, the arguments of other tools.
+func cardArguments(c *agentd.ToolCall) json.RawMessage {
+	if len(c.Params) > 0 {
+		return c.Params
+	}
+	return c.Arguments
+}
+
+// card is the display summary of a parked call (SPEC §6).
+func card(c *agentd.ToolCall) map[string]any {
+	title := fmt.Sprintf("Run %s?", c.Name)
+	if c.ConnectionName != "" {
+		title = fmt.Sprintf("%s %s on %s?", c.Method, c.Endpoint, c.ConnectionName)
+	}
+	return map[string]any{
+		"title":           title,
+		"summary":         c.Reason,
+		"connection_name": nilIfEmpty(c.ConnectionName),
+		"method":          c.Method,
+		"endpoint":        c.Endpoint,
+		"path_template":   nilIfEmpty(c.PathTemplate),
+		"diff":            nil,
+		"arguments":       cardArguments(c),
+	}
 }
 
 // start runs an approved call in the background: it first claims the call

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 )
 
 // MaxMessageBytes bounds a user message.
@@ -236,10 +237,18 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 	switch req.Decision {
 	case "approve":
 		want = agentd.StatusApproved
+	case "edit":
+		if len(req.Arguments) == 0 {
+			return nil, agentd.Errorf(agentd.EINVALID, `decision "edit" needs the replacement "arguments"`)
+		}
+		want = agentd.StatusApproved
 	case "deny":
+		if len(req.Arguments) > 0 {
+			return nil, agentd.Errorf(agentd.EINVALID, `"arguments" may only come with an approval`)
+		}
 		want = agentd.StatusDenied
 	default:
-		return nil, agentd.Errorf(agentd.EINVALID, `decision must be "approve" or "deny"`)
+		return nil, agentd.Errorf(agentd.EINVALID, `decision must be "approve", "edit" or "deny"`)
 	}
 	if len(req.Reason) > 4096 {
 		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than 4096 bytes")
@@ -261,7 +270,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 			return nil, err
 		}
 		if c.Status != agentd.StatusRequiresConfirmation {
-			return settled(c, decision)
+			return settled(c, decision, req.Arguments)
 		}
 		now := e.clock.Now()
 		if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
@@ -273,9 +282,6 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		if req.ArgumentsSHA256 != "" && req.ArgumentsSHA256 != c.ArgumentsSHA256 {
 			return nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
 		}
-		if len(req.Arguments) > 0 && !slices.Contains(c.AllowedDecisions, "edit") {
-			return nil, agentd.Errorf(agentd.EINVALID, "this call does not allow editing its arguments")
-		}
 		dec := &agentd.Decision{
 			ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: decision, Reason: req.Reason,
 			DecidedBy: decidedBy, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
@@ -284,6 +290,12 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		drafts := []agentd.EventDraft{e.resolvedEvent(*c, dec)}
 		if want == agentd.StatusDenied {
 			u.Error = "denied by " + decidedBy
+		}
+		var refusal error
+		if len(req.Arguments) > 0 {
+			if refusal, err = e.edit(ctx, c, req.Arguments, &u, &drafts); err != nil {
+				return nil, err
+			}
 		}
 		var updated *agentd.ToolCall
 		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
@@ -298,25 +310,78 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 			return nil, err
 		}
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
-			Str("correlation_id", c.CorrelationID).Str("decision", decision).Msg("decision")
-		if want == agentd.StatusApproved {
+			Str("correlation_id", c.CorrelationID).Str("decision", decision).Bool("edited", u.Edit != nil).Msg("decision")
+		if updated.Status == agentd.StatusApproved {
 			e.start(e.ensureDriver(c.RunID), *updated)
 		} else {
 			e.wakeRun(c.RunID)
+		}
+		if refusal != nil {
+			return nil, refusal
 		}
 		return dec, nil
 	}
 	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is being decided concurrently; retry")
 }
 
+// edit re-validates and re-classifies an approval's replacement arguments
+// (SPEC §5) and turns u into the edited approval. Arguments that are not
+// valid are EINVALID and change nothing. An edit that escalates the call
+// (or that the policy refuses) makes the call refused, not run: u then
+// records the approval and the refusal, and refusal is the EFORBIDDEN the
+// approver gets.
+func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMessage, u *agentd.CallUpdate, drafts *[]agentd.EventDraft) (refusal error, err error) {
+	if !slices.Contains(c.AllowedDecisions, "edit") {
+		return nil, agentd.Errorf(agentd.EINVALID, "this call does not allow editing its arguments")
+	}
+	conv, err := e.store.Conversation(ctx, c.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated})
+	if d.Invalid {
+		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", strings.TrimPrefix(d.Reason, "The call was not performed: "))
+	}
+	if d.Digest == c.ArgumentsSHA256 {
+		return nil, nil // the same arguments: a plain approval
+	}
+	u.Decision.EditedArguments, u.Decision.EditedArgumentsSHA256 = d.Arguments, d.Digest
+	reason := d.Reason
+	if !d.Refused {
+		reason = c.Reason // approved as edited; the card's reason stands
+	}
+	u.Edit = &agentd.CallEdit{Arguments: d.Arguments, ArgumentsSHA256: d.Digest, Tier: d.Tier, Reason: reason,
+		Escalated: d.Escalated || c.Escalated, Method: d.Method, Endpoint: d.Endpoint, PathTemplate: d.PathTemplate, Params: d.Params}
+	(*drafts)[0] = e.resolvedEvent(*c, u.Decision)
+	if !d.Refused {
+		return nil, nil
+	}
+	u.Status, u.Error = agentd.StatusRefused, d.Reason
+	*drafts = append(*drafts, e.draft(c.ConversationID, agentd.EventToolCallRefused, map[string]any{
+		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "server_id": c.ServerID,
+		"tier": d.Tier, "reason": d.Reason, "escalated": true,
+	}))
+	return agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run: %s",
+		strings.TrimPrefix(d.Reason, "The call was not performed: ")), nil
+}
+
 // settled answers a decision on a call that is no longer pending.
-func settled(c *agentd.ToolCall, decision string) (*agentd.Decision, error) {
+func settled(c *agentd.ToolCall, decision string, edited json.RawMessage) (*agentd.Decision, error) {
 	if c.Status == agentd.StatusExpired {
 		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
 	}
 	if n := len(c.Decisions); n > 0 {
 		d := c.Decisions[n-1]
 		if d.Decision == decision {
+			if len(edited) > 0 {
+				if dg, err := confirm.Digest(edited); err != nil || (dg != d.EditedArgumentsSHA256 && dg != d.ArgumentsSHA256) {
+					return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with other arguments")
+				}
+			}
+			if c.Status == agentd.StatusRefused {
+				return nil, agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run: %s",
+					strings.TrimPrefix(c.Error, "The call was not performed: "))
+			}
 			return &d, nil
 		}
 		return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already %s", d.Decision)
@@ -328,6 +393,7 @@ func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.Eve
 	return e.draft(c.ConversationID, agentd.EventConfirmationResolved, map[string]any{
 		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "decision": d.Decision, "reason": d.Reason,
 		"decided_by": d.DecidedBy, "arguments_sha256": d.ArgumentsSHA256,
+		"edited_arguments_sha256": nilIfEmpty(d.EditedArgumentsSHA256),
 	})
 }
 
@@ -453,4 +519,11 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, curso
 		calls = []agentd.ToolCall{}
 	}
 	return calls, next, nil
+}
+
+func nilIfEmpty(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
