@@ -173,15 +173,18 @@ func (s *Server) handleListApprovals(c echo.Context) error {
 
 type toolView struct {
 	agentd.ToolSpec
-	ServerID string      `json:"server_id"`
-	Tier     agentd.Tier `json:"tier"`
+	ServerID string `json:"server_id"`
+	// Tier is the tool's tier; for the request tool it depends on each
+	// call's connection, method and endpoint, and is "per_call".
+	Tier agentd.Tier `json:"tier"`
 }
 
 func (s *Server) handleListTools(c echo.Context) error {
 	specs := s.engine.ToolSpecs()
 	out := make([]toolView, 0, len(specs))
 	for _, t := range specs {
-		out = append(out, toolView{ToolSpec: t, ServerID: loop.ServerIDTools, Tier: s.engine.ToolTier(t.Name)})
+		tier, server := s.engine.ToolTier(t.Name)
+		out = append(out, toolView{ToolSpec: t, ServerID: server, Tier: tier})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"tools": out})
 }
@@ -205,4 +208,53 @@ func (s *Server) handleEvents(c echo.Context) error {
 		s.log.Debug().Err(err).Str("conversation_id", conv.ID).Msg("stream ended")
 	}
 	return nil
+}
+
+// connectionRequest is the body of POST /v1/connections/{name}/request: the
+// request tool's arguments without the connection, which the path names.
+type connectionRequest struct {
+	Method   string            `json:"method"`
+	Endpoint string            `json:"endpoint"`
+	Params   map[string]any    `json:"params,omitempty"`
+	Data     json.RawMessage   `json:"data,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	Intent   string            `json:"intent"`
+}
+
+// handleConnectionRequest is the durable/workflow request path (SPEC §2.3):
+// no approval prompt; a confirm-tier write answers a preview object, a
+// confirmed_write runs; review and never are refused (403). Operator,
+// delegate and admin keys only.
+func (s *Server) handleConnectionRequest(c echo.Context) error {
+	p := principal(c)
+	switch p.Role {
+	case agentd.RoleOperator, agentd.RoleDelegate, agentd.RoleAdmin:
+	default:
+		return agentd.Errorf(agentd.EFORBIDDEN, "the durable request path needs an operator or delegate key")
+	}
+	if s.cfg.Connections == nil {
+		return agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", c.Param("name"))
+	}
+	var req connectionRequest
+	if err := decode(c, &req, false); err != nil {
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > 255 {
+		return agentd.Errorf(agentd.EINVALID, "Idempotency-Key is longer than 255 bytes")
+	}
+	args, err := json.Marshal(struct {
+		Connection string `json:"connection"`
+		connectionRequest
+	}{c.Param("name"), req})
+	if err != nil {
+		return agentd.Errorf(agentd.EINVALID, "bad request: %v", err)
+	}
+	out, err := s.cfg.Connections.Request(c.Request().Context(), c.Param("name"), args, p.Role == agentd.RoleDelegate, key)
+	if err != nil {
+		return err
+	}
+	s.log.Info().Str("connection", c.Param("name")).Str("method", req.Method).Str("endpoint", req.Endpoint).
+		Str("intent", req.Intent).Str("key_id", p.KeyID).Msg("durable connection request")
+	return c.JSON(http.StatusOK, out)
 }

@@ -24,6 +24,7 @@ func (s *Server) routes() {
 	authed.POST("/tool-calls/:id/approval", s.handleApproval)
 	authed.GET("/approvals", s.handleListApprovals)
 	authed.GET("/tools", s.handleListTools)
+	authed.POST("/connections/:name/request", s.handleConnectionRequest)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	v1.GET("/conversations/:id/events", s.handleEvents, s.authenticate(true))

@@ -5,8 +5,10 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"time"
@@ -38,6 +40,19 @@ type Config struct {
 	Logger       zerolog.Logger
 	// Heartbeat of SSE streams (default 15s).
 	Heartbeat time.Duration
+	// Connections serves POST /v1/connections/{name}/request; nil when the
+	// project has no connections.
+	Connections Connections
+}
+
+// Connections is the durable/workflow request path (SPEC §2.3).
+type Connections interface {
+	// Request previews or performs one request-tool call on connection
+	// name outside the agent loop. args are the request tool's arguments.
+	// delegated is true for delegate-role callers. Errors: ENOTFOUND
+	// (unknown connection), EINVALID (bad arguments), EFORBIDDEN (refused
+	// by the policy), EUNAVAILABLE (the downstream request failed).
+	Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (any, error)
 }
 
 // Server serves the API.

@@ -567,3 +567,19 @@ func (d Decision) Deadline(now time.Time, def time.Duration) time.Time {
 	}
 	return now.Add(def)
 }
+
+// OperationTier is an operation tool's tier before thresholds and
+// delegation: its endpoint's policy tier, or the default for its method.
+func (t *Tool) OperationTier() agentd.Tier {
+	if t.Connection == nil || t.Operation == nil {
+		return agentd.TierNever
+	}
+	p := t.Connection.Policy
+	if ep, _ := p.Match(t.Operation.Method, t.Operation.Template); ep != nil {
+		return ep.Tier
+	}
+	if safeMethod(t.Operation.Method) {
+		return p.defaultRead()
+	}
+	return p.defaultWrite()
+}

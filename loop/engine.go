@@ -317,14 +317,26 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 	}
 }
 
-// ToolTier returns the base tier of a tool the model sees (never for others).
-func (e *Engine) ToolTier(name string) agentd.Tier {
+// TierPerCall is the listed tier of the request tool: each call's
+// connection, method and endpoint decide it.
+const TierPerCall agentd.Tier = "per_call"
+
+// ToolTier returns the base tier and server_id of a tool the model sees
+// (never for others). An operation tool's tier is its endpoint's policy
+// tier before thresholds; the request tool's is TierPerCall.
+func (e *Engine) ToolTier(name string) (agentd.Tier, string) {
 	t, ok := e.visible[name]
 	if !ok {
-		return agentd.TierNever
+		return agentd.TierNever, ""
+	}
+	switch t.Kind {
+	case confirm.KindRequest:
+		return TierPerCall, t.ServerID
+	case confirm.KindOperation:
+		return t.OperationTier(), t.ServerID
 	}
 	if t.Exposure == confirm.ExposureRequiresConfirmation {
-		return agentd.TierConfirm
+		return agentd.TierConfirm, t.ServerID
 	}
-	return agentd.TierAuto
+	return agentd.TierAuto, t.ServerID
 }
