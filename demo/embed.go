@@ -2,7 +2,10 @@
 // --project is given: a script model (no network, no API key) and four
 // command tools — lookup_order (open), refund_payment
 // (requires-confirmation), rotate_keys (operator-gated, a label only) and
-// wipe_database (llm_callable: false, so the model's call is refused).
+// wipe_database (llm_callable: false, so the model's call is refused) —
+// and the "billing" connection (connections/billing: connection.json,
+// policy.json, openapi.json) to the demo billing API of package
+// demo/billing, which `agentd serve` starts with the demo.
 package demo
 
 import (
@@ -14,7 +17,7 @@ import (
 	"strings"
 )
 
-//go:embed agent.json script.json tools
+//go:embed agent.json script.json tools connections
 var files embed.FS
 
 // FS returns the demo project's files.

@@ -275,10 +275,16 @@ func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, i
 }
 
 func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
-	return e.draft(c.ConversationID, agentd.EventToolCallStarted, map[string]any{
+	fields := map[string]any{
 		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "server_id": c.ServerID,
 		"arguments": c.Arguments,
-	})
+	}
+	if c.Tier == agentd.TierConfirm && e.visible[c.Name] != nil && e.visible[c.Name].Kind == confirm.KindRequest {
+		// The approved side of the handshake (SPEC §3): the same call,
+		// performed as a confirmed write.
+		fields["intent"] = confirm.IntentConfirmedWrite
+	}
+	return e.draft(c.ConversationID, agentd.EventToolCallStarted, fields)
 }
 
 // confirmationRequired is the card of a parked call: the seed's fields

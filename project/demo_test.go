@@ -19,7 +19,7 @@ import (
 
 func loadDemo(t *testing.T) (*Project, *script.Model) {
 	t.Helper()
-	p, err := Load("../demo")
+	p, err := Load("../demo", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

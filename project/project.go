@@ -2,7 +2,8 @@
 // default agent), the optional agentd.json (server settings) and the custom
 // tools under tools/. Loading checks everything it reads; every error names
 // the file and the field, and syntax errors the line and column
-// (docs/project.md).
+// (docs/project.md). Connections (connections/<name>/) load with package
+// connections.
 package project
 
 import (
@@ -10,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/connections"
+	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/tools"
 )
 
@@ -39,11 +41,14 @@ const (
 
 // Project is a loaded project folder.
 type Project struct {
-	Dir      string // absolute
-	Agent    Agent
-	Server   Server
-	Tools    map[string]*tools.Tool // every registered tool, by name
-	Warnings []string
+	Dir    string // absolute
+	Agent  Agent
+	Server Server
+	Tools  map[string]*tools.Tool // every registered tool, by name
+	// Connections are the project's connections (connections/<name>/),
+	// sorted by name; their tools are ConnectionTools.
+	Connections []*connections.Connection
+	Warnings    []string
 }
 
 // Agent is the default agent of agent.json.
@@ -88,11 +93,15 @@ var (
 )
 
 // folders of SPEC §1.1 that this version does not load yet.
-var unsupportedFolders = []string{"connections", "hooks"}
+var unsupportedFolders = []string{"hooks"}
 
 // Load reads and checks the project in dir. A project needs agent.json;
-// agentd.json and tools/ are optional.
-func Load(dir string) (*Project, error) {
+// agentd.json, tools/ and connections/ are optional. getenv reads the
+// connections' secrets (nil means os.Getenv).
+func Load(dir string, getenv func(string) string) (*Project, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("project folder %s: %w", dir, err)
@@ -110,6 +119,20 @@ func Load(dir string) (*Project, error) {
 	}
 	p.Tools = loaded
 	p.Warnings = append(p.Warnings, warnings...)
+	if p.Connections, err = connections.Load(abs, getenv); err != nil {
+		return nil, err
+	}
+	connTools := map[string]bool{}
+	for _, t := range p.ConnectionTools() {
+		name := t.Spec().Name
+		if _, ok := loaded[name]; ok {
+			return nil, fmt.Errorf("tools/%s/tool.json: the name %q is taken by a connection tool; rename the tool", name, name)
+		}
+		connTools[name] = true
+	}
+	for _, c := range p.Connections {
+		p.Warnings = append(p.Warnings, c.Warnings()...)
+	}
 	for _, name := range unsupportedFolders {
 		if info, err := os.Stat(filepath.Join(abs, name)); err == nil && info.IsDir() {
 			p.Warnings = append(p.Warnings, fmt.Sprintf("%s/: not supported by this version, ignored", name))
@@ -122,7 +145,7 @@ func Load(dir string) (*Project, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
-	if p.Agent, err = parseAgent(data, loaded); err != nil {
+	if p.Agent, err = parseAgent(data, loaded, connTools); err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
 
@@ -151,7 +174,7 @@ type agentFile struct {
 	Subagents       json.RawMessage `json:"subagents"`
 }
 
-func parseAgent(data []byte, loaded map[string]*tools.Tool) (Agent, error) {
+func parseAgent(data []byte, loaded map[string]*tools.Tool, connTools map[string]bool) (Agent, error) {
 	var f agentFile
 	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Agent{}, err
@@ -199,8 +222,9 @@ func parseAgent(data []byte, loaded map[string]*tools.Tool) (Agent, error) {
 			field := fmt.Sprintf("tools[%d]", i)
 			tool, ok := loaded[name]
 			switch {
+			case connTools[name] && !seen[name]:
 			case !ok:
-				return Agent{}, jsonconf.FieldErr(field, "unknown tool %q: no tools/%s/tool.json is loaded", name, name)
+				return Agent{}, jsonconf.FieldErr(field, "unknown tool %q: no tools/%s/tool.json is loaded and no connection exposes it", name, name)
 			case !tool.LLMCallable:
 				return Agent{}, jsonconf.FieldErr(field, "tool %q has llm_callable false, so the model cannot see it", name)
 			case seen[name]:
@@ -346,5 +370,26 @@ func (p *Project) ModelTools() []*tools.Tool {
 		}
 	}
 	slices.SortFunc(out, func(a, b *tools.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ConnectionTool is a tool a connection exposes: the request tool or an
+// OpenAPI operation tool. Both satisfy loop.Tool.
+type ConnectionTool interface {
+	Spec() agentd.ToolSpec
+}
+
+// ConnectionTools returns the request tool (when a connection exposes it)
+// and every operation tool of the project's connections.
+func (p *Project) ConnectionTools() []ConnectionTool {
+	var out []ConnectionTool
+	if rt := connections.NewRequestTool(p.Connections); rt != nil {
+		out = append(out, rt)
+	}
+	for _, c := range p.Connections {
+		for _, t := range c.OperationTools() {
+			out = append(out, t)
+		}
+	}
 	return out
 }

@@ -65,7 +65,7 @@ func TestLoadFull(t *testing.T) {
 	withTool(files, "hidden", `, "llm_callable": false`)
 	dir := writeProject(t, files)
 
-	p, err := Load(dir)
+	p, err := Load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestLoadDefaults(t *testing.T) {
 	withTool(files, "alpha", ``)
 	withTool(files, "internal", `, "llm_callable": false`)
 	dir := writeProject(t, files)
-	p, err := Load(dir)
+	p, err := Load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestLoadEmptyToolList(t *testing.T) {
 	files := withTool(map[string]string{
 		"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}, "tools": []}`,
 	}, "t", ``)
-	p, err := Load(writeProject(t, files))
+	p, err := Load(writeProject(t, files), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,19 +157,17 @@ func TestLoadEmptyToolList(t *testing.T) {
 func TestLoadWarnings(t *testing.T) {
 	files := map[string]string{
 		"agent.json":            `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
-		"connections/x/a.json":  `{}`,
 		"hooks/h/hook.json":     `{}`,
 		"tools/empty/README.md": `nothing here`,
 	}
 	withTool(files, "never", `, "confirm": "never"`)
-	p, err := Load(writeProject(t, files))
+	p, err := Load(writeProject(t, files), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
 		`tools/empty: no tool.json, folder ignored`,
 		`tools/never/tool.json: confirm is "never": the tool is not registered`,
-		`connections/: not supported by this version, ignored`,
 		`hooks/: not supported by this version, ignored`,
 	}
 	if !reflect.DeepEqual(p.Warnings, want) {
@@ -200,7 +198,7 @@ func TestLoadAgentErrors(t *testing.T) {
 		{"no provider", `{"name": "a", "model": {"script": {}}}`, `agent.json: field "model.provider": required: one of script, openai, anthropic`},
 		{"provider type", `{"name": "a", "model": {"provider": 1}}`, `agent.json: field "model.provider": must be a string`},
 		{"bad provider", `{"name": "a", "model": {"provider": "gemini"}}`, `agent.json: field "model.provider": must be one of script, openai, anthropic, got "gemini"`},
-		{"unknown tool", `{"name": "a", ` + model + `, "tools": ["t", "request"]}`, `agent.json: field "tools[1]": unknown tool "request": no tools/request/tool.json is loaded`},
+		{"unknown tool", `{"name": "a", ` + model + `, "tools": ["t", "request"]}`, `agent.json: field "tools[1]": unknown tool "request": no tools/request/tool.json is loaded and no connection exposes it`},
 		{"hidden tool", `{"name": "a", ` + model + `, "tools": ["hidden"]}`, `agent.json: field "tools[0]": tool "hidden" has llm_callable false, so the model cannot see it`},
 		{"tool twice", `{"name": "a", ` + model + `, "tools": ["t", "t"]}`, `agent.json: field "tools[1]": tool "t" is listed twice`},
 		{"tools type", `{"name": "a", ` + model + `, "tools": "t"}`, `agent.json: field "tools": must be an array of strings, got string`},
@@ -215,7 +213,7 @@ func TestLoadAgentErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			files := withTool(map[string]string{"agent.json": tt.agent}, "t", ``)
 			withTool(files, "hidden", `, "llm_callable": false`)
-			_, err := Load(writeProject(t, files))
+			_, err := Load(writeProject(t, files), nil)
 			if err == nil {
 				t.Fatalf("Load succeeded, want %q", tt.want)
 			}
@@ -260,7 +258,7 @@ func TestLoadServerErrors(t *testing.T) {
 				"agent.json":  `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
 				"agentd.json": tt.server,
 			})
-			_, err := Load(dir)
+			_, err := Load(dir, nil)
 			if err == nil {
 				t.Fatalf("Load succeeded, want %q", tt.want)
 			}
@@ -272,23 +270,23 @@ func TestLoadServerErrors(t *testing.T) {
 }
 
 func TestLoadFolderErrors(t *testing.T) {
-	if _, err := Load(filepath.Join(t.TempDir(), "nope")); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope"), nil); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("missing folder: err = %v", err)
 	}
 	dir := t.TempDir()
-	if _, err := Load(dir); err == nil || !strings.HasPrefix(err.Error(), "agent.json: not found in ") {
+	if _, err := Load(dir, nil); err == nil || !strings.HasPrefix(err.Error(), "agent.json: not found in ") {
 		t.Errorf("no agent.json: err = %v", err)
 	}
 	file := filepath.Join(dir, "f")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(file); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if _, err := Load(file, nil); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("file as folder: err = %v", err)
 	}
 	// A tool error stops the load and names the tool file.
 	files := withTool(map[string]string{"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`}, "bad", `, "exposure": {"kind": "x"}`)
-	_, err := Load(writeProject(t, files))
+	_, err := Load(writeProject(t, files), nil)
 	if want := `tools/bad/tool.json: field "exposure.kind": must be one of open, requires-confirmation, operator-gated`; err == nil || err.Error() != want {
 		t.Errorf("tool error = %v, want %q", err, want)
 	}

@@ -14,10 +14,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/schema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -37,7 +37,7 @@ const (
 	// maxStderrTail is how much of the end of stderr a failure reports.
 	maxStderrTail = 2 << 10
 	// maxValidationMessage bounds the text of an argument validation error.
-	maxValidationMessage = 1000
+	maxValidationMessage = schema.MaxMessage
 )
 
 // defaultParameters is the schema of a tool that declares none.
@@ -115,12 +115,8 @@ func (t *Tool) ValidateArguments(args json.RawMessage) (json.RawMessage, error) 
 	if err != nil {
 		return nil, fmt.Errorf("invalid arguments for tool %q: %v", t.Name, err)
 	}
-	value, err := jsonschema.UnmarshalJSON(bytes.NewReader(effective))
-	if err != nil {
-		return nil, fmt.Errorf("invalid arguments for tool %q: not valid JSON", t.Name)
-	}
-	if err := sch.Validate(value); err != nil {
-		return nil, fmt.Errorf("invalid arguments for tool %q: %s", t.Name, validationText(err, maxValidationMessage))
+	if err := schema.Validate(sch, effective); err != nil {
+		return nil, fmt.Errorf("invalid arguments for tool %q: %v", t.Name, err)
 	}
 	return json.RawMessage(effective), nil
 }
@@ -200,65 +196,7 @@ func (o *orderedProperties) UnmarshalJSON(data []byte) error {
 // compileSchema compiles a tool's parameter schema. References to other
 // documents are not loaded.
 func compileSchema(name string, params json.RawMessage) (*jsonschema.Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
-	if err != nil {
-		return nil, fmt.Errorf("not valid JSON: %v", err)
-	}
-	if _, ok := doc.(map[string]any); !ok {
-		return nil, errors.New("must be a JSON Schema object")
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(jsonschema.SchemeURLLoader{}) // no file or network access
-	c.AssertFormat()
-	loc := "urn:agentd:tool:" + name
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, err
-	}
-	sch, err := c.Compile(loc)
-	if err != nil {
-		var sve *jsonschema.SchemaValidationError
-		if errors.As(err, &sve) {
-			return nil, fmt.Errorf("not a valid JSON Schema: %s", validationText(sve.Err, maxValidationMessage))
-		}
-		return nil, err
-	}
-	return sch, nil
-}
-
-// validationText renders a validation error as its leaf messages joined by
-// "; ", each naming the instance location, cut to at most limit bytes.
-func validationText(err error, limit int) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return truncate(err.Error(), limit)
-	}
-	var parts []string
-	var walk func(e *jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			msg := e.Error()
-			msg = strings.TrimPrefix(msg, "at '': ")
-			parts = append(parts, msg)
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
-	return truncate(strings.Join(parts, "; "), limit)
-}
-
-// truncate cuts s to at most limit bytes on a rune boundary, marking the cut.
-func truncate(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	cut := limit - len("…")
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return schema.Compile(name, params)
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

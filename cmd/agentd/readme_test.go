@@ -14,15 +14,33 @@ import (
 // against a server on the embedded demo, and the stream they print shows
 // the card, the approval and the result.
 func TestReadmeCurlSession(t *testing.T) {
+	runReadmeSection(t, "## A session with curl", []string{"event: run_started", "event: confirmation_required",
+		`"tool_name":"refund_payment"`, `"status":"requires_confirmation"`, `"decision":"approved"`, "event: tool_call_started",
+		"event: tool_call_result", "Done, the refund went through", "event: run_finished"})
+}
+
+// The README's connection session works too: the request tool parks a
+// billing refund, the approval runs it against the demo billing API, a
+// big refund is refused by the threshold, and the durable path previews
+// then performs a write.
+func TestReadmeConnectionSession(t *testing.T) {
+	runReadmeSection(t, "## Connections: the request-tool handshake with curl", []string{
+		`"connection_name":"billing"`, `"path_template":"/refunds"`, `"method":"POST"`, `"decision":"approved"`,
+		`"status":201`, "Done, the billing request went through", "event: tool_call_refused", "Refunds over 10,000 need a finance review",
+		`"preview":{`, `"instruction":"Nothing was sent.`, `"idempotency_key":"`})
+}
+
+func runReadmeSection(t *testing.T, heading string, wants []string) {
+	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	must(t, err)
 	section := string(readme)
-	i := strings.Index(section, "## A session with curl")
+	i := strings.Index(section, heading+"\n")
 	if i < 0 {
-		t.Fatal("README has no curl session")
+		t.Fatalf("README has no section %q", heading)
 	}
 	section = section[i+1:]
 	if j := strings.Index(section, "\n## "); j >= 0 {
@@ -30,7 +48,7 @@ func TestReadmeCurlSession(t *testing.T) {
 	}
 	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
 	if len(blocks) < 2 {
-		t.Fatalf("found %d shell blocks in the curl session", len(blocks))
+		t.Fatalf("found %d shell blocks in %q", len(blocks), heading)
 	}
 	base, _, stop := serveWithLog(t, "--addr", "127.0.0.1:0", "--data", t.TempDir())
 	defer stop()
@@ -52,9 +70,7 @@ func TestReadmeCurlSession(t *testing.T) {
 		t.Fatalf("README session failed: %v\n%s", err, out)
 	}
 	got := string(out)
-	for _, want := range []string{"event: run_started", "event: confirmation_required", `"tool_name":"refund_payment"`,
-		`"status":"requires_confirmation"`, `"decision":"approved"`, "event: tool_call_started", "event: tool_call_result",
-		"Done, the refund went through", "event: run_finished"} {
+	for _, want := range wants {
 		if !strings.Contains(got, want) {
 			t.Errorf("README session output lacks %q:\n%s", want, got)
 		}

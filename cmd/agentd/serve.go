@@ -15,8 +15,12 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
+	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/demo"
+	"github.com/agentd-dev/agentd/demo/billing"
 	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/model/anthropic"
+	"github.com/agentd-dev/agentd/model/openai"
 	"github.com/agentd-dev/agentd/model/script"
 	"github.com/agentd-dev/agentd/project"
 	"github.com/agentd-dev/agentd/sqlite"
@@ -45,16 +49,28 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
 		return fmt.Errorf("data folder: %w", err)
 	}
-	if *projectDir == "" {
+	usingDemo := *projectDir == ""
+	demoAPI := ""
+	if usingDemo {
 		dir := filepath.Join(*dataDir, "demo-project")
 		if err := demo.WriteTo(dir); err != nil {
 			return fmt.Errorf("write the embedded demo project: %w", err)
 		}
 		*projectDir = dir
 	}
-	proj, err := project.Load(*projectDir)
+	proj, err := project.Load(*projectDir, getenv)
 	if err != nil {
 		return fmt.Errorf("load project: %w", err)
+	}
+	if usingDemo {
+		// The demo's billing connection talks to the demo billing API,
+		// served here on a free loopback port.
+		base, stopAPI, err := startDemoAPI(proj, log)
+		if err != nil {
+			return err
+		}
+		defer stopAPI()
+		demoAPI = base
 	}
 	for _, w := range proj.Warnings {
 		log.Warn().Str("project", proj.Dir).Msg(w)
@@ -68,7 +84,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", *addr)
 	}
 
-	model, err := newModel(proj)
+	model, err := newModel(proj, getenv)
 	if err != nil {
 		return err
 	}
@@ -80,7 +96,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	hub := sse.NewHub()
 	engine := loop.New(store, hub, &loop.Agent{
-		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: loop.CommandTools(proj.Tools),
+		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools(proj),
 		Visible: proj.Agent.Tools, ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
 	}, loop.Options{Logger: log})
 	if err := engine.Start(ctx); err != nil {
@@ -88,7 +104,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer engine.Close()
 
-	srvAPI := api.New(engine, hub, store, api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log})
+	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log}
+	if len(proj.Connections) > 0 {
+		cfg.Connections = connections.NewDurable(proj.Connections)
+	}
+	srvAPI := api.New(engine, hub, store, cfg)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -107,6 +127,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log.Info().Str("addr", ln.Addr().String()).Str("project", proj.Dir).Str("data", *dataDir).Str("agent", proj.Agent.Name).Msg("listening")
 	fmt.Fprintf(stdout, "agentd listening on http://%s\n", ln.Addr())
+	if demoAPI != "" {
+		fmt.Fprintf(stdout, "demo billing API on %s\n", demoAPI)
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -124,12 +147,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	return nil
 }
 
-func newModel(p *project.Project) (agentd.Model, error) {
+// newModel builds the agent's model from agent.json's "model" object; the
+// hosted providers read their API key through getenv. Errors of the hosted
+// providers name agent.json and the field.
+func newModel(p *project.Project, getenv func(string) string) (agentd.Model, error) {
 	switch p.Agent.Provider {
 	case "script":
 		return script.New(p.Agent.Model, p.Dir)
+	case openai.Provider:
+		m, err := openai.New(p.Agent.Model, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("agent.json: %w", err)
+		}
+		return m, nil
+	case anthropic.Provider:
+		m, err := anthropic.New(p.Agent.Model, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("agent.json: %w", err)
+		}
+		return m, nil
 	default:
-		return nil, fmt.Errorf("agent.json: field \"model.provider\": provider %q is not available in this build (use \"script\")", p.Agent.Provider)
+		return nil, fmt.Errorf("agent.json: field \"model.provider\": provider %q is not available in this build (use \"script\", \"openai\" or \"anthropic\")", p.Agent.Provider)
 	}
 }
 
@@ -161,4 +199,41 @@ func or(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// agentTools are every tool of the project as the loop sees them: the
+// custom command tools, the request tool and the OpenAPI operation tools.
+func agentTools(proj *project.Project) map[string]loop.Tool {
+	out := loop.CommandTools(proj.Tools)
+	for _, t := range proj.ConnectionTools() {
+		out[t.Spec().Name] = t.(loop.Tool)
+	}
+	return out
+}
+
+// startDemoAPI serves the demo billing API on a free loopback port and
+// points the demo's "billing" connection at it.
+func startDemoAPI(proj *project.Project, log zerolog.Logger) (base string, stop func(), err error) {
+	var conn *connections.Connection
+	for _, c := range proj.Connections {
+		if c.Name == "billing" {
+			conn = c
+		}
+	}
+	if conn == nil {
+		return "", func() {}, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("demo billing API: %w", err)
+	}
+	srv := &http.Server{Handler: billing.New().Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	base = "http://" + ln.Addr().String() + "/api"
+	if err := conn.SetBaseURL(base); err != nil {
+		srv.Close()
+		return "", nil, err
+	}
+	log.Info().Str("base_url", base).Msg("demo billing API")
+	return base, func() { srv.Close() }, nil
 }

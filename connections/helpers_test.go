@@ -1,0 +1,94 @@
+package connections
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// writeProject writes files (paths relative to the project dir) into a new
+// temporary project and returns its dir.
+func writeProject(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// envOf returns a getenv over m.
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// loadOne loads a project with one connection "api" from its
+// connection.json (and optional extra files of the connection folder).
+func loadConn(t *testing.T, connectionJSON string, env map[string]string, extra map[string]string) *Connection {
+	t.Helper()
+	files := map[string]string{"connections/api/connection.json": connectionJSON}
+	for k, v := range extra {
+		files["connections/api/"+k] = v
+	}
+	conns, err := Load(writeProject(t, files), envOf(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(conns) != 1 {
+		t.Fatalf("loaded %d connections", len(conns))
+	}
+	return conns[0]
+}
+
+// recorded is one request a recorder received.
+type recorded struct {
+	Method   string
+	Path     string // escaped
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+}
+
+// recorder is a real loopback HTTP server that records every request.
+type recorder struct {
+	*httptest.Server
+	mu   sync.Mutex
+	reqs []recorded
+}
+
+// newRecorder starts a recording server; h answers (nil: 200 {"ok":true}).
+func newRecorder(t *testing.T, h http.HandlerFunc) *recorder {
+	t.Helper()
+	r := &recorder{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.reqs = append(r.reqs, recorded{Method: req.Method, Path: req.URL.EscapedPath(), RawQuery: req.URL.RawQuery,
+			Header: req.Header.Clone(), Body: body})
+		r.mu.Unlock()
+		if h != nil {
+			h(w, req)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+func (r *recorder) requests() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.reqs...)
+}

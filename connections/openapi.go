@@ -1,0 +1,627 @@
+package connections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/schema"
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Limits of the schema conversion.
+const (
+	// maxRefDepth is how many $refs deep a schema is inlined; a deeper
+	// (recursive) reference becomes {} (anything).
+	maxRefDepth = 8
+	// maxNesting bounds the nesting of a converted schema.
+	maxNesting = 64
+	// maxSchemaNodes bounds the size of one operation's converted schema;
+	// beyond it, references become {}.
+	maxSchemaNodes = 20000
+	// maxToolDescription bounds an operation tool's description.
+	maxToolDescription = 2000
+)
+
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Methods an operation tool may use, in the order operations are listed.
+var operationMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// Operation is one OpenAPI operation a connection exposes as a tool.
+type Operation struct {
+	// ID is the operationId.
+	ID string
+	// Method is the upper-case HTTP method.
+	Method string
+	// Template is the path template relative to the connection's base
+	// URL, as written in the document: "/orders/{id}".
+	Template    string
+	Summary     string
+	Description string
+	// Parameters is the JSON Schema (draft 2020-12) of the grouped
+	// arguments {path, query, header, body}, compacted.
+	Parameters json.RawMessage
+
+	schema *jsonschema.Schema
+}
+
+// loadOperations reads the OpenAPI document rel (relative to dir) and
+// returns its exposed operations: those named in sel, or every operation
+// when sel is nil. An operation that cannot be a tool (an unsupported
+// method, a required non-JSON body) is an error when sel names it, and
+// skipped with a warning otherwise. Errors name the place in the document.
+func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Operation, warnings []string, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxDocumentBytes+1))
+	f.Close()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
+	}
+	if len(data) > maxDocumentBytes {
+		return nil, nil, fmt.Errorf("the OpenAPI document is larger than %d bytes", maxDocumentBytes)
+	}
+	loader := openapi3.NewLoader()
+	loader.IsExternalRefsAllowed = false
+	loader.Context = context.Background()
+	doc, err := loader.LoadFromData(data)
+	if err != nil {
+		var ext *openapi3.DisallowedExternalRefError
+		if errors.As(err, &ext) {
+			return nil, nil, fmt.Errorf("$ref %q refers to another document: only references inside the document (#/...) are allowed", ext.Ref)
+		}
+		return nil, nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
+	}
+	if !strings.HasPrefix(doc.OpenAPI, "3.") {
+		return nil, nil, fmt.Errorf(`field "openapi": must be an OpenAPI 3 version such as "3.0.3", got %q`, doc.OpenAPI)
+	}
+	if err := doc.Validate(loader.Context); err != nil {
+		return nil, nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
+	}
+
+	want := map[string]bool{}
+	for _, id := range sel {
+		want[id] = true
+	}
+	found := map[string]string{} // operationId → where
+	var paths []string
+	if doc.Paths != nil {
+		paths = doc.Paths.Keys()
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		item := doc.Paths.Value(p)
+		if item == nil {
+			continue
+		}
+		all := item.Operations()
+		methods := make([]string, 0, len(all))
+		for m := range all {
+			methods = append(methods, m)
+		}
+		sort.Slice(methods, func(i, j int) bool { return methodOrder(methods[i]) < methodOrder(methods[j]) })
+		for _, m := range methods {
+			op := all[m]
+			where := fmt.Sprintf("paths.%s.%s", p, strings.ToLower(m))
+			id := op.OperationID
+			if prev, dup := found[id]; dup && id != "" {
+				return nil, nil, fmt.Errorf("%s: operationId %q is also used by %s", where, id, prev)
+			}
+			if id != "" {
+				found[id] = where
+			}
+			if sel != nil && !want[id] {
+				continue
+			}
+			if id == "" {
+				return nil, nil, fmt.Errorf(`%s: the operation has no operationId, which its tool's name needs (or leave it out of "tools.operations" in connection.json)`, where)
+			}
+			o, err := c.buildOperation(p, strings.ToUpper(m), item, op)
+			var unsupported *unsupportedError
+			if errors.As(err, &unsupported) && sel == nil {
+				warnings = append(warnings, fmt.Sprintf("%s (operationId %q): %v; no tool for it", where, id, err))
+				continue
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s (operationId %q): %w", where, id, err)
+			}
+			ops = append(ops, o)
+		}
+	}
+	for i, id := range sel {
+		if _, ok := found[id]; !ok {
+			return nil, nil, &unknownOperationError{index: i, id: id}
+		}
+	}
+	return ops, warnings, nil
+}
+
+func methodOrder(m string) int {
+	if i := slices.Index(operationMethods, strings.ToUpper(m)); i >= 0 {
+		return i
+	}
+	return len(operationMethods)
+}
+
+// buildOperation derives the grouped-arguments schema of one operation.
+// Header parameters the model may not set (credentials, the connection's
+// own headers, cookies) are left out: the connection sets them.
+func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem, op *openapi3.Operation) (*Operation, error) {
+	if !slices.Contains(operationMethods, method) {
+		return nil, &unsupportedError{fmt.Sprintf("method %s is not supported (only %s)", method, strings.Join(operationMethods, ", "))}
+	}
+	pathParams, err := templateParams(tmpl)
+	if err != nil {
+		return nil, err
+	}
+	// Path-level parameters, overridden by operation parameters of the
+	// same name and location.
+	type key struct{ in, name string }
+	merged := map[key]*openapi3.Parameter{}
+	var order []key
+	for _, list := range []openapi3.Parameters{item.Parameters, op.Parameters} {
+		for _, ref := range list {
+			if ref == nil || ref.Value == nil {
+				continue
+			}
+			k := key{ref.Value.In, ref.Value.Name}
+			if _, ok := merged[k]; !ok {
+				order = append(order, k)
+			}
+			merged[k] = ref.Value
+		}
+	}
+	cv := &converter{}
+	groups := map[string]*group{"path": newGroup(), "query": newGroup(), "header": newGroup()}
+	for _, k := range order {
+		p := merged[k]
+		switch p.In {
+		case openapi3.ParameterInPath:
+			if !slices.Contains(pathParams, p.Name) {
+				return nil, fmt.Errorf("path parameter %q is not in the path template", p.Name)
+			}
+			groups["path"].add(p.Name, cv.parameter(p), true)
+		case openapi3.ParameterInQuery:
+			groups["query"].add(p.Name, cv.parameter(p), p.Required)
+		case openapi3.ParameterInHeader:
+			if c.checkModelHeader(p.Name) != nil {
+				continue // the connection or the client sets it; the model may not
+			}
+			s := cv.parameter(p)
+			if m, ok := s.(map[string]any); !ok || m["type"] != "string" {
+				// Header values travel as strings.
+				s = stringSchema(s)
+			}
+			groups["header"].add(p.Name, s, p.Required)
+		default: // cookie: the model may not set cookies
+		}
+	}
+	for _, name := range pathParams {
+		if !groups["path"].has(name) {
+			groups["path"].add(name, map[string]any{"type": "string"}, true)
+		}
+	}
+
+	props := map[string]any{}
+	var required []string
+	for _, g := range []string{"path", "query", "header"} {
+		gr := groups[g]
+		if len(gr.props) == 0 {
+			continue
+		}
+		props[g] = gr.schema()
+		if len(gr.required) > 0 {
+			required = append(required, g)
+		}
+	}
+	if op.RequestBody != nil && op.RequestBody.Value != nil {
+		rb := op.RequestBody.Value
+		mt := rb.Content.Get("application/json")
+		switch {
+		case mt != nil:
+			var body any = map[string]any{}
+			if mt.Schema != nil {
+				body = cv.schema(mt.Schema, 0, 0)
+			}
+			if rb.Description != "" {
+				if m, ok := body.(map[string]any); ok && m["description"] == nil {
+					m["description"] = rb.Description
+				}
+			}
+			props["body"] = body
+			if rb.Required {
+				required = append(required, "body")
+			}
+		case rb.Required:
+			return nil, &unsupportedError{"the required request body has no application/json media type; only JSON bodies are supported"}
+		}
+	}
+	top := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		top["required"] = required
+	}
+	raw, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("cannot derive the arguments schema: %v", err)
+	}
+	o := &Operation{ID: op.OperationID, Method: method, Template: tmpl,
+		Summary: strings.TrimSpace(op.Summary), Description: strings.TrimSpace(op.Description), Parameters: raw}
+	if o.schema, err = schema.Compile(o.ID, raw); err != nil {
+		return nil, fmt.Errorf("the derived arguments schema does not compile: %v", err)
+	}
+	return o, nil
+}
+
+// unknownOperationError is an operationId of tools.operations that the
+// document lacks.
+type unknownOperationError struct {
+	index int
+	id    string
+}
+
+func (e *unknownOperationError) Error() string {
+	return fmt.Sprintf("operationId %q does not exist in the document", e.id)
+}
+
+// unsupportedError is an operation that cannot be a tool.
+type unsupportedError struct{ msg string }
+
+func (e *unsupportedError) Error() string { return e.msg }
+
+// templateParams returns the {names} of a path template; every templated
+// segment must be a whole segment.
+func templateParams(tmpl string) ([]string, error) {
+	if !strings.HasPrefix(tmpl, "/") {
+		return nil, fmt.Errorf("path %q must start with /", tmpl)
+	}
+	var names []string
+	for _, seg := range strings.Split(strings.Trim(tmpl, "/"), "/") {
+		if !strings.ContainsAny(seg, "{}") {
+			continue
+		}
+		if !strings.HasPrefix(seg, "{") || !strings.HasSuffix(seg, "}") || strings.Count(seg, "{") != 1 {
+			return nil, fmt.Errorf("path %q: a parameter must be a whole path segment, got %q", tmpl, seg)
+		}
+		names = append(names, seg[1:len(seg)-1])
+	}
+	return names, nil
+}
+
+// group is one of the path, query and header objects of the grouped
+// arguments.
+type group struct {
+	props    map[string]any
+	required []string
+}
+
+func newGroup() *group { return &group{props: map[string]any{}} }
+
+func (g *group) has(name string) bool { _, ok := g.props[name]; return ok }
+
+func (g *group) add(name string, s any, required bool) {
+	g.props[name] = s
+	if required && !slices.Contains(g.required, name) {
+		g.required = append(g.required, name)
+	}
+}
+
+func (g *group) schema() map[string]any {
+	s := map[string]any{"type": "object", "properties": g.props, "additionalProperties": false}
+	if len(g.required) > 0 {
+		sort.Strings(g.required)
+		s["required"] = g.required
+	}
+	return s
+}
+
+// stringSchema is the schema of a header parameter: a string, with the
+// description of s.
+func stringSchema(s any) map[string]any {
+	out := map[string]any{"type": "string"}
+	if m, ok := s.(map[string]any); ok {
+		if d, ok := m["description"]; ok {
+			out["description"] = d
+		}
+	}
+	return out
+}
+
+// converter turns kin-openapi schemas into plain JSON Schema (draft
+// 2020-12): $refs inlined (to a bounded depth), nullable folded into type,
+// OpenAPI-only keywords dropped.
+type converter struct {
+	nodes int
+}
+
+// parameter converts a parameter's schema (or its content's JSON schema),
+// carrying the parameter's description.
+func (cv *converter) parameter(p *openapi3.Parameter) any {
+	var s any = map[string]any{}
+	switch {
+	case p.Schema != nil:
+		s = cv.schema(p.Schema, 0, 0)
+	case p.Content != nil:
+		if mt := p.Content.Get("application/json"); mt != nil && mt.Schema != nil {
+			s = cv.schema(mt.Schema, 0, 0)
+		}
+	}
+	if p.Description != "" {
+		if m, ok := s.(map[string]any); ok && m["description"] == nil {
+			m["description"] = p.Description
+		}
+	}
+	return s
+}
+
+// schema converts r. refDepth counts the $refs inlined on the way here,
+// nesting the schema levels.
+func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
+	if r == nil || r.Value == nil {
+		return map[string]any{}
+	}
+	if r.Ref != "" {
+		refDepth++
+		if refDepth > maxRefDepth || cv.nodes > maxSchemaNodes {
+			return map[string]any{}
+		}
+	}
+	if nesting > maxNesting {
+		return map[string]any{}
+	}
+	cv.nodes++
+	s := r.Value
+	if s.Always != nil {
+		return *s.Always
+	}
+	sub := func(x *openapi3.SchemaRef) any { return cv.schema(x, refDepth, nesting+1) }
+	subs := func(xs openapi3.SchemaRefs) []any {
+		out := make([]any, 0, len(xs))
+		for _, x := range xs {
+			out = append(out, sub(x))
+		}
+		return out
+	}
+	subMap := func(m openapi3.Schemas) map[string]any {
+		out := make(map[string]any, len(m))
+		for k, x := range m {
+			out[k] = sub(x)
+		}
+		return out
+	}
+	boolSchema := func(b openapi3.BoolSchema) any {
+		if b.Has != nil {
+			return *b.Has
+		}
+		if b.Schema != nil {
+			return sub(b.Schema)
+		}
+		return nil
+	}
+
+	out := map[string]any{}
+	types := slices.Clone(s.Type.Slice())
+	if s.Nullable && len(types) > 0 && !slices.Contains(types, "null") {
+		types = append(types, "null")
+	}
+	switch len(types) {
+	case 0:
+	case 1:
+		out["type"] = types[0]
+	default:
+		out["type"] = types
+	}
+	if s.Title != "" {
+		out["title"] = s.Title
+	}
+	if s.Description != "" {
+		out["description"] = s.Description
+	}
+	if s.Format != "" {
+		out["format"] = s.Format
+	}
+	if s.Default != nil {
+		out["default"] = s.Default
+	}
+	if s.Deprecated {
+		out["deprecated"] = true
+	}
+	if s.ReadOnly {
+		out["readOnly"] = true
+	}
+	if s.WriteOnly {
+		out["writeOnly"] = true
+	}
+	if len(s.Enum) > 0 {
+		enum := slices.Clone(s.Enum)
+		if s.Nullable && !slices.Contains(enum, nil) {
+			enum = append(enum, nil)
+		}
+		out["enum"] = enum
+	}
+	if s.Const != nil {
+		out["const"] = s.Const
+	}
+
+	// Numbers. In OpenAPI 3.0 exclusiveMinimum is a boolean modifier of
+	// minimum; in 3.1 (and JSON Schema) it is the bound itself.
+	if s.Min != nil {
+		if s.ExclusiveMin.IsTrue() {
+			out["exclusiveMinimum"] = *s.Min
+		} else {
+			out["minimum"] = *s.Min
+		}
+	}
+	if s.ExclusiveMin.Value != nil {
+		out["exclusiveMinimum"] = *s.ExclusiveMin.Value
+	}
+	if s.Max != nil {
+		if s.ExclusiveMax.IsTrue() {
+			out["exclusiveMaximum"] = *s.Max
+		} else {
+			out["maximum"] = *s.Max
+		}
+	}
+	if s.ExclusiveMax.Value != nil {
+		out["exclusiveMaximum"] = *s.ExclusiveMax.Value
+	}
+	if s.MultipleOf != nil {
+		out["multipleOf"] = *s.MultipleOf
+	}
+
+	// Strings.
+	if s.MinLength > 0 {
+		out["minLength"] = s.MinLength
+	}
+	if s.MaxLength != nil {
+		out["maxLength"] = *s.MaxLength
+	}
+	if s.Pattern != "" {
+		out["pattern"] = s.Pattern
+	}
+
+	// Arrays.
+	if s.MinItems > 0 {
+		out["minItems"] = s.MinItems
+	}
+	if s.MaxItems != nil {
+		out["maxItems"] = *s.MaxItems
+	}
+	if s.UniqueItems {
+		out["uniqueItems"] = true
+	}
+	if s.Items != nil {
+		out["items"] = sub(s.Items)
+	}
+	if len(s.PrefixItems) > 0 {
+		out["prefixItems"] = subs(s.PrefixItems)
+	}
+	if s.Contains != nil {
+		out["contains"] = sub(s.Contains)
+	}
+	if s.MinContains != nil {
+		out["minContains"] = *s.MinContains
+	}
+	if s.MaxContains != nil {
+		out["maxContains"] = *s.MaxContains
+	}
+	if v := boolSchema(s.UnevaluatedItems); v != nil {
+		out["unevaluatedItems"] = v
+	}
+
+	// Objects.
+	if len(s.Properties) > 0 {
+		out["properties"] = subMap(s.Properties)
+	}
+	if len(s.Required) > 0 {
+		out["required"] = slices.Clone(s.Required)
+	}
+	if s.MinProps > 0 {
+		out["minProperties"] = s.MinProps
+	}
+	if s.MaxProps != nil {
+		out["maxProperties"] = *s.MaxProps
+	}
+	if v := boolSchema(s.AdditionalProperties); v != nil {
+		out["additionalProperties"] = v
+	}
+	if len(s.PatternProperties) > 0 {
+		out["patternProperties"] = subMap(s.PatternProperties)
+	}
+	if s.PropertyNames != nil {
+		out["propertyNames"] = sub(s.PropertyNames)
+	}
+	if len(s.DependentRequired) > 0 {
+		out["dependentRequired"] = s.DependentRequired
+	}
+	if len(s.DependentSchemas) > 0 {
+		out["dependentSchemas"] = subMap(s.DependentSchemas)
+	}
+	if v := boolSchema(s.UnevaluatedProperties); v != nil {
+		out["unevaluatedProperties"] = v
+	}
+
+	// Composition.
+	if len(s.AllOf) > 0 {
+		out["allOf"] = subs(s.AllOf)
+	}
+	if len(s.AnyOf) > 0 {
+		out["anyOf"] = subs(s.AnyOf)
+	}
+	if len(s.OneOf) > 0 {
+		out["oneOf"] = subs(s.OneOf)
+	}
+	if s.Not != nil {
+		out["not"] = sub(s.Not)
+	}
+	if s.If != nil {
+		out["if"] = sub(s.If)
+		if s.Then != nil {
+			out["then"] = sub(s.Then)
+		}
+		if s.Else != nil {
+			out["else"] = sub(s.Else)
+		}
+	}
+	return out
+}
+
+// operationTier is the policy tier of an operation before thresholds and
+// delegation: the matching endpoint's, or the default for its method.
+func operationTier(p *confirm.Policy, op *Operation) agentd.Tier {
+	if p == nil {
+		return agentd.TierAuto
+	}
+	if ep, _ := p.Match(op.Method, op.Template); ep != nil {
+		return ep.Tier
+	}
+	if op.Method == http.MethodGet || op.Method == http.MethodHead || op.Method == http.MethodOptions {
+		return p.DefaultRead
+	}
+	return p.DefaultWrite
+}
+
+// describeOperation is an operation tool's description for the model.
+func describeOperation(c *Connection, op *Operation) string {
+	var b strings.Builder
+	switch {
+	case op.Summary != "" && op.Description != "" && op.Description != op.Summary:
+		b.WriteString(op.Summary + "\n\n" + op.Description)
+	case op.Summary != "":
+		b.WriteString(op.Summary)
+	default:
+		b.WriteString(op.Description)
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "%s %s on the %q API.", op.Method, op.Template, c.Name)
+	switch tier := operationTier(c.Policy, op); tier {
+	case agentd.TierConfirm:
+		b.WriteString(" It needs the user's approval: the call waits for it and runs once approved; do not retry it.")
+	case agentd.TierReview:
+		b.WriteString(" The agent may not run it: it needs a human review outside this conversation.")
+	case agentd.TierNever:
+		b.WriteString(" The agent is not allowed to run it.")
+	}
+	b.WriteString(" Arguments are grouped: path, query, header, body.")
+	return schema.Truncate(b.String(), maxToolDescription)
+}
