@@ -32,6 +32,7 @@ Usage:
   agentd serve   [--project DIR] [--addr HOST:PORT] [--data DIR]   run the server
   agentd events  --conversation ID [--last-event-id N]             follow a conversation's stream
   agentd approve CALL_ID [--deny] [--reason TEXT]                  decide a parked tool call
+  agentd demo-api [--addr HOST:PORT]                                serve the demo billing API alone (default 127.0.0.1:8091)
 
 Environment: AGENTD_PROJECT, AGENTD_ADDR, AGENTD_DATA, AGENTD_LOG_LEVEL (serve);
 AGENTD_URL (default http://127.0.0.1:8787) and AGENTD_API_KEY (clients).
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return events(ctx, args[1:], getenv, stdout, stderr)
 	case "approve":
 		return approve(ctx, args[1:], getenv, stdout, stderr)
+	case "demo-api":
+		return demoAPI(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -97,7 +97,7 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 	}
 	client := o.client
 	if client == nil {
-		client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		client = provider.NewHTTPClient()
 	}
 	base := cfg.BaseURL
 	if base == "" {
@@ -111,7 +111,9 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 		option.WithMaxRetries(0), // provider.Retry retries
 	}
 	if cfg.APIKey != "" {
-		reqOpts = append(reqOpts, option.WithAPIKey(cfg.APIKey))
+		// This SDK version sends the key as a bearer token; the Messages API
+		// documents x-api-key, so send both.
+		reqOpts = append(reqOpts, option.WithAPIKey(cfg.APIKey), option.WithHeader("x-api-key", cfg.APIKey))
 	}
 	return &Model{
 		cfg: *cfg,

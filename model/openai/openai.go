@@ -98,7 +98,7 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 	}
 	client := o.client
 	if client == nil {
-		client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		client = provider.NewHTTPClient()
 	}
 	base := cfg.BaseURL
 	if base == "" {

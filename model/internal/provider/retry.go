@@ -33,6 +33,7 @@ type Failure struct {
 	Cause     error       // the underlying error, for logs and errors.Is
 }
 
+// Error is the provider's message with the HTTP status, if any.
 func (f *Failure) Error() string {
 	if f.Status > 0 {
 		return fmt.Sprintf("%s (HTTP %d)", f.Message, f.Status)
@@ -40,6 +41,7 @@ func (f *Failure) Error() string {
 	return f.Message
 }
 
+// Unwrap returns the underlying error.
 func (f *Failure) Unwrap() error { return f.Cause }
 
 // HTTPFailure classifies a response with status >= 400: 429 and 5xx are
@@ -270,4 +272,14 @@ func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 		return max(t.Sub(now), 0), true
 	}
 	return 0, false
+}
+
+// NewHTTPClient returns a client of a provider's own: a clone of
+// http.DefaultTransport when it is an *http.Transport (else that
+// transport), and no client timeout, since Retry bounds each attempt.
+func NewHTTPClient() *http.Client {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return &http.Client{Transport: t.Clone()}
+	}
+	return &http.Client{Transport: http.DefaultTransport}
 }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/agentd-dev/agentd/demo/billing"
+)
+
+// demoAPI serves the demo billing API on its own, for a copy of the demo
+// project whose billing connection keeps its base_url
+// (http://127.0.0.1:8091/api).
+func demoAPI(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo-api", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", or(getenv("AGENTD_DEMO_API_ADDR"), "127.0.0.1:8091"), "listen address")
+	if err := fs.Parse(args); err != nil {
+		return errUsage
+	}
+	if !isLoopback(*addr) {
+		return fmt.Errorf("the demo billing API has no authentication: bind a loopback address, not %s", *addr)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: billing.New().Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "demo billing API on http://%s/api\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
