@@ -132,9 +132,10 @@ func anthropicEvents(usageIn, usageOut int, stop string, blocks ...[]string) str
 }
 
 // For each hosted provider, against a loopback fake speaking its streaming
-// wire format: the model's streamed call to a requires-confirmation tool
-// parks; the approval runs that very call once, with no provider request
-// in between; the second request carries the tool's result for that call;
+// wire format: the model streams two parallel calls with fragmented
+// arguments; the auto one (record) runs, the requires-confirmation one
+// (pay) parks; the approval runs that very call once, with no provider request
+// in between; the second request carries both results in the provider's format;
 // the run finishes completed with the usage of both steps.
 func TestProviderApprovalEndToEnd(t *testing.T) {
 	for _, tt := range []struct {
@@ -142,8 +143,9 @@ func TestProviderApprovalEndToEnd(t *testing.T) {
 		path     string
 		model    func(base string) string
 		replies  []string
-		// check inspects the 2nd request body for the result of callID.
-		check func(t *testing.T, body map[string]any, callID string)
+		// check inspects the 2nd request body for the results of callID
+		// (pay, parked) and recordID (record, auto), made in one step.
+		check func(t *testing.T, body map[string]any, callID, recordID string)
 		auth  func(h http.Header) bool
 	}{
 		{
@@ -154,19 +156,22 @@ func TestProviderApprovalEndToEnd(t *testing.T) {
 			replies: []string{
 				openAIChunks(100, 20, `{"content":"I will "}`, `{"content":"pay it."}`,
 					`{"tool_calls":[{"index":0,"id":"call_fake1","type":"function","function":{"name":"pay","arguments":""}}]}`,
+					`{"tool_calls":[{"index":1,"id":"call_fake2","type":"function","function":{"name":"record","arguments":""}}]}`,
 					`{"tool_calls":[{"index":0,"function":{"arguments":"{\"amo"}}]}`,
+					`{"tool_calls":[{"index":1,"function":{"arguments":"{"}}]}`,
+					`{"tool_calls":[{"index":1,"function":{"arguments":"}"}}]}`,
 					`{"tool_calls":[{"index":0,"function":{"arguments":"unt\": 5}"}}]}`),
 				openAIChunks(150, 8, `{"content":"Done, "}`, `{"content":"paid."}`),
 			},
-			check: func(t *testing.T, body map[string]any, callID string) {
+			check: func(t *testing.T, body map[string]any, callID, recordID string) {
 				msgs, _ := body["messages"].([]any)
-				if len(msgs) != 4 {
+				if len(msgs) != 5 {
 					t.Fatalf("2nd request messages: %v", msgs)
 				}
 				asst, _ := msgs[2].(map[string]any)
 				tool, _ := msgs[3].(map[string]any)
 				calls, _ := asst["tool_calls"].([]any)
-				if asst["role"] != "assistant" || asst["content"] != "I will pay it." || len(calls) != 1 {
+				if asst["role"] != "assistant" || asst["content"] != "I will pay it." || len(calls) != 2 {
 					t.Fatalf("assistant message %v", asst)
 				}
 				c, _ := calls[0].(map[string]any)
@@ -178,6 +183,16 @@ func TestProviderApprovalEndToEnd(t *testing.T) {
 				}
 				if tool["role"] != "tool" || tool["tool_call_id"] != id || !strings.Contains(str(tool, "content"), `"paid":true`) {
 					t.Fatalf("tool message %v, want the result for %s", tool, id)
+				}
+				rc, _ := calls[1].(map[string]any)
+				rfn, _ := rc["function"].(map[string]any)
+				rid, _ := rc["id"].(string)
+				rtool, _ := msgs[4].(map[string]any)
+				if rfn["name"] != "record" || rfn["arguments"] != `{}` || rid == "" || rid == id || len(rid) > 40 {
+					t.Fatalf("second tool call %v (agentd id %s)", rc, recordID)
+				}
+				if rtool["role"] != "tool" || rtool["tool_call_id"] != rid || !strings.Contains(str(rtool, "content"), `"ok":true`) {
+					t.Fatalf("tool message %v, want the result for %s", rtool, rid)
 				}
 			},
 			auth: func(h http.Header) bool { return h.Get("Authorization") == "Bearer "+providerKey },
@@ -191,18 +206,20 @@ func TestProviderApprovalEndToEnd(t *testing.T) {
 				anthropicEvents(100, 20, "tool_use",
 					[]string{`{"type":"text","text":""}`, `{"type":"text_delta","text":"I will "}`, `{"type":"text_delta","text":"pay it."}`},
 					[]string{`{"type":"tool_use","id":"toolu_fake1","name":"pay","input":{}}`,
-						`{"type":"input_json_delta","partial_json":""}`, `{"type":"input_json_delta","partial_json":"{\"amo"}`, `{"type":"input_json_delta","partial_json":"unt\": 5}"}`}),
+						`{"type":"input_json_delta","partial_json":""}`, `{"type":"input_json_delta","partial_json":"{\"amo"}`, `{"type":"input_json_delta","partial_json":"unt\": 5}"}`},
+					[]string{`{"type":"tool_use","id":"toolu_fake2","name":"record","input":{}}`,
+						`{"type":"input_json_delta","partial_json":"{"}`, `{"type":"input_json_delta","partial_json":"}"}`}),
 				anthropicEvents(150, 8, "end_turn",
 					[]string{`{"type":"text","text":""}`, `{"type":"text_delta","text":"Done, "}`, `{"type":"text_delta","text":"paid."}`}),
 			},
-			check: func(t *testing.T, body map[string]any, callID string) {
+			check: func(t *testing.T, body map[string]any, callID, recordID string) {
 				msgs, _ := body["messages"].([]any)
 				if len(msgs) != 3 {
 					t.Fatalf("2nd request messages: %v", msgs)
 				}
 				asst, _ := msgs[1].(map[string]any)
 				blocks, _ := asst["content"].([]any)
-				if asst["role"] != "assistant" || len(blocks) != 2 {
+				if asst["role"] != "assistant" || len(blocks) != 3 {
 					t.Fatalf("assistant message %v", asst)
 				}
 				use, _ := blocks[1].(map[string]any)
@@ -211,13 +228,21 @@ func TestProviderApprovalEndToEnd(t *testing.T) {
 				}
 				user, _ := msgs[2].(map[string]any)
 				results, _ := user["content"].([]any)
-				if user["role"] != "user" || len(results) != 1 {
+				if use2, _ := blocks[2].(map[string]any); use2["type"] != "tool_use" || use2["id"] != recordID || use2["name"] != "record" {
+					t.Fatalf("second tool_use %v, want id %s", use2, recordID)
+				}
+				if user["role"] != "user" || len(results) != 2 {
 					t.Fatalf("tool results message %v", user)
 				}
 				res, _ := results[0].(map[string]any)
 				content, _ := json.Marshal(res["content"])
 				if res["type"] != "tool_result" || res["tool_use_id"] != callID || res["is_error"] != nil || !strings.Contains(string(content), `\"paid\":true`) {
 					t.Fatalf("tool_result %v, want the result for %s", res, callID)
+				}
+				res2, _ := results[1].(map[string]any)
+				content2, _ := json.Marshal(res2["content"])
+				if res2["type"] != "tool_result" || res2["tool_use_id"] != recordID || res2["is_error"] != nil || !strings.Contains(string(content2), `\"ok\":true`) {
+					t.Fatalf("second tool_result %v, want the result for %s", res2, recordID)
 				}
 			},
 			auth: func(h http.Header) bool {
@@ -254,8 +279,25 @@ func TestProviderApprovalEndToEnd(t *testing.T) {
 			if p, _ := cr.Data["params"].(map[string]any); p["amount"] != float64(5) {
 				t.Fatalf("params %v", cr.Data["params"])
 			}
-			st.waitFor("run_waiting", nil)
-			if n := len(fake.requests()); n != 1 || execCount(t, execLog, "pay") != 0 {
+			// The auto call of the same step runs while pay waits.
+			recordID, waiting, recorded := "", false, false
+			for {
+				for _, ev := range st.seen {
+					switch {
+					case ev.Type == "run_waiting":
+						waiting = true
+					case ev.Type == "tool_call_started" && ev.Data["tool_name"] == "record":
+						recordID = str(ev.Data, "tool_call_id")
+					case ev.Type == "tool_call_result" && ev.Data["tool_name"] == "record" && ev.Data["status"] == "completed":
+						recorded = true
+					}
+				}
+				if waiting && recorded {
+					break
+				}
+				st.next()
+			}
+			if n := len(fake.requests()); n != 1 || execCount(t, execLog, "pay") != 0 || execCount(t, execLog, "record") != 1 {
 				t.Fatalf("before approval: %d provider requests, pay ran %d times", n, execCount(t, execLog, "pay"))
 			}
 
@@ -297,7 +339,7 @@ func TestProviderApprovalEndToEnd(t *testing.T) {
 			}
 			var body map[string]any
 			must(t, json.Unmarshal(reqs[1].body, &body))
-			tt.check(t, body, callID)
+			tt.check(t, body, callID, recordID)
 		})
 	}
 }
