@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -135,14 +136,23 @@ func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 	}
 }
 
+// finishedFields is run_finished's data. Its reason is one word —
+// model_stop, max_turns, cancelled or error — and a failed run's message
+// is in "error"; the stored run keeps "error: <message>".
+func finishedFields(run *agentd.Run, status agentd.RunStatus, reason string) map[string]any {
+	f := map[string]any{"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage}
+	if msg, ok := strings.CutPrefix(reason, "error: "); ok {
+		f["reason"], f["error"] = "error", msg
+	}
+	return f
+}
+
 // finish ends an active run with a run_finished event.
 func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason string) {
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: e.clock.Now(),
-		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunFinished, map[string]any{
-			"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage,
-		})})
+		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunFinished, finishedFields(run, status, reason))})
 		return evs, err
 	})
 	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {

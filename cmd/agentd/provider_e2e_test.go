@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // providerKey is the API key the fake providers expect; the server reads
@@ -359,5 +360,75 @@ func TestProviderConfigErrorAtStart(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error()+stderr.String(), providerKey) {
 			t.Errorf("%s: error %v, want %q", tt.model, err, tt.want)
 		}
+	}
+}
+
+// A provider that fails for good fails the run with its own message:
+// run_finished has status failed, reason "error" and the message, after
+// exactly max_attempts requests (retry-after-ms keeps the test fast).
+func TestProviderPersistentErrorFailsTheRun(t *testing.T) {
+	var mu sync.Mutex
+	attempts := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		attempts++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("retry-after-ms", "10")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, `{"error":{"message":"The server had an error while processing your request","type":"server_error"}}`)
+	}))
+	t.Cleanup(srv.Close)
+	dir, _ := writeProject(t, projectOpts{})
+	writeAgentJSON(t, dir, fmt.Sprintf(`{"provider":"openai","model":"m","base_url":%q,"max_attempts":3}`, srv.URL+"/v1"))
+	base, _ := startServer(t, dir, t.TempDir(), nil)
+
+	conv, st := newConversation(t, base, "")
+	send(t, base, "", conv, "hello")
+	errEv := st.waitFor("error", nil)
+	fin := st.waitFor("run_finished", nil)
+	const want = "The server had an error while processing your request"
+	if fin.Data["status"] != "failed" || fin.Data["reason"] != "error" || !strings.Contains(str(fin.Data, "error"), want) ||
+		!strings.Contains(str(fin.Data, "error"), "HTTP 500") || !strings.Contains(str(errEv.Data, "message"), want) {
+		t.Fatalf("run_finished %s / error %s", fin.Raw, errEv.Raw)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts != 3 {
+		t.Fatalf("the provider got %d requests, want max_attempts = 3", attempts)
+	}
+}
+
+// Cancelling a run while the model streams stops the stream: the provider
+// sees its connection closed and run_finished says cancelled.
+func TestProviderCancelDuringStream(t *testing.T) {
+	closed := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Thinking"},"finish_reason":null}]}`+"\n\n")
+		_ = http.NewResponseController(w).Flush()
+		<-r.Context().Done() // hold the stream open until the client goes away
+		close(closed)
+	}))
+	t.Cleanup(srv.Close)
+	dir, _ := writeProject(t, projectOpts{})
+	writeAgentJSON(t, dir, fmt.Sprintf(`{"provider":"openai","model":"m","base_url":%q,"max_attempts":1}`, srv.URL+"/v1"))
+	base, _ := startServer(t, dir, t.TempDir(), nil)
+
+	conv, st := newConversation(t, base, "")
+	sent := send(t, base, "", conv, "hello")
+	if d := st.waitFor("text_delta", nil); d.Data["delta"] != "Thinking" {
+		t.Fatalf("delta %s", d.Raw)
+	}
+	if status, got := call(t, http.MethodPost, base+"/v1/runs/"+str(sent, "run_id")+"/cancel", "", ""); status != 200 {
+		t.Fatalf("cancel: %d %v", status, got)
+	}
+	select {
+	case <-closed:
+	case <-time.After(waitLimit):
+		t.Fatal("the provider's stream was not closed after cancel")
+	}
+	if fin := st.waitFor("run_finished", nil); fin.Data["status"] != "cancelled" {
+		t.Fatalf("run_finished %s", fin.Raw)
 	}
 }
