@@ -144,8 +144,11 @@ type Run struct {
 	Step           int       `json:"step"`
 	Reason         string    `json:"reason,omitempty"`
 	Usage          Usage     `json:"usage"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	// StopReason is the provider's stop reason of the latest model step
+	// ("end_turn", "tool_calls", "length", …).
+	StopReason string    `json:"stop_reason,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // ToolCall is one model-selected call and everything decided about it.

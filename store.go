@@ -131,10 +131,12 @@ type CallEdit struct {
 
 // StepRecord is one model step: the assistant message and the calls it made.
 type StepRecord struct {
-	RunID   string
-	Step    int
-	Usage   Usage
-	Message *Message // nil when the step produced neither text nor calls
-	Calls   []*ToolCall
-	Now     time.Time
+	RunID string
+	Step  int
+	Usage Usage
+	// StopReason is the provider's stop reason of the step.
+	StopReason string
+	Message    *Message // nil when the step produced neither text nor calls
+	Calls      []*ToolCall
+	Now        time.Time
 }

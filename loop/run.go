@@ -141,6 +141,9 @@ func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 // is in "error"; the stored run keeps "error: <message>".
 func finishedFields(run *agentd.Run, status agentd.RunStatus, reason string) map[string]any {
 	f := map[string]any{"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage}
+	if run.StopReason != "" {
+		f["stop_reason"] = run.StopReason
+	}
 	if msg, ok := strings.CutPrefix(reason, "error: "); ok {
 		f["reason"], f["error"] = "error", msg
 	}
@@ -230,7 +233,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	usage := resp.Usage
 	err = e.commit(conv, func() ([]agentd.Event, error) {
 		return e.store.RecordStep(ctx, agentd.StepRecord{
-			RunID: run.ID, Step: step, Usage: usage, Message: msg, Calls: calls, Now: now,
+			RunID: run.ID, Step: step, Usage: usage, StopReason: resp.StopReason, Message: msg, Calls: calls, Now: now,
 		}, drafts)
 	})
 	if err != nil {
@@ -242,6 +245,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if len(calls) == 0 {
 		run.Usage.InputTokens += usage.InputTokens
 		run.Usage.OutputTokens += usage.OutputTokens
+		run.StopReason = resp.StopReason
 		e.finish(ctx, run, agentd.RunCompleted, "model_stop")
 	}
 	return nil

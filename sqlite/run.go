@@ -12,7 +12,7 @@ import (
 )
 
 const runColumns = `id, conversation_id, tenant_id, project_id, correlation_id, status, step, reason,
-	input_tokens, output_tokens, created_at, updated_at`
+	input_tokens, output_tokens, created_at, updated_at, stop_reason`
 
 // StartRun inserts the run and its user message and appends events, in one
 // transaction. The message is linked to the run. ENOTFOUND if the
@@ -69,9 +69,9 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
-			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated); err != nil {
+			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason); err != nil {
 			return insertErr(err, "run", run.ID)
 		}
 		if _, err := tx.ExecContext(ctx, `
@@ -214,7 +214,7 @@ func scanRun(s scanner) (*agentd.Run, error) {
 	var r agentd.Run
 	var created, updated sql.NullInt64
 	if err := s.Scan(&r.ID, &r.ConversationID, &r.TenantID, &r.ProjectID, &r.CorrelationID, &r.Status, &r.Step, &r.Reason,
-		&r.Usage.InputTokens, &r.Usage.OutputTokens, &created, &updated); err != nil {
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &created, &updated, &r.StopReason); err != nil {
 		return nil, err
 	}
 	r.CreatedAt, r.UpdatedAt = decTime(created), decTime(updated)
@@ -280,10 +280,10 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE runs SET step = ?, status = 'running',
-				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?,
+				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`,
-			r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, now, r.RunID, r.Step-1)
+			r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
 		if err != nil {
 			return err
 		}

@@ -389,7 +389,7 @@ func testRecordStepApplies(t *testing.T, s agentd.Store) {
 	c0, c1 := newCall(run, 1, 0, agentd.StatusExecuting), newCall(run, 1, 1, agentd.StatusRequiresConfirmation)
 	c0.MessageID, c1.MessageID = msg.ID, msg.ID
 	evs, err := s.RecordStep(ctx, agentd.StepRecord{
-		RunID: run.ID, Step: 1, Usage: agentd.Usage{InputTokens: 10, OutputTokens: 20},
+		RunID: run.ID, Step: 1, Usage: agentd.Usage{InputTokens: 10, OutputTokens: 20}, StopReason: "tool_calls",
 		Message: msg, Calls: []*agentd.ToolCall{c0, c1}, Now: at(time.Second),
 	}, []agentd.EventDraft{draft(conv.ID, agentd.EventMessage, `{}`), draft(conv.ID, agentd.EventToolCallStarted, `{}`)})
 	noErr(t, err, "RecordStep")
@@ -397,8 +397,8 @@ func testRecordStepApplies(t *testing.T, s agentd.Store) {
 
 	got, err := s.Run(ctx, run.ID)
 	noErr(t, err, "Run")
-	if got.Step != 1 || got.Status != agentd.RunRunning || got.Usage != (agentd.Usage{InputTokens: 11, OutputTokens: 22}) {
-		t.Errorf("run after RecordStep = %+v, want step 1, running, usage 11/22", got)
+	if got.Step != 1 || got.Status != agentd.RunRunning || got.Usage != (agentd.Usage{InputTokens: 11, OutputTokens: 22}) || got.StopReason != "tool_calls" {
+		t.Errorf("run after RecordStep = %+v, want step 1, running, usage 11/22, stop reason tool_calls", got)
 	}
 	sameTime(t, "UpdatedAt", got.UpdatedAt, at(time.Second))
 	msgs, err := s.Messages(ctx, conv.ID)
@@ -416,11 +416,11 @@ func testRecordStepApplies(t *testing.T, s agentd.Store) {
 	// A waiting run becomes running with the next step; no message, no calls.
 	_, _, err = s.UpdateRun(ctx, agentd.RunUpdate{ID: run.ID, Status: agentd.RunWaiting, Now: t0}, nil)
 	noErr(t, err, "UpdateRun")
-	_, err = s.RecordStep(ctx, agentd.StepRecord{RunID: run.ID, Step: 2, Now: at(2 * time.Second)}, nil)
+	_, err = s.RecordStep(ctx, agentd.StepRecord{RunID: run.ID, Step: 2, StopReason: "end_turn", Now: at(2 * time.Second)}, nil)
 	noErr(t, err, "RecordStep from waiting")
 	got, err = s.Run(ctx, run.ID)
 	noErr(t, err, "Run")
-	if got.Step != 2 || got.Status != agentd.RunRunning || got.Usage != (agentd.Usage{InputTokens: 11, OutputTokens: 22}) {
+	if got.Step != 2 || got.Status != agentd.RunRunning || got.Usage != (agentd.Usage{InputTokens: 11, OutputTokens: 22}) || got.StopReason != "end_turn" {
 		t.Errorf("run after second RecordStep = %+v", got)
 	}
 }

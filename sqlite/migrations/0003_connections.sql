@@ -11,3 +11,6 @@ ALTER TABLE tool_calls ADD COLUMN params TEXT;
 
 ALTER TABLE decisions ADD COLUMN edited_arguments TEXT;
 ALTER TABLE decisions ADD COLUMN edited_arguments_sha256 TEXT NOT NULL DEFAULT '';
+
+-- The provider's stop reason of a run's latest model step.
+ALTER TABLE runs ADD COLUMN stop_reason TEXT NOT NULL DEFAULT '';
