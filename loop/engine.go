@@ -123,6 +123,9 @@ type runState struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{}
+	// delegated caches the conversation's delegated flag (immutable) once
+	// the driver has read it.
+	delegated *bool
 }
 
 // New returns an engine. Call Start before use and Close when done.

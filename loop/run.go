@@ -186,9 +186,12 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if err != nil {
 		return err
 	}
-	conversation, err := e.store.Conversation(ctx, conv)
-	if err != nil {
-		return err
+	if rs.delegated == nil {
+		c, err := e.store.Conversation(ctx, conv)
+		if err != nil {
+			return err
+		}
+		rs.delegated = &c.Delegated
 	}
 	msgID := agentd.NewID(agentd.PrefixMessage)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
@@ -220,7 +223,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	}
 	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
 	for i, mc := range resp.ToolCalls {
-		c, evs := e.classify(run, conversation.Delegated, msgID, step, i, mc, now)
+		c, evs := e.classify(run, *rs.delegated, msgID, step, i, mc, now)
 		calls = append(calls, c)
 		drafts = append(drafts, evs...)
 	}
