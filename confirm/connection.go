@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net/url"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -144,6 +147,10 @@ func CleanEndpoint(p string) (string, error) {
 			return "", fmt.Errorf("endpoint %q has an empty segment", p)
 		case seg == "." || seg == "..":
 			return "", fmt.Errorf("endpoint %q has a dot segment; paths may not climb out of the connection's base path", p)
+		case strings.Trim(seg, ".") == "":
+			return "", fmt.Errorf("endpoint %q has a segment of only dots", p)
+		case !utf8.ValidString(seg):
+			return "", fmt.Errorf("endpoint %q is not valid UTF-8 once decoded", p)
 		case strings.ContainsAny(seg, `/\`):
 			return "", fmt.Errorf("endpoint %q has an encoded slash", p)
 		case strings.Contains(seg, "%"):
@@ -349,8 +356,12 @@ func grouped(tg *Target, pathParams map[string]string) json.RawMessage {
 	return b
 }
 
-// lookupNumber returns the number at a dot path of a JSON document; only
-// JSON numbers count.
+// lookupNumber returns the largest number at a dot path of the grouped
+// arguments. Keys match regardless of case at every step (many servers
+// bind JSON and query keys that way, so "Amount" must not dodge a threshold
+// on "body.amount"), and an array counts by its largest element. In body
+// only JSON numbers count; path, query and header values are strings on
+// the wire, so there a string holding a number counts too.
 func lookupNumber(doc json.RawMessage, path string) (float64, bool) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
@@ -358,21 +369,98 @@ func lookupNumber(doc json.RawMessage, path string) (float64, bool) {
 	if err := dec.Decode(&v); err != nil {
 		return 0, false
 	}
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return 0, false
+	keys := strings.Split(path, ".")
+	return maxNumber(v, keys, keys[0] != "body")
+}
+
+func maxNumber(v any, keys []string, strs bool) (float64, bool) {
+	if len(keys) == 0 {
+		switch x := v.(type) {
+		case json.Number:
+			f, err := x.Float64()
+			return f, err == nil
+		case string:
+			if f, err := strconv.ParseFloat(strings.TrimSpace(x), 64); strs && err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+				return f, true
+			}
+		case []any:
+			best, found := 0.0, false
+			for _, e := range x {
+				if f, ok := maxNumber(e, nil, strs); ok && (!found || f > best) {
+					best, found = f, true
+				}
+			}
+			return best, found
 		}
-		if v, ok = m[k]; !ok {
-			return 0, false
-		}
+		return 0, false
 	}
-	n, ok := v.(json.Number)
+	m, ok := v.(map[string]any)
 	if !ok {
 		return 0, false
 	}
-	f, err := n.Float64()
-	return f, err == nil
+	best, found := 0.0, false
+	for k, sub := range m {
+		if !strings.EqualFold(k, keys[0]) {
+			continue
+		}
+		if f, ok := maxNumber(sub, keys[1:], strs); ok && (!found || f > best) {
+			best, found = f, true
+		}
+	}
+	return best, found
+}
+
+// checkKeys refuses JSON objects with two keys that are equal or differ
+// only by case: servers disagree on which one wins, so the value the
+// policy saw might not be the value that runs.
+func checkKeys(doc json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	type frame struct {
+		obj  bool
+		seen map[string]bool
+		key  bool // the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, &frame{obj: true, seen: map[string]bool{}, key: true})
+			case '[':
+				stack = append(stack, &frame{})
+			default:
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 && stack[len(stack)-1].obj {
+					stack[len(stack)-1].key = true
+				}
+			}
+			continue
+		case string:
+			if top != nil && top.obj && top.key {
+				k := strings.ToLower(t)
+				if top.seen[k] {
+					return fmt.Errorf("the key %q appears twice in one object (keys that differ only by case count as the same)", t)
+				}
+				top.seen[k] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.obj {
+			top.key = true
+		}
+	}
 }
 
 // decideConnection classifies a request-tool or operation call whose
@@ -385,6 +473,9 @@ func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 		return d
 	}
 	tg, err := Resolve(c.Tool, eff)
+	if err == nil {
+		err = checkKeys(eff)
+	}
 	if err != nil {
 		d.Invalid = true
 		return refuse(agentd.TierNever, false, err.Error())
@@ -397,6 +488,11 @@ func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 	d.Method = tg.Method
 	d.Endpoint = tg.Path
 	ep, params := conn.Policy.Match(tg.Method, tg.Path)
+	if fold, foldParams := conn.Policy.MatchFold(tg.Method, tg.Path); fold != nil && (ep == nil || fold.Tier.Rank() > ep.Tier.Rank()) {
+		// A case-insensitive server would route the request to fold's
+		// endpoint: its stricter tier applies.
+		ep, params = fold, foldParams
+	}
 	if ep != nil && c.Tool.Kind == KindRequest {
 		tg.Template = ep.Template
 	}
@@ -459,7 +555,10 @@ func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 			if !ok || v <= th.Above {
 				continue
 			}
-			if hit == nil || th.Above > hit.Above {
+			// The strictest matching threshold wins; among equals, the
+			// highest limit gives the reason.
+			if hit == nil || th.Escalate.Rank() > hit.Escalate.Rank() ||
+				(th.Escalate == hit.Escalate && th.Above > hit.Above) {
 				hit, hitVal = th, v
 			}
 		}

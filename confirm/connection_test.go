@@ -236,3 +236,50 @@ func FuzzCleanEndpoint(f *testing.F) {
 		}
 	})
 }
+
+// Hardening found in review: every way to make the policy see another
+// request than the one that runs.
+func TestDecideHardening(t *testing.T) {
+	policy := mustPolicy(t, `{"endpoints": {
+		"POST /refunds": {"confirm": true, "thresholds": [
+			{"field": "body.amount", "above": 10000, "escalate": "review"},
+			{"field": "body.count", "above": 5000, "escalate": "review"},
+			{"field": "body.amount", "above": 1000000, "escalate": "never"},
+			{"field": "body.lines", "above": 100, "escalate": "never"}]},
+		"GET /exports": {"confirm": true, "thresholds": [{"field": "query.limit", "above": 100, "escalate": "never"}]},
+		"GET /secrets/**": {"confirm": "never"},
+		"DELETE /café/{id}": {"confirm": "never"},
+		"DELETE /invoices/{id}": {"confirm": "never"}
+	}, "defaults": {"read": "auto", "write": "auto"}}`)
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, LLMCallable: true,
+		Connections: map[string]*Connection{"b": {Name: "b", Policy: policy}}}
+	tests := []struct {
+		name, args string
+		tier       agentd.Tier
+		invalid    bool
+	}{
+		{"a key that differs only by case is refused", `{"connection":"b","method":"POST","endpoint":"/refunds","data":{"amount":1,"Amount":12000},"intent":"write"}`, agentd.TierNever, true},
+		{"a duplicated key is refused", `{"connection":"b","method":"POST","endpoint":"/refunds","data":{"amount":12000,"amount":1},"intent":"write"}`, agentd.TierNever, true},
+		{"a nested duplicate is refused", `{"connection":"b","method":"POST","endpoint":"/refunds","data":{"x":[{"a":1,"A":2}]},"intent":"write"}`, agentd.TierNever, true},
+		{"threshold keys match regardless of case", `{"connection":"b","method":"POST","endpoint":"/refunds","data":{"AMOUNT":12000},"intent":"write"}`, agentd.TierReview, false},
+		{"an array counts by its largest element", `{"connection":"b","method":"POST","endpoint":"/refunds","data":{"lines":[1,200000,3]},"intent":"write"}`, agentd.TierNever, false},
+		{"the strictest matching threshold wins across fields", `{"connection":"b","method":"POST","endpoint":"/refunds","data":{"lines":101,"amount":20000},"intent":"write"}`, agentd.TierNever, false},
+		{"a numeric string counts in query", `{"connection":"b","method":"GET","endpoint":"/exports","params":{"limit":"999999"},"intent":"read"}`, agentd.TierNever, false},
+		{"a number counts in query", `{"connection":"b","method":"GET","endpoint":"/exports","params":{"limit":101},"intent":"read"}`, agentd.TierNever, false},
+		{"a numeric string does not count in body", `{"connection":"b","method":"POST","endpoint":"/refunds","data":{"amount":"12000"},"intent":"write"}`, agentd.TierConfirm, false},
+		{"HEAD follows the GET policy", `{"connection":"b","method":"HEAD","endpoint":"/secrets/k","intent":"read"}`, agentd.TierNever, false},
+		{"** matches an empty rest", `{"connection":"b","method":"GET","endpoint":"/secrets","intent":"read"}`, agentd.TierNever, false},
+		{"non-ASCII literals match their encoded form", `{"connection":"b","method":"DELETE","endpoint":"/café/1","intent":"write"}`, agentd.TierNever, false},
+		{"case does not dodge a stricter endpoint", `{"connection":"b","method":"DELETE","endpoint":"/Invoices/1","intent":"write"}`, agentd.TierNever, false},
+		{"a segment of dots is refused", `{"connection":"b","method":"GET","endpoint":"/a/.../b","intent":"read"}`, agentd.TierNever, true},
+		{"overlong UTF-8 is refused", `{"connection":"b","method":"GET","endpoint":"/%C0%AE%C0%AE/admin","intent":"read"}`, agentd.TierNever, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := Decide(Call{Name: RequestToolName, Arguments: json.RawMessage(tt.args), Tool: rt})
+			if d.Tier != tt.tier || d.Invalid != tt.invalid {
+				t.Fatalf("tier=%s invalid=%v (reason %q), want %s %v", d.Tier, d.Invalid, d.Reason, tt.tier, tt.invalid)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package confirm
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -258,7 +259,13 @@ func parseTemplate(tmpl string) ([]segment, error) {
 		case s == "" || s == "." || s == ".." || strings.ContainsAny(s, "{}*?#"):
 			return nil, fmt.Errorf("path template %q: bad segment %q", tmpl, s)
 		default:
-			segs = append(segs, segment{kind: segLiteral, value: s})
+			// Literals are kept in the form CleanEndpoint gives request
+			// paths, so "/café" matches the request "/caf%C3%A9".
+			dec, err := url.PathUnescape(s)
+			if err != nil || strings.ContainsAny(dec, `/\%`) {
+				return nil, fmt.Errorf("path template %q: bad segment %q", tmpl, s)
+			}
+			segs = append(segs, segment{kind: segLiteral, value: url.PathEscape(dec)})
 		}
 	}
 	return segs, nil
@@ -278,7 +285,28 @@ func splitPath(p string) []string {
 // Match returns the most specific endpoint matching method and a clean
 // path (as returned by CleanEndpoint), with the values of its {params};
 // nil when none matches.
+//
+// HEAD falls back to the GET keys when no key names HEAD (servers answer
+// HEAD with their GET handler).
 func (p *Policy) Match(method, path string) (*Endpoint, map[string]string) {
+	ep, params := p.match(method, path, false)
+	if ep == nil && strings.EqualFold(method, "HEAD") {
+		ep, params = p.match("GET", path, false)
+	}
+	return ep, params
+}
+
+// MatchFold is Match with literal segments compared regardless of case:
+// the endpoint a case-insensitive server would route the request to.
+func (p *Policy) MatchFold(method, path string) (*Endpoint, map[string]string) {
+	ep, params := p.match(method, path, true)
+	if ep == nil && strings.EqualFold(method, "HEAD") {
+		ep, params = p.match("GET", path, true)
+	}
+	return ep, params
+}
+
+func (p *Policy) match(method, path string, fold bool) (*Endpoint, map[string]string) {
 	if p == nil {
 		return nil, nil
 	}
@@ -290,7 +318,7 @@ func (p *Policy) Match(method, path string) (*Endpoint, map[string]string) {
 		if ep.Method != "*" && ep.Method != method {
 			continue
 		}
-		params, ok := ep.match(parts)
+		params, ok := ep.match(parts, fold)
 		if !ok {
 			continue
 		}
@@ -301,18 +329,18 @@ func (p *Policy) Match(method, path string) (*Endpoint, map[string]string) {
 	return best, bestParams
 }
 
-func (ep *Endpoint) match(parts []string) (map[string]string, bool) {
+func (ep *Endpoint) match(parts []string, fold bool) (map[string]string, bool) {
 	var params map[string]string
 	for i, s := range ep.segs {
 		if s.kind == segRest {
-			return params, len(parts) > i // ** matches one or more segments
+			return params, true // ** matches any rest, none included
 		}
 		if i >= len(parts) {
 			return nil, false
 		}
 		switch s.kind {
 		case segLiteral:
-			if parts[i] != s.value {
+			if parts[i] != s.value && !(fold && strings.EqualFold(parts[i], s.value)) {
 				return nil, false
 			}
 		case segWild:

@@ -45,12 +45,13 @@ func TestPolicyMatch(t *testing.T) {
 		{"get", "/invoices/42", "GET /invoices/{id}", map[string]string{"id": "42"}},
 		{"GET", "/invoices/special", "GET /invoices/special", nil}, // literal beats {param}
 		{"POST", "/invoices/7/pay", "POST /invoices/{id}/pay", map[string]string{"id": "7"}},
-		{"GET", "/invoices/7/pay", "", nil},                        // method must match
-		{"GET", "/invoices", "", nil},                              // too short
-		{"GET", "/invoices/1/lines", "GET /invoices/*/lines", nil}, // * binds nothing
-		{"GET", "/files/a/b/c", "GET /files/**", nil},              // ** takes the rest
-		{"GET", "/files", "", nil},                                 // ** needs one segment
-		{"DELETE", "/admin/users/1", "* /admin/**", nil},           // any method
+		{"GET", "/invoices/7/pay", "", nil},                                           // method must match
+		{"GET", "/invoices", "", nil},                                                 // too short
+		{"GET", "/invoices/1/lines", "GET /invoices/*/lines", nil},                    // * binds nothing
+		{"GET", "/files/a/b/c", "GET /files/**", nil},                                 // ** takes the rest
+		{"GET", "/files", "GET /files/**", nil},                                       // ** takes any rest, none included
+		{"HEAD", "/invoices/42", "GET /invoices/{id}", map[string]string{"id": "42"}}, // HEAD falls back to GET keys
+		{"DELETE", "/admin/users/1", "* /admin/**", nil},                              // any method
 		{"GET", "/invoices/42/", "GET /invoices/{id}", map[string]string{"id": "42"}},
 		{"POST", "/reports/run", "POST /reports/run", nil},
 	}
@@ -95,7 +96,7 @@ func TestPolicySpecificity(t *testing.T) {
 		"/a/b/c/d": "GET /a/**",    // rest
 		"/a/z/c":   "GET /a/{x}/c", // longer beats **
 		"/a/z/q/r": "GET /a/**",    // rest
-		"/a":       "",             // no key matches /a
+		"/a":       "GET /a/**",    // ** matches an empty rest
 		"/a/b/":    "GET /a/b",     // trailing slash
 		"/a/%7A":   "GET /a/{x}",   // escaped segments are opaque
 		"/a/b%2Fc": "GET /a/{x}",   // an encoded slash is not a separator
@@ -183,7 +184,7 @@ func FuzzPolicyMatch(f *testing.F) {
 			if other == ep || (other.Method != "*" && other.Method != strings.ToUpper(method)) {
 				continue
 			}
-			if _, ok := other.match(parts); ok && moreSpecific(other, ep) {
+			if _, ok := other.match(parts, false); ok && moreSpecific(other, ep) {
 				t.Fatalf("%s matched %s but %s is more specific", path, ep.Key, other.Key)
 			}
 		}
