@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -270,7 +271,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 			return nil, err
 		}
 		if c.Status != agentd.StatusRequiresConfirmation {
-			return settled(c, decision, req.Arguments)
+			return settled(c, decision, e.effectiveDigest(c, req.Arguments))
 		}
 		now := e.clock.Now()
 		if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
@@ -345,6 +346,12 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 	if d.Digest == c.ArgumentsSHA256 {
 		return nil, nil // the same arguments: a plain approval
 	}
+	if d.Connection != c.ConnectionName || d.Method != c.Method || d.PathTemplate != c.PathTemplate {
+		// allow_edit is the approving endpoint's: an edit may change what
+		// is sent there, not send it elsewhere.
+		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments may not change the connection, method or endpoint (%s %s on %q)",
+			c.Method, cmp.Or(c.PathTemplate, c.Endpoint), c.ConnectionName)
+	}
 	u.Decision.EditedArguments, u.Decision.EditedArgumentsSHA256 = d.Arguments, d.Digest
 	reason := d.Reason
 	if !d.Refused {
@@ -365,18 +372,32 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 		strings.TrimPrefix(d.Reason, "The call was not performed: ")), nil
 }
 
-// settled answers a decision on a call that is no longer pending.
-func settled(c *agentd.ToolCall, decision string, edited json.RawMessage) (*agentd.Decision, error) {
+// effectiveDigest is the digest an approval's edited arguments would run
+// with ("" without arguments; "-" for arguments that are not valid), so a
+// repeat compares like with like.
+func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) string {
+	if len(args) == 0 {
+		return ""
+	}
+	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name]})
+	if d.Invalid || d.Digest == "" {
+		return "-"
+	}
+	return d.Digest
+}
+
+// settled answers a decision on a call that is no longer pending: the
+// stored decision when it is the same (for an edit: the same effective
+// arguments), else a conflict.
+func settled(c *agentd.ToolCall, decision, editedDigest string) (*agentd.Decision, error) {
 	if c.Status == agentd.StatusExpired {
 		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
 	}
 	if n := len(c.Decisions); n > 0 {
 		d := c.Decisions[n-1]
 		if d.Decision == decision {
-			if len(edited) > 0 {
-				if dg, err := confirm.Digest(edited); err != nil || (dg != d.EditedArgumentsSHA256 && dg != d.ArgumentsSHA256) {
-					return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with other arguments")
-				}
+			if editedDigest != "" && editedDigest != d.EditedArgumentsSHA256 && editedDigest != d.ArgumentsSHA256 {
+				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with other arguments")
 			}
 			if c.Status == agentd.StatusRefused {
 				return nil, agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run: %s",

@@ -30,6 +30,7 @@ const connRules = `[
  {"when":{"user":"^ssrf (.*)$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"ENDPOINT","intent":"read"}}]}},
  {"when":{"user":"^op invalid$"},"reply":{"tool_calls":[{"name":"billing__createRefund","arguments":{"body":{"order_id":5,"amount":"lots"}}}]}},
  {"when":{"user":"^op valid$"},"reply":{"tool_calls":[{"name":"billing__createRefund","arguments":{"body":{"order_id":"A-1004","amount":70}}}]}},
+ {"when":{"user":"^patch$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"PATCH","endpoint":"/invoices/INV-2003","data":{"memo":"x"},"intent":"write"}}]}},
  {"when":{"user":"^memo$"},"reply":{"tool_calls":[{"name":"billing__updateInvoice","arguments":{"path":{"id":"INV-2002"},"body":{"memo":"Paid by bank transfer","amount":100}}}]}},
  {"when":{"tool_result":"request"},"reply":{"text":"request {{status}}: {{reason}}{{result}}"}},
  {"when":{"tool_result":"billing__createRefund"},"reply":{"text":"createRefund {{status}}: {{reason}}{{result}}"}},
@@ -405,6 +406,26 @@ func TestEditOnApprove(t *testing.T) {
 	if status, _ := approve(id, `{"decision":"edit","arguments":{"path":{"id":"INV-2002"},"body":{"memo":"other"}}}`); status != 409 {
 		t.Errorf("different edit after the decision: %d, want 409", status)
 	}
+	// Request-tool edits: the effective arguments count (a repeat with the
+	// same lower-case method is the same edit), and an edit may not send
+	// the call to another endpoint.
+	conv, st3 := newConversation(t, f.base, operatorKey)
+	send(t, f.base, operatorKey, conv, "patch")
+	cr3 := st3.waitFor("confirmation_required", nil)
+	pid := str(cr3.Data, "tool_call_id")
+	if status, got := approve(pid, `{"decision":"edit","arguments":{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":1},"intent":"write"}}`); status != 400 {
+		t.Fatalf("retargeting edit: %d %v", status, got)
+	}
+	lower := `{"decision":"edit","arguments":{"connection":"billing","method":"patch","endpoint":"/invoices/INV-2003","data":{"memo":"y"},"intent":"confirmed_write"}}`
+	status, first := approve(pid, lower)
+	if status != 200 {
+		t.Fatalf("edit: %d %v", status, first)
+	}
+	if status, again := approve(pid, lower); status != 200 || again["id"] != first["id"] {
+		t.Fatalf("the same edit again: %d %v", status, again)
+	}
+	st3.waitFor("tool_call_result", nil)
+
 	// A call without "edit" in allowed_decisions refuses edited arguments.
 	conv, st2 := newConversation(t, f.base, operatorKey)
 	send(t, f.base, operatorKey, conv, "refund 500")
