@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/labstack/echo/v4"
@@ -251,10 +252,17 @@ func (s *Server) handleConnectionRequest(c echo.Context) error {
 		return agentd.Errorf(agentd.EINVALID, "bad request: %v", err)
 	}
 	out, err := s.cfg.Connections.Request(c.Request().Context(), c.Param("name"), args, p.Role == agentd.RoleDelegate, key)
-	if err != nil {
+	// Every outcome is logged: this path has no human in it.
+	ev := s.log.Info().Str("connection", c.Param("name")).Str("method", req.Method).Str("endpoint", req.Endpoint).
+		Str("intent", req.Intent).Str("key_id", p.KeyID).Str("tenant_id", p.TenantID)
+	switch _, preview := out.(map[string]connections.Preview); {
+	case err != nil:
+		ev.Str("outcome", agentd.ErrorCode(err)).Str("reason", agentd.ErrorMessage(err)).Msg("durable connection request")
 		return err
+	case preview:
+		ev.Str("outcome", "preview").Msg("durable connection request")
+	default:
+		ev.Str("outcome", "performed").Msg("durable connection request")
 	}
-	s.log.Info().Str("connection", c.Param("name")).Str("method", req.Method).Str("endpoint", req.Endpoint).
-		Str("intent", req.Intent).Str("key_id", p.KeyID).Msg("durable connection request")
 	return c.JSON(http.StatusOK, out)
 }

@@ -93,15 +93,25 @@ var forbiddenHeaders = map[string]bool{
 	"transfer-encoding": true, "upgrade": true, "host": true, "content-length": true,
 	"idempotency-key": true, "forwarded": true, "x-forwarded-for": true, "x-forwarded-host": true,
 	"x-forwarded-proto": true, "x-real-ip": true, "x-api-key": true, "api-key": true,
+	// Headers that make servers run another method or path than the one the
+	// policy classified, or trust another client address.
+	"x-http-method-override": true, "x-http-method": true, "x-method-override": true,
+	"x-original-url": true, "x-rewrite-url": true, "x-host": true,
+	"true-client-ip": true, "x-client-ip": true, "cf-connecting-ip": true,
 }
 
+// Header name prefixes a model may never set.
+var forbiddenHeaderPrefixes = []string{"proxy-", "x-forwarded-", "x-original-"}
+
 // CheckHeader refuses a header name a model may not set: credentials,
-// hop-by-hop headers, forwarding headers and Idempotency-Key.
+// hop-by-hop and forwarding headers, headers that override the method or
+// path, and Idempotency-Key.
 func CheckHeader(name string) error {
 	if name == "" || strings.ContainsAny(name, " \t\r\n:") {
 		return fmt.Errorf("header name %q is not valid", name)
 	}
-	if forbiddenHeaders[strings.ToLower(name)] || strings.HasPrefix(strings.ToLower(name), "proxy-") {
+	lower := strings.ToLower(name)
+	if forbiddenHeaders[lower] || slices.ContainsFunc(forbiddenHeaderPrefixes, func(p string) bool { return strings.HasPrefix(lower, p) }) {
 		return fmt.Errorf("header %q cannot be set by the model", name)
 	}
 	return nil

@@ -86,6 +86,12 @@ func TestDecideRequestTool(t *testing.T) {
 			tier: agentd.TierNever, refused: true, reason: "intent must be"},
 		{name: "credential header", args: `{"connection":"billing","method":"GET","endpoint":"/x","intent":"read","headers":{"Authorization":"Bearer x"}}`,
 			tier: agentd.TierNever, refused: true, reason: `header "Authorization" cannot be set by the model`},
+		{name: "method override header", args: `{"connection":"billing","method":"POST","endpoint":"/reports/run","intent":"read","headers":{"X-HTTP-Method-Override":"DELETE"}}`,
+			tier: agentd.TierNever, refused: true, reason: "cannot be set by the model"},
+		{name: "forwarding header by prefix", args: `{"connection":"billing","method":"GET","endpoint":"/x","intent":"read","headers":{"X-Forwarded-Prefix":"/admin"}}`,
+			tier: agentd.TierNever, refused: true, reason: "cannot be set by the model"},
+		{name: "path rewrite header", args: `{"connection":"billing","method":"GET","endpoint":"/x","intent":"read","headers":{"X-Original-URL":"/admin"}}`,
+			tier: agentd.TierNever, refused: true, reason: "cannot be set by the model"},
 		{name: "hop-by-hop header", args: `{"connection":"billing","method":"GET","endpoint":"/x","intent":"read","headers":{"connection":"close"}}`,
 			tier: agentd.TierNever, refused: true, reason: "cannot be set by the model"},
 	}

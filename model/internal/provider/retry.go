@@ -254,7 +254,7 @@ func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 		return 0, false
 	}
 	if v := strings.TrimSpace(h.Get("retry-after-ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 1e12 {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && ms < 1e12 { // NaN fails
 			return time.Duration(ms * float64(time.Millisecond)), true
 		}
 	}
@@ -263,7 +263,7 @@ func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 		return 0, false
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s < 0 || s > 1e9 {
+		if !(s >= 0 && s <= 1e9) { // NaN fails both
 			return 0, false
 		}
 		return time.Duration(s * float64(time.Second)), true
@@ -276,10 +276,24 @@ func RetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 
 // NewHTTPClient returns a client of a provider's own: a clone of
 // http.DefaultTransport when it is an *http.Transport (else that
-// transport), and no client timeout, since Retry bounds each attempt.
+// transport), no client timeout, since Retry bounds each attempt, and
+// redirects followed only on the same origin — a key in a header Go does
+// not strip (x-api-key) must not follow a redirect elsewhere.
 func NewHTTPClient() *http.Client {
+	c := &http.Client{Transport: http.DefaultTransport, CheckRedirect: sameOriginRedirect}
 	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		return &http.Client{Transport: t.Clone()}
+		c.Transport = t.Clone()
 	}
-	return &http.Client{Transport: http.DefaultTransport}
+	return c
+}
+
+func sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("stopped after 5 redirects")
+	}
+	first := via[0].URL
+	if req.URL.Scheme != first.Scheme || !strings.EqualFold(req.URL.Host, first.Host) {
+		return fmt.Errorf("refused a redirect to another origin (%s://%s)", req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }
