@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -88,6 +89,9 @@ func Text(err error, limit int) string {
 		}
 	}
 	walk(ve)
+	// The validator visits properties in map order: sort by location
+	// (stable, so messages about one location keep their order).
+	slices.SortStableFunc(parts, func(a, b string) int { return strings.Compare(location(a), location(b)) })
 	return Truncate(strings.Join(parts, "; "), limit)
 }
 
@@ -106,3 +110,14 @@ func Truncate(s string, limit int) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// location is the "at '/x/y'" prefix of a message ("" when none).
+func location(msg string) string {
+	if !strings.HasPrefix(msg, "at '") {
+		return ""
+	}
+	if i := strings.Index(msg[4:], "'"); i >= 0 {
+		return msg[:4+i]
+	}
+	return msg
+}
