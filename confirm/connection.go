@@ -49,6 +49,9 @@ const (
 type Connection struct {
 	Name   string
 	Policy *Policy
+	// CheckHeader, when set, refuses model headers the connection sets
+	// itself (its static headers, its auth header); it must be pure.
+	CheckHeader func(name string) error
 }
 
 // Operation is the HTTP operation behind an OpenAPI operation tool.
@@ -215,7 +218,8 @@ func resolveRequest(t *Tool, args json.RawMessage) (*Target, error) {
 	if err := json.Unmarshal(args, &a); err != nil {
 		return nil, fmt.Errorf("arguments of the request tool: %v", err)
 	}
-	if _, ok := t.Connections[a.Connection]; !ok {
+	conn, ok := t.Connections[a.Connection]
+	if !ok {
 		return nil, fmt.Errorf("unknown connection %q (available: %s)", a.Connection, strings.Join(t.connectionNames(), ", "))
 	}
 	m := strings.ToUpper(a.Method)
@@ -235,10 +239,8 @@ func resolveRequest(t *Tool, args json.RawMessage) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	for k := range a.Headers {
-		if err := CheckHeader(k); err != nil {
-			return nil, err
-		}
+	if err := checkHeaders(conn, a.Headers); err != nil {
+		return nil, err
 	}
 	tg := &Target{Connection: a.Connection, Method: m, Path: path, Query: q, Header: a.Headers, Intent: a.Intent}
 	if len(bytes.TrimSpace(a.Data)) > 0 && string(bytes.TrimSpace(a.Data)) != "null" {
@@ -278,10 +280,8 @@ func resolveOperation(t *Tool, args json.RawMessage) (*Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	for k := range a.Header {
-		if err := CheckHeader(k); err != nil {
-			return nil, err
-		}
+	if err := checkHeaders(t.Connection, a.Header); err != nil {
+		return nil, err
 	}
 	tg := &Target{Connection: t.Connection.Name, Method: t.Operation.Method, Path: path,
 		Template: t.Operation.Template, Query: q, Header: a.Header}
@@ -289,6 +289,27 @@ func resolveOperation(t *Tool, args json.RawMessage) (*Target, error) {
 		tg.Body = a.Body
 	}
 	return tg, nil
+}
+
+// checkHeaders refuses model headers that CheckHeader or the connection
+// refuses, in name order so the message is stable.
+func checkHeaders(conn *Connection, h map[string]string) error {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := CheckHeader(k); err != nil {
+			return err
+		}
+		if conn != nil && conn.CheckHeader != nil {
+			if err := conn.CheckHeader(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func queryValues(params map[string]any, field string) (url.Values, error) {

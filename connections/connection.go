@@ -204,7 +204,7 @@ func loadOne(dir, name string, getenv func(string) string) (*Connection, error) 
 	if c.Policy, err = confirm.ParsePolicy(pdata); err != nil {
 		return nil, fmt.Errorf("%s: %w", policyFile, err)
 	}
-	c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy}
+	c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader}
 
 	if c.document != "" {
 		docFile := rel + "/" + filepath.ToSlash(filepath.Clean(c.document))
@@ -574,7 +574,7 @@ func (c *Connection) Confirm() *confirm.Connection {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view == nil { // a Connection not made by Load
-		c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy}
+		c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader}
 	}
 	return c.view
 }
