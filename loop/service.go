@@ -396,7 +396,10 @@ func settled(c *agentd.ToolCall, decision, editedDigest string) (*agentd.Decisio
 	if n := len(c.Decisions); n > 0 {
 		d := c.Decisions[n-1]
 		if d.Decision == decision {
-			if editedDigest != "" && editedDigest != d.EditedArgumentsSHA256 && editedDigest != d.ArgumentsSHA256 {
+			switch {
+			case d.EditedArgumentsSHA256 != "" && editedDigest != d.EditedArgumentsSHA256:
+				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with edited arguments (%s)", d.EditedArgumentsSHA256)
+			case d.EditedArgumentsSHA256 == "" && editedDigest != "" && editedDigest != d.ArgumentsSHA256:
 				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with other arguments")
 			}
 			if c.Status == agentd.StatusRefused {

@@ -408,6 +408,9 @@ func TestEditOnApprove(t *testing.T) {
 	if status, _ := approve(id, `{"decision":"edit","arguments":{"path":{"id":"INV-2002"},"body":{"memo":"other"}}}`); status != 409 {
 		t.Errorf("different edit after the decision: %d, want 409", status)
 	}
+	if status, _ := approve(id, `{"decision":"approve"}`); status != 409 {
+		t.Errorf("a plain approval after an edited one: %d, want 409 (other arguments ran)", status)
+	}
 	// Request-tool edits: the effective arguments count (a repeat with the
 	// same lower-case method is the same edit), and an edit may not send
 	// the call to another endpoint.
