@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/labstack/echo/v4"
@@ -251,11 +250,11 @@ func (s *Server) handleConnectionRequest(c echo.Context) error {
 	if err != nil {
 		return agentd.Errorf(agentd.EINVALID, "bad request: %v", err)
 	}
-	out, err := s.cfg.Connections.Request(c.Request().Context(), c.Param("name"), args, p.Role == agentd.RoleDelegate, key)
+	out, preview, err := s.cfg.Connections.Request(c.Request().Context(), c.Param("name"), args, p.Role == agentd.RoleDelegate, key)
 	// Every outcome is logged: this path has no human in it.
 	ev := s.log.Info().Str("connection", c.Param("name")).Str("method", req.Method).Str("endpoint", req.Endpoint).
 		Str("intent", req.Intent).Str("key_id", p.KeyID).Str("tenant_id", p.TenantID)
-	switch _, preview := out.(map[string]connections.Preview); {
+	switch {
 	case err != nil:
 		ev.Str("outcome", agentd.ErrorCode(err)).Str("reason", agentd.ErrorMessage(err)).Msg("durable connection request")
 		return err

@@ -49,10 +49,11 @@ type Config struct {
 type Connections interface {
 	// Request previews or performs one request-tool call on connection
 	// name outside the agent loop. args are the request tool's arguments.
-	// delegated is true for delegate-role callers. Errors: ENOTFOUND
-	// (unknown connection), EINVALID (bad arguments), EFORBIDDEN (refused
-	// by the policy), EUNAVAILABLE (the downstream request failed).
-	Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (any, error)
+	// delegated is true for delegate-role callers. It returns the answer
+	// to encode and whether it is a preview (nothing was sent). Errors:
+	// ENOTFOUND (unknown connection), EINVALID (bad arguments), EFORBIDDEN
+	// (refused by the policy), EUNAVAILABLE (the downstream request failed).
+	Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (out any, preview bool, err error)
 }
 
 // Server serves the API.

@@ -58,24 +58,24 @@ type Result struct {
 // arguments, unsafe endpoint, forbidden header), EFORBIDDEN (refused by the
 // policy: review, never, a write declared as a read), EUNAVAILABLE (the
 // downstream request failed or redirected elsewhere).
-func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (any, error) {
+func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (any, bool, error) {
 	if d == nil || d.tool == nil || d.tool.conns[name] == nil {
-		return nil, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
+		return nil, false, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
 	}
 	dec := confirm.Decide(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Decision(),
 		Delegated: delegated, Mode: confirm.ModeDurable})
 	why := strings.TrimPrefix(dec.Reason, "The call was not performed: ")
 	switch {
 	case dec.Invalid:
-		return nil, agentd.Errorf(agentd.EINVALID, "%s", why)
+		return nil, false, agentd.Errorf(agentd.EINVALID, "%s", why)
 	case dec.Refused:
-		return nil, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, why)
+		return nil, false, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, why)
 	case dec.Preview:
 		return map[string]Preview{"preview": {
 			Connection: dec.Connection, Method: dec.Method, Endpoint: dec.Endpoint, PathTemplate: dec.PathTemplate,
 			Arguments: dec.Params, ArgumentsSHA256: dec.Digest, Tier: dec.Tier, Reason: dec.Reason,
 			Instruction: `Nothing was sent. This write needs confirmation: call again with "intent": "confirmed_write" to perform it.`,
-		}}, nil
+		}}, true, nil
 	}
 	tg := dec.Target
 	key := ""
@@ -89,13 +89,13 @@ func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage
 	if err != nil {
 		var re *RedirectError
 		if errors.As(err, &re) {
-			return nil, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
+			return nil, false, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
 		}
-		return nil, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
+		return nil, false, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
 	}
 	conn := d.tool.conns[tg.Connection]
 	resp.Body = conn.redact(resp.Body)
 	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
 	r.Body = shapeBody(resp, conn.maxResponse)
-	return r, nil
+	return r, false, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -63,11 +62,11 @@ func (e *Engine) drive(rs *runState) {
 				}
 			}
 			if len(calls) == 0 { // a step without calls ends the run; only seen after a crash
-				e.finish(rs.ctx, run, agentd.RunCompleted, "model_stop")
+				e.finish(rs.ctx, run, agentd.RunCompleted, "model_stop", "")
 				return
 			}
 			if run.Step >= e.agent.MaxTurns {
-				e.finish(rs.ctx, run, agentd.RunCompleted, "max_turns")
+				e.finish(rs.ctx, run, agentd.RunCompleted, "max_turns", "")
 				return
 			}
 		}
@@ -136,26 +135,22 @@ func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 	}
 }
 
-// finishedFields is run_finished's data. Its reason is one word —
-// model_stop, max_turns, cancelled or error — and a failed run's message
-// is in "error"; the stored run keeps "error: <message>".
-func finishedFields(run *agentd.Run, status agentd.RunStatus, reason string) map[string]any {
-	f := map[string]any{"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage}
+// finish ends an active run with a run_finished event. reason is one
+// word — model_stop, max_turns or error; errMsg is a failed run's message,
+// in the event's "error" (the stored run's reason reads "error: <message>").
+func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason, errMsg string) {
+	fields := map[string]any{"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage}
 	if run.StopReason != "" {
-		f["stop_reason"] = run.StopReason
+		fields["stop_reason"] = run.StopReason
 	}
-	if msg, ok := strings.CutPrefix(reason, "error: "); ok {
-		f["reason"], f["error"] = "error", msg
+	if errMsg != "" {
+		fields["error"] = errMsg
+		reason += ": " + errMsg
 	}
-	return f
-}
-
-// finish ends an active run with a run_finished event.
-func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason string) {
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: e.clock.Now(),
-		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunFinished, finishedFields(run, status, reason))})
+		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunFinished, fields)})
 		return evs, err
 	})
 	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
@@ -174,7 +169,7 @@ func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
 	_ = e.emit(ctx, run.ConversationID, e.draft(run.ConversationID, agentd.EventError, map[string]any{
 		"run_id": run.ID, "code": "run_failed", "message": msg,
 	}))
-	e.finish(ctx, run, agentd.RunFailed, "error: "+msg)
+	e.finish(ctx, run, agentd.RunFailed, "error", msg)
 }
 
 // modelStep asks the model for the next step of run and records it with its
@@ -249,7 +244,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		run.Usage.InputTokens += usage.InputTokens
 		run.Usage.OutputTokens += usage.OutputTokens
 		run.StopReason = resp.StopReason
-		e.finish(ctx, run, agentd.RunCompleted, "model_stop")
+		e.finish(ctx, run, agentd.RunCompleted, "model_stop", "")
 	}
 	return nil
 }

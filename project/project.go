@@ -8,6 +8,7 @@ package project
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/tools"
@@ -374,9 +376,13 @@ func (p *Project) ModelTools() []*tools.Tool {
 }
 
 // ConnectionTool is a tool a connection exposes: the request tool or an
-// OpenAPI operation tool. Both satisfy loop.Tool.
+// OpenAPI operation tool. Its methods are loop.Tool's, so the server hands
+// it to the loop as it is.
 type ConnectionTool interface {
 	Spec() agentd.ToolSpec
+	Decision() *confirm.Tool
+	Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error)
+	Idempotent() bool
 }
 
 // ConnectionTools returns the request tool (when a connection exposes it)

@@ -206,7 +206,7 @@ func or(a, b string) string {
 func agentTools(proj *project.Project) map[string]loop.Tool {
 	out := loop.CommandTools(proj.Tools)
 	for _, t := range proj.ConnectionTools() {
-		out[t.Spec().Name] = t.(loop.Tool)
+		out[t.Spec().Name] = t
 	}
 	return out
 }

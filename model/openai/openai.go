@@ -54,24 +54,17 @@ type Model struct {
 var _ agentd.Model = (*Model)(nil)
 
 // Option changes how a Model is built.
-type Option func(*options)
-
-type options struct {
-	sleep  func(ctx context.Context, d time.Duration) error
-	client *http.Client
-}
+type Option = provider.Option
 
 // WithSleep replaces the wait between attempts (tests assert the waited
 // duration without waiting). sleep must return ctx.Err() when ctx ends first.
 func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
-	return func(o *options) { o.sleep = sleep }
+	return provider.WithSleep(sleep)
 }
 
 // WithHTTPClient sends requests through client instead of a client of the
 // Model's own.
-func WithHTTPClient(client *http.Client) Option {
-	return func(o *options) { o.client = client }
-}
+func WithHTTPClient(client *http.Client) Option { return provider.WithHTTPClient(client) }
 
 // New builds a Model from agent.json's "model" object raw:
 //
@@ -92,14 +85,7 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 	if err != nil {
 		return nil, err
 	}
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
-	client := o.client
-	if client == nil {
-		client = provider.NewHTTPClient()
-	}
+	o := provider.Apply(opts)
 	base := cfg.BaseURL
 	if base == "" {
 		base = DefaultBaseURL
@@ -108,7 +94,7 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 	// also read OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_ORG_ID and more.
 	reqOpts := []option.RequestOption{
 		option.WithBaseURL(base),
-		option.WithHTTPClient(client),
+		option.WithHTTPClient(o.Client),
 		option.WithMaxRetries(0), // provider.Retry retries
 	}
 	if cfg.APIKey != "" {
@@ -120,7 +106,7 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 		custom: cfg.BaseURL != "",
 		retry: provider.Retry{
 			Provider: Provider, MaxAttempts: cfg.MaxAttempts, Timeout: cfg.Timeout,
-			Sleep: o.sleep, Secrets: []string{cfg.APIKey},
+			Sleep: o.Sleep, Secrets: []string{cfg.APIKey},
 		},
 	}, nil
 }

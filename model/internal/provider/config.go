@@ -7,8 +7,10 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"time"
@@ -148,4 +150,41 @@ func redactURL(s string) string {
 		return u.Redacted()
 	}
 	return fmt.Sprintf("<%d bytes>", len(s))
+}
+
+// Option changes how a provider's Model is built; the provider packages
+// re-export it with WithSleep and WithHTTPClient.
+type Option func(*Options)
+
+// Options are the optional dependencies of a provider's Model.
+type Options struct {
+	// Sleep waits between attempts (Retry's default when nil).
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Client sends the requests; NewHTTPClient's when nil.
+	Client *http.Client
+}
+
+// WithSleep replaces the wait between attempts (tests assert the waited
+// duration without waiting). sleep must return ctx.Err() when ctx ends first.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(o *Options) { o.Sleep = sleep }
+}
+
+// WithHTTPClient sends requests through client instead of a client of the
+// Model's own.
+func WithHTTPClient(client *http.Client) Option {
+	return func(o *Options) { o.Client = client }
+}
+
+// Apply returns opts applied, with a client of the provider's own
+// (NewHTTPClient) when none was given.
+func Apply(opts []Option) Options {
+	var o Options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.Client == nil {
+		o.Client = NewHTTPClient()
+	}
+	return o
 }
