@@ -99,6 +99,26 @@ type Principal struct {
 	KeyID     string // "dev" in loopback dev mode
 }
 
+// Reaches reports whether p may see and act on the conversation (SPEC §5
+// "Roles within a tenant and project"): it must be of p's tenant and project,
+// and operator and admin keys reach all of those while client and delegate
+// keys reach only the conversations they created. A conversation p does
+// not reach is, for p, one that does not exist.
+func (p Principal) Reaches(c *Conversation) bool {
+	if c == nil || p.TenantID != c.TenantID || p.ProjectID != c.ProjectID {
+		return false
+	}
+	return p.SeesAll() || (p.KeyID != "" && c.CreatedBy == p.KeyID)
+}
+
+// SeesAll reports whether p reaches every conversation of its tenant and
+// project (operator and admin keys), not only those it created.
+func (p Principal) SeesAll() bool { return p.Role == RoleOperator || p.Role == RoleAdmin }
+
+// MayDecide reports whether p may decide approvals: every role but
+// delegate (automations never approve their own calls).
+func (p Principal) MayDecide() bool { return p.Role != RoleDelegate }
+
 // Conversation is a chat thread with one agent.
 type Conversation struct {
 	ID        string          `json:"id"`
@@ -107,7 +127,10 @@ type Conversation struct {
 	Agent     string          `json:"agent"`
 	Metadata  json.RawMessage `json:"metadata,omitempty"`
 	Delegated bool            `json:"delegated"`
-	CreatedAt time.Time       `json:"created_at"`
+	// CreatedBy is the id of the API key that created the conversation
+	// ("dev" in dev mode): client and delegate keys reach only their own.
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Message roles.

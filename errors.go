@@ -16,6 +16,7 @@ const (
 	ESTALE        = "stale"        // 409: arguments_sha256 differs from the pending digest
 	ERUNACTIVE    = "run_active"   // 409: a run is already active on the conversation
 	ETOOLARGE     = "too_large"    // 413: body over the limit
+	EMISDIRECTED  = "misdirected"  // 421: dev mode answers only loopback Host names
 	EUNSUPPORTED  = "unsupported"  // 415
 	EINTERNAL     = "internal"     // 500
 	EUNAVAILABLE  = "unavailable"  // 503

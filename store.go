@@ -72,10 +72,11 @@ type Store interface {
 	UpdateToolCall(ctx context.Context, u CallUpdate, events []EventDraft) (*ToolCall, []Event, error)
 	// ToolCallsByStatus returns every call in one of the statuses.
 	ToolCallsByStatus(ctx context.Context, statuses ...CallStatus) ([]ToolCall, error)
-	// PendingToolCalls returns up to limit calls of one tenant and project
-	// in requires_confirmation with ID > afterID, in ID order (ids are
+	// PendingToolCalls returns up to f.Limit calls of f's tenant and project
+	// (and, when f.CreatedBy is set, of conversations that key created) in
+	// requires_confirmation with ID > f.After, in ID order (ids are
 	// time-ordered), with decisions: the reconcile list of parked approvals.
-	PendingToolCalls(ctx context.Context, tenantID, projectID, afterID string, limit int) ([]ToolCall, error)
+	PendingToolCalls(ctx context.Context, f PendingFilter) ([]ToolCall, error)
 	// DueToolCalls returns calls in requires_confirmation whose deadline is at or before now.
 	DueToolCalls(ctx context.Context, now time.Time) ([]ToolCall, error)
 
@@ -139,4 +140,16 @@ type StepRecord struct {
 	Message    *Message // nil when the step produced neither text nor calls
 	Calls      []*ToolCall
 	Now        time.Time
+}
+
+// PendingFilter selects parked calls for Store.PendingToolCalls.
+type PendingFilter struct {
+	TenantID, ProjectID string
+	// CreatedBy, when set, keeps only calls of conversations created by
+	// that API key id (what a client key may list).
+	CreatedBy string
+	// After is the cursor: only calls with a greater ID.
+	After string
+	// Limit bounds the result (1..1000; other values mean 1000).
+	Limit int
 }

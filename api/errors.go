@@ -19,6 +19,7 @@ var statusOf = map[string]int{
 	agentd.ESTALE:        http.StatusConflict,
 	agentd.ERUNACTIVE:    http.StatusConflict,
 	agentd.ETOOLARGE:     http.StatusRequestEntityTooLarge,
+	agentd.EMISDIRECTED:  http.StatusMisdirectedRequest,
 	agentd.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
 	agentd.EINTERNAL:     http.StatusInternalServerError,
 	agentd.EUNAVAILABLE:  http.StatusServiceUnavailable,

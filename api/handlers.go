@@ -1,62 +1,16 @@
 package api
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/labstack/echo/v4"
 )
-
-// decode reads exactly one JSON object into v, rejecting unknown fields and
-// trailing data. An empty body is allowed only when optional is true.
-func decode(c echo.Context, v any, optional bool) error {
-	body, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return agentd.Errorf(agentd.ETOOLARGE, "request body is larger than %d bytes", mbe.Limit)
-		}
-		return agentd.Errorf(agentd.EINVALID, "cannot read request body")
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		if optional {
-			return nil
-		}
-		return agentd.Errorf(agentd.EINVALID, "request body must be a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return agentd.Errorf(agentd.EINVALID, "malformed JSON at byte %d: %v", se.Offset, se)
-		case errors.As(err, &te):
-			return agentd.Errorf(agentd.EINVALID, "field %q must be %s, not %s", te.Field, te.Type, te.Value)
-		case strings.HasPrefix(err.Error(), "json: unknown field"):
-			return agentd.Errorf(agentd.EINVALID, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-		default:
-			return agentd.Errorf(agentd.EINVALID, "malformed JSON: %v", err)
-		}
-	}
-	if dec.More() {
-		return agentd.Errorf(agentd.EINVALID, "unexpected data after the JSON object")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return agentd.Errorf(agentd.EINVALID, "unexpected data after the JSON object")
-	}
-	return nil
-}
 
 func (s *Server) handleHealthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})

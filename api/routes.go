@@ -6,8 +6,11 @@ import "github.com/labstack/echo/v4/middleware"
 // middleware is used anywhere: SSE routes must not have them (SPEC §10).
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(middleware.Recover())
-	e.Use(s.logRequests)
+	// Before routing, so that refusals and preflights of any path are
+	// logged and answered alike.
+	e.Pre(middleware.Recover())
+	e.Pre(s.logRequests)
+	e.Pre(s.guardBrowsers)
 	e.Use(s.limitBody)
 
 	e.GET("/healthz", s.handleHealthz)

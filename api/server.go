@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -43,6 +44,10 @@ type Config struct {
 	// Connections serves POST /v1/connections/{name}/request; nil when the
 	// project has no connections.
 	Connections Connections
+	// CORSOrigins are the origins, besides the server's own, whose pages
+	// may call the API, normalized as by internal/origin.Normalize
+	// (agentd.json cors_origins). Every other Origin gets 403.
+	CORSOrigins []string
 }
 
 // Connections is the durable/workflow request path (SPEC §2.3).
@@ -138,16 +143,45 @@ func (s *Server) unauthorized(c echo.Context, msg string) error {
 	return agentd.Errorf(agentd.EUNAUTHORIZED, "%s", msg)
 }
 
-// limitBody rejects bodies over MaxBodyBytes with 413, before and while reading.
+// Draining an oversized body: how much more than the limit is read and
+// discarded, and for how long, so that the 413 reaches a client that sends
+// its whole body before reading the answer (closing on unread data resets
+// the connection, and such a client sees ECONNRESET or EPIPE instead).
+const (
+	drainBytes   = 16 << 20
+	drainTimeout = 10 * time.Second
+)
+
+// limitBody rejects bodies over MaxBodyBytes with 413, before reading (by
+// Content-Length) and while reading (chunked bodies), and then reads and
+// discards the rest of the body, up to drainBytes, before the 413 is sent.
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
+		body := r.Body
 		if r.ContentLength > s.cfg.MaxBodyBytes {
+			if r.ContentLength <= s.cfg.MaxBodyBytes+drainBytes {
+				drain(c, body)
+			}
+			c.Response().Header().Set("Connection", "close")
 			return agentd.Errorf(agentd.ETOOLARGE, "request body is larger than %d bytes", s.cfg.MaxBodyBytes)
 		}
-		r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.MaxBodyBytes)
-		return next(c)
+		r.Body = http.MaxBytesReader(c.Response(), body, s.cfg.MaxBodyBytes)
+		err := next(c)
+		if agentd.ErrorCode(err) == agentd.ETOOLARGE && !c.Response().Committed {
+			drain(c, body)
+			c.Response().Header().Set("Connection", "close")
+		}
+		return err
 	}
+}
+
+// drain reads and discards up to drainBytes of body within drainTimeout.
+func drain(c echo.Context, body io.Reader) {
+	rc := http.NewResponseController(c.Response())
+	_ = rc.SetReadDeadline(time.Now().Add(drainTimeout))
+	_, _ = io.CopyN(io.Discard, body, drainBytes)
+	_ = rc.SetReadDeadline(time.Time{})
 }
 
 // logRequests writes one structured line per request. The query string is

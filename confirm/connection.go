@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/url"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 )
 
 // Tool kinds.
@@ -444,55 +444,7 @@ func maxNumber(v any, keys []string, strs bool) (float64, bool) {
 // checkKeys refuses JSON objects with two keys that are equal or differ
 // only by case: servers disagree on which one wins, so the value the
 // policy saw might not be the value that runs.
-func checkKeys(doc json.RawMessage) error {
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	type frame struct {
-		obj  bool
-		seen map[string]bool
-		key  bool // the next string token is a key
-	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		switch t := tok.(type) {
-		case json.Delim:
-			switch t {
-			case '{':
-				stack = append(stack, &frame{obj: true, seen: map[string]bool{}, key: true})
-			case '[':
-				stack = append(stack, &frame{})
-			default:
-				stack = stack[:len(stack)-1]
-				if len(stack) > 0 && stack[len(stack)-1].obj {
-					stack[len(stack)-1].key = true
-				}
-			}
-			continue
-		case string:
-			if top != nil && top.obj && top.key {
-				k := strings.ToLower(t)
-				if top.seen[k] {
-					return fmt.Errorf("the key %q appears twice in one object (keys that differ only by case count as the same)", t)
-				}
-				top.seen[k] = true
-				top.key = false
-				continue
-			}
-		}
-		if top != nil && top.obj {
-			top.key = true
-		}
-	}
-}
+func checkKeys(doc json.RawMessage) error { return strictjson.CheckKeys(doc) }
 
 // decideConnection classifies a request-tool or operation call whose
 // arguments passed the schema.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
@@ -16,13 +17,38 @@ import (
 // MaxMessageBytes bounds a user message.
 const MaxMessageBytes = 64 << 10
 
-// owned returns ENOTFOUND unless the object belongs to the principal's
-// tenant and project: another tenant's objects do not exist for it.
-func owned(p agentd.Principal, tenantID, projectID, what string) error {
-	if p.TenantID != tenantID || p.ProjectID != projectID {
-		return agentd.Errorf(agentd.ENOTFOUND, "%s not found", what)
+// notFound is the one answer for an object the principal may not reach,
+// whether it exists elsewhere or nowhere (SPEC §5): the same code and the
+// same message, so a 404 tells nothing about other tenants.
+func notFound(what string) error { return agentd.Errorf(agentd.ENOTFOUND, "%s not found", what) }
+
+// reach returns the conversation convID if p reaches it (agentd.Principal.Reaches),
+// else notFound(what): the object named what belongs to that conversation.
+func (e *Engine) reach(ctx context.Context, p agentd.Principal, convID, what string) (*agentd.Conversation, error) {
+	c, err := e.store.Conversation(ctx, convID)
+	switch {
+	case agentd.ErrorCode(err) == agentd.ENOTFOUND:
+		return nil, notFound(what)
+	case err != nil:
+		return nil, err
+	case !p.Reaches(c):
+		return nil, notFound(what)
 	}
-	return nil
+	return c, nil
+}
+
+// reachObject answers whether p reaches an object of (tenantID, projectID)
+// in conversation convID, reading the conversation only when p's role
+// limits it to the conversations it created.
+func (e *Engine) reachObject(ctx context.Context, p agentd.Principal, tenantID, projectID, convID, what string) error {
+	if p.TenantID != tenantID || p.ProjectID != projectID {
+		return notFound(what)
+	}
+	if p.SeesAll() {
+		return nil
+	}
+	_, err := e.reach(ctx, p, convID, what)
+	return err
 }
 
 // CreateConversation starts a conversation with the engine's agent. A
@@ -36,6 +62,10 @@ func (e *Engine) CreateConversation(ctx context.Context, p agentd.Principal, age
 		if err := json.Unmarshal(metadata, &obj); err != nil || obj == nil {
 			return nil, agentd.Errorf(agentd.EINVALID, "metadata must be a JSON object")
 		}
+		if !utf8.Valid(metadata) {
+			// It is stored and given back as is: it must be JSON a client can read.
+			return nil, agentd.Errorf(agentd.EINVALID, "metadata must be valid UTF-8")
+		}
 		if len(metadata) > 16<<10 {
 			return nil, agentd.Errorf(agentd.EINVALID, "metadata is larger than 16 KiB")
 		}
@@ -43,7 +73,7 @@ func (e *Engine) CreateConversation(ctx context.Context, p agentd.Principal, age
 	c := &agentd.Conversation{
 		ID: agentd.NewID(agentd.PrefixConversation), TenantID: p.TenantID, ProjectID: p.ProjectID,
 		Agent: e.agent.Name, Metadata: metadata, Delegated: p.Role == agentd.RoleDelegate,
-		CreatedAt: e.clock.Now().UTC(),
+		CreatedBy: p.KeyID, CreatedAt: e.clock.Now().UTC(),
 	}
 	if err := e.store.CreateConversation(ctx, c); err != nil {
 		return nil, err
@@ -58,19 +88,13 @@ type ConversationView struct {
 	ToolCalls []agentd.ToolCall `json:"tool_calls"`
 }
 
-// Conversation returns a conversation of the principal's tenant. ENOTFOUND otherwise.
+// Conversation returns a conversation the principal reaches; ENOTFOUND
+// otherwise.
 func (e *Engine) Conversation(ctx context.Context, p agentd.Principal, id string) (*agentd.Conversation, error) {
 	if err := agentd.CheckID(agentd.PrefixConversation, "conversation id", id); err != nil {
 		return nil, err
 	}
-	c, err := e.store.Conversation(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if err := owned(p, c.TenantID, c.ProjectID, "conversation"); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return e.reach(ctx, p, id, "conversation")
 }
 
 // ConversationView returns a conversation with its messages and tool calls.
@@ -128,16 +152,19 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	return run, nil
 }
 
-// Run returns a run of the principal's tenant.
+// Run returns a run of a conversation the principal reaches; ENOTFOUND
+// otherwise.
 func (e *Engine) Run(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error) {
 	if err := agentd.CheckID(agentd.PrefixRun, "run id", id); err != nil {
 		return nil, err
 	}
 	r, err := e.store.Run(ctx, id)
-	if err != nil {
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+		return nil, notFound("run")
+	} else if err != nil {
 		return nil, err
 	}
-	if err := owned(p, r.TenantID, r.ProjectID, "run"); err != nil {
+	if err := e.reachObject(ctx, p, r.TenantID, r.ProjectID, r.ConversationID, "run"); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -199,19 +226,19 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 	return updated, nil
 }
 
-// ToolCall returns a call of the principal's tenant with its decisions.
+// ToolCall returns a call of a conversation the principal reaches, with
+// its decisions; ENOTFOUND otherwise.
 func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
 	if err := agentd.CheckID(agentd.PrefixToolCall, "tool call id", id); err != nil {
 		return nil, err
 	}
 	c, err := e.store.ToolCall(ctx, id)
-	if err != nil {
-		if agentd.ErrorCode(err) == agentd.ENOTFOUND {
-			return nil, agentd.Errorf(agentd.ENOTFOUND, "tool call not found")
-		}
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+		return nil, notFound("tool call")
+	} else if err != nil {
 		return nil, err
 	}
-	if err := owned(p, c.TenantID, c.ProjectID, "tool call"); err != nil {
+	if err := e.reachObject(ctx, p, c.TenantID, c.ProjectID, c.ConversationID, "tool call"); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -230,10 +257,14 @@ type DecisionRequest struct {
 // decision returns the same record. An approval starts the same call with
 // the same arguments; the model is not called in between.
 //
-// Errors: EINVALID (bad decision, edited arguments the card does not
-// allow), ENOTFOUND, ECONFLICT (decided otherwise, or not awaiting
-// confirmation), EEXPIRED (deadline passed), ESTALE (digest differs).
+// Errors: EFORBIDDEN (a delegate key), EINVALID (bad decision, edited
+// arguments the card does not allow), ENOTFOUND, ECONFLICT (decided
+// otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
+// ESTALE (digest differs, also on a repeat).
 func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req DecisionRequest) (*agentd.Decision, error) {
+	if !p.MayDecide() {
+		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
+	}
 	var want agentd.CallStatus
 	switch req.Decision {
 	case "approve":
@@ -271,7 +302,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 			return nil, err
 		}
 		if c.Status != agentd.StatusRequiresConfirmation {
-			return settled(c, decision, e.effectiveDigest(c, req.Arguments))
+			return settled(c, decision, req.ArgumentsSHA256, e.effectiveDigest(c, req.Arguments))
 		}
 		now := e.clock.Now()
 		if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
@@ -388,13 +419,17 @@ func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) strin
 
 // settled answers a decision on a call that is no longer pending: the
 // stored decision when it is the same (for an edit: the same effective
-// arguments), else a conflict.
-func settled(c *agentd.ToolCall, decision, editedDigest string) (*agentd.Decision, error) {
+// arguments) and seen for the same digest (sawDigest, when given), else a
+// conflict.
+func settled(c *agentd.ToolCall, decision, sawDigest, editedDigest string) (*agentd.Decision, error) {
 	if c.Status == agentd.StatusExpired {
 		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
 	}
 	if n := len(c.Decisions); n > 0 {
 		d := c.Decisions[n-1]
+		if sawDigest != "" && sawDigest != d.ArgumentsSHA256 {
+			return nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the arguments the call was decided on (%s)", d.ArgumentsSHA256)
+		}
 		if d.Decision == decision {
 			switch {
 			case d.EditedArgumentsSHA256 != "" && editedDigest != d.EditedArgumentsSHA256:
@@ -530,7 +565,11 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, curso
 			return nil, "", err
 		}
 	}
-	calls, err := e.store.PendingToolCalls(ctx, p.TenantID, p.ProjectID, cursor, limit+1)
+	f := agentd.PendingFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, After: cursor, Limit: limit + 1}
+	if !p.SeesAll() {
+		f.CreatedBy = p.KeyID // client and delegate keys: their own conversations
+	}
+	calls, err := e.store.PendingToolCalls(ctx, f)
 	if err != nil {
 		return nil, "", err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/origin"
 	"github.com/agentd-dev/agentd/tools"
 )
 
@@ -76,6 +77,9 @@ type Server struct {
 	// Webhooks is the raw "webhooks" array; nothing reads it yet.
 	Webhooks     json.RawMessage
 	MaxBodyBytes int64 // limits.max_body_bytes
+	// CORSOrigins are the web origins, besides the server's own, whose
+	// pages may call the API (cors_origins), normalized by origin.Normalize.
+	CORSOrigins []string
 }
 
 // APIKey is one configured key. The key itself is never stored: SHA256 is
@@ -258,9 +262,10 @@ func parseAgent(data []byte, loaded map[string]*tools.Tool, connTools map[string
 }
 
 type serverFile struct {
-	APIKeys  []json.RawMessage `json:"api_keys"`
-	Webhooks json.RawMessage   `json:"webhooks"`
-	Limits   json.RawMessage   `json:"limits"`
+	APIKeys     []json.RawMessage `json:"api_keys"`
+	Webhooks    json.RawMessage   `json:"webhooks"`
+	Limits      json.RawMessage   `json:"limits"`
+	CORSOrigins []string          `json:"cors_origins"`
 }
 
 type apiKeyFile struct {
@@ -318,6 +323,11 @@ func parseServer(data []byte) (Server, error) {
 		s.APIKeys = append(s.APIKeys, APIKey(k))
 	}
 
+	cors, err := parseCORSOrigins(f.CORSOrigins)
+	if err != nil {
+		return Server{}, err
+	}
+	s.CORSOrigins = cors
 	if !jsonconf.IsNull(f.Webhooks) {
 		if t := bytes.TrimSpace(f.Webhooks); t[0] != '[' {
 			return Server{}, jsonconf.FieldErr("webhooks", "must be an array")
@@ -338,6 +348,23 @@ func parseServer(data []byte) (Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// parseCORSOrigins validates and normalizes agentd.json's cors_origins.
+func parseCORSOrigins(list []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for i, o := range list {
+		n, err := origin.Normalize(o)
+		if err != nil {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("cors_origins[%d]", i), "%v", err)
+		}
+		if !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 // compact returns raw compacted, or nil for absent or null.

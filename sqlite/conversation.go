@@ -26,9 +26,9 @@ func (db *DB) CreateConversation(ctx context.Context, c *agentd.Conversation) er
 	}
 	return db.writeTx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
-			INSERT INTO conversations (id, tenant_id, project_id, agent, metadata, delegated, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			c.ID, c.TenantID, c.ProjectID, c.Agent, metadata, c.Delegated, created)
+			INSERT INTO conversations (id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			c.ID, c.TenantID, c.ProjectID, c.Agent, metadata, c.Delegated, c.CreatedBy, created)
 		return insertErr(err, "conversation", c.ID)
 	})
 }
@@ -40,9 +40,9 @@ func (db *DB) Conversation(ctx context.Context, id string) (*agentd.Conversation
 	var created sql.NullInt64
 	err := db.readTx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `
-			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_at
+			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at
 			FROM conversations WHERE id = ?`, id).
-			Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.Agent, &metadata, &c.Delegated, &created)
+			Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.Agent, &metadata, &c.Delegated, &c.CreatedBy, &created)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", id)
 		}

@@ -138,14 +138,20 @@ func (db *DB) ToolCallsByStatus(ctx context.Context, statuses ...agentd.CallStat
 	return db.listToolCalls(ctx, `status IN (SELECT value FROM json_each(?)) ORDER BY created_at, rid`, jsonList(statuses))
 }
 
-// PendingToolCalls implements agentd.Store.PendingToolCalls. limit is
-// clamped to 1..1000.
-func (db *DB) PendingToolCalls(ctx context.Context, tenantID, projectID, afterID string, limit int) ([]agentd.ToolCall, error) {
+// PendingToolCalls implements agentd.Store.PendingToolCalls. A limit
+// outside 1..1000 means 1000.
+func (db *DB) PendingToolCalls(ctx context.Context, f agentd.PendingFilter) ([]agentd.ToolCall, error) {
+	limit := f.Limit
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
+	if f.CreatedBy == "" {
+		return db.listToolCalls(ctx, `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation' AND id > ?
+			ORDER BY id LIMIT ?`, f.TenantID, f.ProjectID, f.After, limit)
+	}
 	return db.listToolCalls(ctx, `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation' AND id > ?
-		ORDER BY id LIMIT ?`, tenantID, projectID, afterID, limit)
+		AND conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND project_id = ? AND created_by = ?)
+		ORDER BY id LIMIT ?`, f.TenantID, f.ProjectID, f.After, f.TenantID, f.ProjectID, f.CreatedBy, limit)
 }
 
 // DueToolCalls returns the calls in requires_confirmation whose

@@ -15,13 +15,13 @@ func testConversationRoundTrip(t *testing.T, s agentd.Store) {
 	want := &agentd.Conversation{
 		ID: agentd.NewID(agentd.PrefixConversation), TenantID: "t1", ProjectID: "p1", Agent: "helper",
 		Metadata:  json.RawMessage("{\"b\": 2,\n  \"a\": [1, 2.50, \"\\u00e9\"], \"z\": null}"),
-		Delegated: true, CreatedAt: t0,
+		Delegated: true, CreatedBy: "key-1", CreatedAt: t0,
 	}
 	noErr(t, s.CreateConversation(ctx, want), "CreateConversation")
 	got, err := s.Conversation(ctx, want.ID)
 	noErr(t, err, "Conversation")
 	if got.ID != want.ID || got.TenantID != want.TenantID || got.ProjectID != want.ProjectID ||
-		got.Agent != want.Agent || got.Delegated != want.Delegated {
+		got.Agent != want.Agent || got.Delegated != want.Delegated || got.CreatedBy != want.CreatedBy {
 		t.Errorf("Conversation = %+v, want %+v", got, want)
 	}
 	sameJSON(t, "Metadata", got.Metadata, want.Metadata)

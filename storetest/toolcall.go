@@ -617,20 +617,35 @@ func testPendingToolCalls(t *testing.T, s agentd.Store) {
 	otherCall := newCall(startRun(t, s, other), 1, 0, agentd.StatusRequiresConfirmation)
 	createCalls(t, s, otherCall)
 
-	all, err := s.PendingToolCalls(ctx, conv.TenantID, conv.ProjectID, "", 10)
-	noErr(t, err, "PendingToolCalls")
-	wantIDs(t, "pending", ids(all), parked[0].ID, parked[1].ID, parked[2].ID)
-	page, err := s.PendingToolCalls(ctx, conv.TenantID, conv.ProjectID, "", 2)
-	noErr(t, err, "PendingToolCalls page 1")
+	pending := func(f agentd.PendingFilter, what string) []agentd.ToolCall {
+		t.Helper()
+		if f.TenantID == "" {
+			f.TenantID, f.ProjectID = conv.TenantID, conv.ProjectID
+		}
+		calls, err := s.PendingToolCalls(ctx, f)
+		noErr(t, err, "PendingToolCalls "+what)
+		return calls
+	}
+	wantIDs(t, "pending", ids(pending(agentd.PendingFilter{Limit: 10}, "all")), parked[0].ID, parked[1].ID, parked[2].ID)
+	page := pending(agentd.PendingFilter{Limit: 2}, "page 1")
 	wantIDs(t, "page 1", ids(page), parked[0].ID, parked[1].ID)
-	page, err = s.PendingToolCalls(ctx, conv.TenantID, conv.ProjectID, page[1].ID, 2)
-	noErr(t, err, "PendingToolCalls page 2")
-	wantIDs(t, "page 2", ids(page), parked[2].ID)
-	none, err := s.PendingToolCalls(ctx, conv.TenantID, "another-project", "", 10)
-	noErr(t, err, "PendingToolCalls other project")
-	if len(none) != 0 {
+	wantIDs(t, "page 2", ids(pending(agentd.PendingFilter{After: page[1].ID, Limit: 2}, "page 2")), parked[2].ID)
+	if none := pending(agentd.PendingFilter{TenantID: conv.TenantID, ProjectID: "another-project", Limit: 10}, "other project"); len(none) != 0 {
 		t.Errorf("another project sees %d pending calls", len(none))
 	}
+
+	// CreatedBy keeps the calls of the conversations one key created.
+	mine := &agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: conv.TenantID, ProjectID: conv.ProjectID,
+		Agent: "a", CreatedBy: "key-mine", CreatedAt: t0}
+	noErr(t, s.CreateConversation(ctx, mine), "CreateConversation mine")
+	myCall := newCall(startRun(t, s, mine), 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, myCall)
+	wantIDs(t, "created by key-mine", ids(pending(agentd.PendingFilter{CreatedBy: "key-mine", Limit: 10}, "mine")), myCall.ID)
+	if other := pending(agentd.PendingFilter{CreatedBy: "key-other", Limit: 10}, "key-other"); len(other) != 0 {
+		t.Errorf("a key that created no conversation sees %d pending calls", len(other))
+	}
+	wantIDs(t, "all after CreatedBy", ids(pending(agentd.PendingFilter{Limit: 10}, "all again")),
+		parked[0].ID, parked[1].ID, parked[2].ID, myCall.ID)
 }
 
 func testUpdateToolCallEdit(t *testing.T, s agentd.Store) {

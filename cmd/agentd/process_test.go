@@ -209,7 +209,7 @@ func TestSlowSubscriber(t *testing.T) {
 	slow, err := d.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	must(t, err)
 	defer slow.Close()
-	_, err = fmt.Fprintf(slow, "GET /v1/conversations/%s/events HTTP/1.1\r\nHost: x\r\n\r\n", conv)
+	_, err = fmt.Fprintf(slow, "GET /v1/conversations/%s/events HTTP/1.1\r\nHost: %s\r\n\r\n", conv, strings.TrimPrefix(base, "http://"))
 	must(t, err)
 
 	const runs = 40

@@ -104,7 +104,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer engine.Close()
 
-	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log}
+	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins}
 	if len(proj.Connections) > 0 {
 		cfg.Connections = connections.NewDurable(proj.Connections)
 	}

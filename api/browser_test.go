@@ -1,0 +1,79 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/api"
+)
+
+// TestBrowsersDevMode: a keyless server refuses pages of other sites (403,
+// nothing done) and DNS-rebound Host names (421), and answers CORS only for
+// cors_origins.
+func TestBrowsersDevMode(t *testing.T) {
+	s := newServer(t, nil, api.Config{CORSOrigins: []string{"https://chat.example.com"}})
+	conv := s.createConversation("")
+	send := "/v1/conversations/" + conv + "/messages"
+	plain := map[string]string{"Content-Type": "text/plain"}
+	with := func(h map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range h {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+
+	for _, o := range []string{"https://evil.example", "http://127.0.0.1.evil.example", "null", "http://localhost:1", "https://chat.example.com:8443"} {
+		r := s.do("POST", send, "", `{"content":"pay"}`, with(plain, "Origin", o))
+		want(t, "cross-site POST from "+o, r, http.StatusForbidden, agentd.EFORBIDDEN)
+		if r.header.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("foreign origin %s got Access-Control-Allow-Origin", o)
+		}
+	}
+	if r := s.do("GET", "/v1/conversations/"+conv, "", "", nil); !strings.Contains(r.body, `"messages":[]`) {
+		t.Fatalf("a refused cross-site POST started a run: %s", r.body)
+	}
+	for _, h := range []string{"evil.example", "evil.example:80", "127.0.0.1.nip.io", "192.168.1.10:8787"} {
+		want(t, "Host "+h, s.do("GET", "/v1/conversations/"+conv, "", "", map[string]string{"Host": h}), http.StatusMisdirectedRequest, agentd.EMISDIRECTED)
+		want(t, "POST with Host "+h, s.do("POST", send, "", `{"content":"pay"}`, with(plain, "Host", h)), http.StatusMisdirectedRequest, agentd.EMISDIRECTED)
+	}
+	for _, h := range []string{"localhost", "localhost:8787", "app.localhost:1", "[::1]:8787", "127.0.0.2"} {
+		want(t, "Host "+h, s.do("GET", "/v1/conversations/"+conv, "", "", map[string]string{"Host": h}), http.StatusOK, "")
+	}
+
+	// The server's own origin (the page it serves) passes.
+	want(t, "own origin", s.do("GET", "/v1/conversations/"+conv, "", "", map[string]string{"Origin": s.url}), http.StatusOK, "")
+
+	// A listed origin: preflight answered, requests carry the CORS header.
+	pre := s.do("OPTIONS", send, "", "", map[string]string{"Origin": "https://chat.example.com",
+		"Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "authorization, content-type"})
+	want(t, "preflight", pre, http.StatusNoContent, "")
+	if pre.header.Get("Access-Control-Allow-Origin") != "https://chat.example.com" ||
+		!strings.Contains(pre.header.Get("Access-Control-Allow-Headers"), "Authorization") ||
+		!strings.Contains(pre.header.Get("Access-Control-Allow-Methods"), "POST") {
+		t.Fatalf("preflight headers: %v", pre.header)
+	}
+	r := s.do("GET", "/v1/conversations/"+conv, "", "", map[string]string{"Origin": "HTTPS://Chat.Example.com:443"})
+	want(t, "listed origin", r, http.StatusOK, "")
+	if r.header.Get("Access-Control-Allow-Origin") != "https://chat.example.com" || r.header.Get("Vary") != "Origin" {
+		t.Fatalf("listed origin headers: %v", r.header)
+	}
+	foreign := s.do("OPTIONS", send, "", "", map[string]string{"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+	want(t, "foreign preflight", foreign, http.StatusForbidden, agentd.EFORBIDDEN)
+}
+
+// TestBrowsersWithKeys: with keys, the Host is not checked (keys are), but
+// foreign origins still are.
+func TestBrowsersWithKeys(t *testing.T) {
+	s := newServer(t, []testKey{{key: "k-op", id: "op", tenant: "t1", project: "p1", role: agentd.RoleOperator}}, api.Config{})
+	want(t, "public Host", s.do("POST", "/v1/conversations", "k-op", "", map[string]string{"Host": "agentd.example.com"}), http.StatusCreated, "")
+	want(t, "own origin behind TLS", s.do("POST", "/v1/conversations", "k-op", "",
+		map[string]string{"Host": "agentd.example.com", "Origin": "https://agentd.example.com"}), http.StatusCreated, "")
+	want(t, "foreign origin", s.do("POST", "/v1/conversations", "k-op", "",
+		map[string]string{"Host": "agentd.example.com", "Origin": "https://evil.example"}), http.StatusForbidden, agentd.EFORBIDDEN)
+}
