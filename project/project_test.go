@@ -57,7 +57,8 @@ func TestLoadFull(t *testing.T) {
 				{"id": "ops", "sha256": "` + strings.Repeat("ab", 32) + `", "tenant_id": "acme", "project_id": "shop", "role": "operator"}
 			],
 			"webhooks": [{"id": "ops", "url": "https://ops.example.com/hooks"}],
-			"limits": {"max_body_bytes": 4096}
+			"limits": {"max_body_bytes": 4096},
+			"cors_origins": ["https://Chat.Example.com:443", "http://localhost:5173", "https://chat.example.com/"]
 		}`,
 	}
 	withTool(files, "refund", `, "exposure": {"kind": "requires-confirmation"}`)
@@ -93,6 +94,7 @@ func TestLoadFull(t *testing.T) {
 		},
 		Webhooks:     json.RawMessage(`[{"id":"ops","url":"https://ops.example.com/hooks"}]`),
 		MaxBodyBytes: 4096,
+		CORSOrigins:  []string{"https://chat.example.com", "http://localhost:5173"},
 	}
 	if !reflect.DeepEqual(p.Server, wantServer) {
 		t.Errorf("Server = %+v\nwant     %+v", p.Server, wantServer)
@@ -251,6 +253,11 @@ func TestLoadServerErrors(t *testing.T) {
 		{"limits zero", `{"limits": {"max_body_bytes": 0}}`, `agentd.json: field "limits.max_body_bytes": must be at least 1, got 0`},
 		{"limits type", `{"limits": {"max_body_bytes": "1MB"}}`, `agentd.json: field "limits.max_body_bytes": must be an integer, got string`},
 		{"limits not object", `{"limits": 5}`, `agentd.json: field "limits": must be an object`},
+		{"cors wildcard", `{"cors_origins": ["*"]}`, `agentd.json: field "cors_origins[0]": "*": the scheme must be http or https`},
+		{"cors path", `{"cors_origins": ["https://ok.example", "https://a.example/app"]}`, `agentd.json: field "cors_origins[1]": "https://a.example/app": an origin is only scheme://host[:port]`},
+		{"cors host wildcard", `{"cors_origins": ["https://*.example.com"]}`, `agentd.json: field "cors_origins[0]"`},
+		{"cors null", `{"cors_origins": ["null"]}`, `agentd.json: field "cors_origins[0]"`},
+		{"cors type", `{"cors_origins": "https://a.example"}`, `agentd.json: field "cors_origins": must be an array`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
