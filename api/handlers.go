@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/labstack/echo/v4"
 )
@@ -40,10 +39,25 @@ func (s *Server) handleCreateConversation(c echo.Context) error {
 	return c.JSON(http.StatusCreated, conv)
 }
 
+// conversationView is GET /v1/conversations/{id}: the conversation's
+// fields with its messages and tool calls.
+type conversationView struct {
+	*agentd.Conversation
+	Messages  []agentd.Message  `json:"messages"`
+	ToolCalls []agentd.ToolCall `json:"tool_calls"`
+}
+
 func (s *Server) handleGetConversation(c echo.Context) error {
-	v, err := s.engine.ConversationView(c.Request().Context(), principal(c), c.Param("id"))
+	d, err := s.engine.ConversationDetail(c.Request().Context(), principal(c), c.Param("id"))
 	if err != nil {
 		return err
+	}
+	v := conversationView{Conversation: d.Conversation, Messages: d.Messages, ToolCalls: d.ToolCalls}
+	if v.Messages == nil {
+		v.Messages = []agentd.Message{}
+	}
+	if v.ToolCalls == nil {
+		v.ToolCalls = []agentd.ToolCall{}
 	}
 	return c.JSON(http.StatusOK, v)
 }
@@ -92,12 +106,20 @@ func (s *Server) handleGetToolCall(c echo.Context) error {
 	return c.JSON(http.StatusOK, call)
 }
 
+// approvalRequest is the body of POST /v1/tool-calls/{id}/approval.
+type approvalRequest struct {
+	Decision        string          `json:"decision"`
+	Reason          string          `json:"reason,omitempty"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
+}
+
 func (s *Server) handleApproval(c echo.Context) error {
-	var req loop.DecisionRequest
+	var req approvalRequest
 	if err := decode(c, &req, false); err != nil {
 		return err
 	}
-	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), req)
+	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), agentd.DecisionRequest(req))
 	if err != nil {
 		return err
 	}

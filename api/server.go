@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
@@ -61,9 +60,46 @@ type Connections interface {
 	Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (out any, preview bool, err error)
 }
 
+// Service is the agent loop as the API's handlers use it; loop.Engine
+// implements it. Every method that takes a principal answers ENOTFOUND for
+// an object the principal does not reach (SPEC §5), with one message per
+// kind of object whether or not it exists elsewhere; EINVALID for a
+// malformed id or input.
+type Service interface {
+	// CreateConversation starts a conversation owned by p's key. EINVALID
+	// for an unknown agent or metadata that is not a JSON object of at most
+	// 16 KiB of valid UTF-8.
+	CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error)
+	// Conversation returns one conversation.
+	Conversation(ctx context.Context, p agentd.Principal, id string) (*agentd.Conversation, error)
+	// ConversationDetail returns one conversation with its history.
+	ConversationDetail(ctx context.Context, p agentd.Principal, id string) (*agentd.ConversationDetail, error)
+	// Send starts a run with a user message. ERUNACTIVE while one is active.
+	Send(ctx context.Context, p agentd.Principal, conversationID, content string) (*agentd.Run, error)
+	// Run returns one run.
+	Run(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error)
+	// Cancel cancels an active run; a cancelled run is returned as is,
+	// another finished run is ECONFLICT.
+	Cancel(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error)
+	// ToolCall returns one call with its decisions.
+	ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error)
+	// Decide applies a decision to a parked call: EFORBIDDEN for a role
+	// that may not decide (or an edit that escalates), ECONFLICT, EEXPIRED,
+	// ESTALE as SPEC §5 says.
+	Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error)
+	// PendingApprovals returns a page (limit 1..100, 0 = 50) of the parked
+	// calls p reaches after cursor, and the next cursor ("" at the end).
+	PendingApprovals(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.ToolCall, string, error)
+	// ToolSpecs are the tools the agent's model sees.
+	ToolSpecs() []agentd.ToolSpec
+	// ToolTier is a tool's base tier and server id ("per_call" for the
+	// request tool).
+	ToolTier(name string) (agentd.Tier, string)
+}
+
 // Server serves the API.
 type Server struct {
-	engine *loop.Engine
+	engine Service
 	hub    *sse.Hub
 	store  agentd.Store
 	cfg    Config
@@ -72,8 +108,8 @@ type Server struct {
 	log    zerolog.Logger
 }
 
-// New returns the API server for one engine.
-func New(engine *loop.Engine, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
+// New returns the API server for one service.
+func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}

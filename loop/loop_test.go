@@ -230,7 +230,7 @@ func TestExpiryWithInjectedClock(t *testing.T) {
 	if !strings.Contains(last.Content, "expired") || strings.Contains(strings.ToLower(last.Content+last.ToolReason), "denied") {
 		t.Fatalf("model reads %q / %q: must say expired, never denied", last.Content, last.ToolReason)
 	}
-	_, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "approve"})
+	_, err := f.engine.Decide(context.Background(), f.p, c.ID, agentd.DecisionRequest{Decision: "approve"})
 	if agentd.ErrorCode(err) != agentd.EEXPIRED {
 		t.Fatalf("approve after expiry: %v", err)
 	}
@@ -245,7 +245,7 @@ func TestDecisionAfterDeadlineWithoutSweep(t *testing.T) {
 	f := newFixture(t, "", payCall())
 	c := f.park(t)
 	f.clock.Advance(11 * time.Minute)
-	_, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "approve"})
+	_, err := f.engine.Decide(context.Background(), f.p, c.ID, agentd.DecisionRequest{Decision: "approve"})
 	if agentd.ErrorCode(err) != agentd.EEXPIRED {
 		t.Fatalf("approve after the deadline: %v", err)
 	}
@@ -317,7 +317,7 @@ func TestHistoryHasOneResultPerCall(t *testing.T) {
 		{Name: "missing", Arguments: json.RawMessage(`{}`)},
 	}})
 	c := f.park(t)
-	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "deny", Reason: "not today"}); err != nil {
+	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, agentd.DecisionRequest{Decision: "deny", Reason: "not today"}); err != nil {
 		t.Fatal(err)
 	}
 	f.rec.wait(t, agentd.EventRunFinished, 1)
@@ -353,6 +353,18 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
+	// The API depends on the service interface, not on the loop or a store.
+	out, err := exec.Command("go", "list", "-deps", "github.com/agentd-dev/agentd/api").Output()
+	if err != nil {
+		t.Fatalf("go list api: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite", "modernc.org/sqlite", "github.com/jackc/pgx"} {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("api imports %s", dep)
+			}
+		}
+	}
 }
 
 // Cancel is one transaction: after it, an approval of the parked call is a
@@ -364,7 +376,7 @@ func TestCancelThenApprove(t *testing.T) {
 	if err != nil || run.Status != agentd.RunCancelled {
 		t.Fatalf("cancel: %v %+v", err, run)
 	}
-	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, loop.DecisionRequest{Decision: "approve"}); agentd.ErrorCode(err) != agentd.ECONFLICT {
+	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, agentd.DecisionRequest{Decision: "approve"}); agentd.ErrorCode(err) != agentd.ECONFLICT {
 		t.Fatalf("approve after cancel: %v, want conflict", err)
 	}
 	got, _ := f.engine.ToolCall(context.Background(), f.p, c.ID)

@@ -81,13 +81,6 @@ func (e *Engine) CreateConversation(ctx context.Context, p agentd.Principal, age
 	return c, nil
 }
 
-// ConversationView is a conversation with its messages and tool calls.
-type ConversationView struct {
-	*agentd.Conversation
-	Messages  []agentd.Message  `json:"messages"`
-	ToolCalls []agentd.ToolCall `json:"tool_calls"`
-}
-
 // Conversation returns a conversation the principal reaches; ENOTFOUND
 // otherwise.
 func (e *Engine) Conversation(ctx context.Context, p agentd.Principal, id string) (*agentd.Conversation, error) {
@@ -97,8 +90,8 @@ func (e *Engine) Conversation(ctx context.Context, p agentd.Principal, id string
 	return e.reach(ctx, p, id, "conversation")
 }
 
-// ConversationView returns a conversation with its messages and tool calls.
-func (e *Engine) ConversationView(ctx context.Context, p agentd.Principal, id string) (*ConversationView, error) {
+// ConversationDetail returns a conversation with its messages and tool calls.
+func (e *Engine) ConversationDetail(ctx context.Context, p agentd.Principal, id string) (*agentd.ConversationDetail, error) {
 	c, err := e.Conversation(ctx, p, id)
 	if err != nil {
 		return nil, err
@@ -111,13 +104,7 @@ func (e *Engine) ConversationView(ctx context.Context, p agentd.Principal, id st
 	if err != nil {
 		return nil, err
 	}
-	if msgs == nil {
-		msgs = []agentd.Message{}
-	}
-	if calls == nil {
-		calls = []agentd.ToolCall{}
-	}
-	return &ConversationView{Conversation: c, Messages: msgs, ToolCalls: calls}, nil
+	return &agentd.ConversationDetail{Conversation: c, Messages: msgs, ToolCalls: calls}, nil
 }
 
 // Send starts a run with a user message. ERUNACTIVE while a run is active.
@@ -244,14 +231,6 @@ func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*
 	return c, nil
 }
 
-// DecisionRequest is the body of POST /v1/tool-calls/{id}/approval.
-type DecisionRequest struct {
-	Decision        string          `json:"decision"`
-	Reason          string          `json:"reason,omitempty"`
-	Arguments       json.RawMessage `json:"arguments,omitempty"`
-	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
-}
-
 // Decide applies an approval decision to a parked call (SPEC §5 "Approval
 // rules"). It returns the stored decision: every repeat of the same
 // decision returns the same record. An approval starts the same call with
@@ -261,7 +240,7 @@ type DecisionRequest struct {
 // arguments the card does not allow), ENOTFOUND, ECONFLICT (decided
 // otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
 // ESTALE (digest differs, also on a repeat).
-func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req DecisionRequest) (*agentd.Decision, error) {
+func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
 	if !p.MayDecide() {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	}
