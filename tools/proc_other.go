@@ -4,8 +4,8 @@ package tools
 
 import "os/exec"
 
-// setProcessGroup does nothing where process groups are not supported.
-func setProcessGroup(*exec.Cmd) {}
+// setSysProcAttr does nothing where process groups are not supported.
+func setSysProcAttr(*exec.Cmd) {}
 
 // killProcessGroup kills only the command itself where process groups are
 // not supported.

@@ -8,10 +8,12 @@ import (
 	"syscall"
 )
 
-// setProcessGroup makes the command the leader of a new process group, so
-// that everything it starts can be killed with it.
-func setProcessGroup(cmd *exec.Cmd) {
+// setSysProcAttr makes the command the leader of a new process group, so
+// that everything it starts can be killed with it, and, where the system
+// offers it, has the command killed when the server dies.
+func setSysProcAttr(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	setParentDeathSignal(cmd.SysProcAttr)
 }
 
 // killProcessGroup kills the command's whole process group with SIGKILL.

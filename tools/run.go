@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -33,9 +34,12 @@ type request struct {
 }
 
 // Run executes one call of the tool: the command runs in the tool's folder,
-// in its own process group, with only PATH, HOME, TMPDIR and the variables
-// named in Env in its environment, and reads
-// {"tool": NAME, "call_id": ID, "input": ARGUMENTS} plus a newline on stdin.
+// as the leader of a new process group, with only PATH, HOME, TMPDIR and
+// the variables named in Env in its environment. Its stdin is a regular
+// file that holds the whole request,
+// {"tool": NAME, "call_id": ID, "input": ARGUMENTS} plus a newline, before
+// the command starts, so the command never sees a partial request, even
+// when the server dies.
 //
 // On exit status 0 the result is stdout: its JSON if it parses (compacted),
 // else the trimmed text as a JSON string. A non-zero exit is an error with
@@ -43,7 +47,8 @@ type request struct {
 // done the whole process group is killed; the error then says "timed out
 // after …" or wraps ctx.Err(). More than 1 MiB of stdout is an error too.
 // Whatever the command leaves running in its process group is killed when
-// it exits.
+// it exits. On Linux the command itself is killed (SIGKILL) when the server
+// process dies; what it started may outlive it then (docs/tools.md).
 func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (json.RawMessage, error) {
 	if len(t.Command) == 0 || t.Command[0] == "" {
 		return nil, fmt.Errorf("tool %q: no command", t.Name)
@@ -56,7 +61,11 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: arguments are not valid JSON: %v", t.Name, err)
 	}
-	payload = append(payload, '\n')
+	stdin, closeStdin, err := requestFile(append(payload, '\n'))
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: cannot write the request: %v", t.Name, err)
+	}
+	defer closeStdin()
 
 	timeout := t.Timeout
 	if timeout <= 0 {
@@ -64,27 +73,13 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 	}
 	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
 	defer cancel()
-
-	prog := t.Command[0]
-	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
-		prog = filepath.Join(t.Dir, prog)
-	}
-	cmd := exec.CommandContext(runCtx, prog, t.Command[1:]...)
-	cmd.Dir = t.Dir
-	cmd.Env = t.environ()
-	cmd.Stdin = bytes.NewReader(payload)
+	cmd := t.command(runCtx, stdin)
 	stdout := &limitedBuffer{limit: maxOutput, onOverflow: cancel}
 	stderr := &tailBuffer{limit: maxStderrTail}
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	setProcessGroup(cmd)
-	cmd.Cancel = func() error { return killProcessGroup(cmd) }
-	cmd.WaitDelay = waitDelay
 
-	err = cmd.Run()
-	if cmd.Process != nil {
-		_ = killProcessGroup(cmd) // leftovers of a command that exited
-	}
+	err = runCommand(cmd)
 	switch {
 	case stdout.overflowed():
 		return nil, fmt.Errorf("tool %q: output too large (over %d bytes)", t.Name, maxOutput)
@@ -102,6 +97,43 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 		return nil, t.exitError(exit, stderr.String())
 	}
 	return nil, fmt.Errorf("tool %q: %v", t.Name, err)
+}
+
+// command returns the tool's command, not started, reading stdin, in its
+// own process group that is killed when ctx is done.
+func (t *Tool) command(ctx context.Context, stdin *os.File) *exec.Cmd {
+	prog := t.Command[0]
+	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
+		prog = filepath.Join(t.Dir, prog)
+	}
+	cmd := exec.CommandContext(ctx, prog, t.Command[1:]...)
+	cmd.Dir = t.Dir
+	cmd.Env = t.environ()
+	cmd.Stdin = stdin
+	setSysProcAttr(cmd)
+	cmd.Cancel = func() error { return killProcessGroup(cmd) }
+	cmd.WaitDelay = waitDelay
+	return cmd
+}
+
+// runCommand starts cmd, waits for it, and then kills whatever it left
+// running in its process group.
+//
+// The goroutine stays on the thread that started the command until the
+// command has been waited for: on Linux the parent-death signal is sent
+// when the thread that started a process ends, not the whole server
+// (go.dev/issue/27505), and the runtime ends a thread when a goroutine
+// locked to it returns. While this goroutine holds the thread, no other
+// goroutine can run on it, so only the death of the server kills the
+// command. The thread returns to the runtime after the command was reaped.
+func runCommand(cmd *exec.Cmd) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	err := cmd.Run()
+	if cmd.Process != nil {
+		_ = killProcessGroup(cmd) // leftovers of a command that exited
+	}
+	return err
 }
 
 var errTimeout = errors.New("tool timeout")

@@ -79,6 +79,29 @@ func TestRunStdinPayload(t *testing.T) {
 	}
 }
 
+// stdin is a regular file that holds the whole request before the command
+// starts, so a command may stat it, seek in it, or read it late.
+func TestRunStdinIsRegularFile(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("/dev/stdin is a link to the open file only on Linux")
+	}
+	// On Linux the request is in memory: it needs no writable TMPDIR.
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	tool := scriptTool(t, `sleep 0.2
+if [ -f /dev/stdin ]; then kind=regular; else kind=other; fi
+printf '{"kind":"%s","size":%d,"again":%d}' "$kind" "$(wc -c < /dev/stdin)" "$(wc -c < /dev/stdin)"`)
+	args := json.RawMessage(`{"blob":"` + strings.Repeat("y", 300<<10) + `"}`)
+	got, err := tool.Run(context.Background(), "call_9", args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := len(`{"tool":"probe","call_id":"call_9","input":}`) + len(args) + 1
+	want := `{"kind":"regular","size":` + strconv.Itoa(size) + `,"again":` + strconv.Itoa(size) + `}`
+	if string(got) != want {
+		t.Errorf("stdin as the command sees it = %s, want %s", got, want)
+	}
+}
+
 func TestRunRunsInToolFolder(t *testing.T) {
 	tool := scriptTool(t, `pwd`)
 	got, err := tool.Run(context.Background(), "c", nil)
@@ -101,7 +124,8 @@ func TestRunEnvironmentIsMinimal(t *testing.T) {
 	t.Setenv("AGENTD_TEST_SECRET", "hunter2")
 	t.Setenv("AGENTD_TEST_PASSED", "visible")
 	t.Setenv("HOME", "/home/agentd-test")
-	t.Setenv("TMPDIR", "/tmp/agentd-test")
+	tmpdir := t.TempDir() // it must exist where the request is a temporary file
+	t.Setenv("TMPDIR", tmpdir)
 	tool.Env = []string{"AGENTD_TEST_PASSED", "AGENTD_TEST_UNSET"}
 
 	got, err := tool.Run(context.Background(), "c", nil)
@@ -124,7 +148,7 @@ func TestRunEnvironmentIsMinimal(t *testing.T) {
 	want := map[string]string{
 		"PATH":               os.Getenv("PATH"),
 		"HOME":               "/home/agentd-test",
-		"TMPDIR":             "/tmp/agentd-test",
+		"TMPDIR":             tmpdir,
 		"AGENTD_TEST_PASSED": "visible",
 	}
 	if len(vars) != len(want) {
@@ -315,7 +339,7 @@ func assertProcessGone(t *testing.T, pidFile string) {
 		}
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("grandchild %d still running: %s", pid, stat)
+			t.Fatalf("process %d still running: %s", pid, stat)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

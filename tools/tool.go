@@ -1,8 +1,9 @@
 // Package tools loads and runs custom command tools: a folder
 // tools/<name>/ with a tool.json that describes the tool to the model and
 // names a command to run. A call runs the command as a subprocess in the
-// tool's folder with a minimal environment, writes the JSON request to its
-// stdin and reads the JSON result from its stdout (docs/tools.md).
+// tool's folder with a minimal environment, with the whole JSON request as
+// its stdin (a regular file, complete before the command starts), and
+// reads the JSON result from its stdout (docs/tools.md).
 //
 // The package knows nothing about tiers or approvals: Exposure and Confirm
 // are carried for the confirmation policy to read, and Run executes

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -152,9 +154,11 @@ func TestKill9WhileParked(t *testing.T) {
 func TestKill9WhileExecuting(t *testing.T) {
 	bin := agentdBinary(t)
 	dir, execLog := writeProject(t, projectOpts{})
-	// Make the pay tool slow so the server dies while it runs.
+	// Make the pay tool slow so the server dies while it runs; it writes
+	// its pid first, and then becomes the sleep.
+	pidFile := filepath.Join(dir, "pay.pid")
 	must(t, os.WriteFile(filepath.Join(dir, "tools", "pay", "run.sh"),
-		[]byte("#!/bin/sh\ncat >/dev/null; echo pay >> \"$AGENTD_TEST_LOG\"; sleep 30; printf '{}'\n"), 0o755))
+		[]byte("#!/bin/sh\ncat >/dev/null; echo $$ > '"+pidFile+"'; echo pay >> \"$AGENTD_TEST_LOG\"; exec sleep 1000\n"), 0o755))
 	data := t.TempDir()
 	env := "AGENTD_TEST_LOG=" + execLog
 	base, proc := startProcess(t, bin, dir, data, env)
@@ -168,6 +172,9 @@ func TestKill9WhileExecuting(t *testing.T) {
 	}
 	must(t, syscall.Kill(-proc.Process.Pid, syscall.SIGKILL))
 	_ = proc.Wait()
+	// The tool runs in its own process group, so the kill above did not
+	// reach it: it must die because the server did.
+	assertProcessGone(t, pidFile)
 
 	base2, _ := startProcess(t, bin, dir, data, env)
 	st2 := openStream(t, base2, "", conv, 0)
@@ -182,6 +189,39 @@ func TestKill9WhileExecuting(t *testing.T) {
 	st2.waitFor("run_finished", nil)
 	if n := execCount(t, execLog, "pay"); n != 1 {
 		t.Fatalf("pay started %d times, want 1", n)
+	}
+}
+
+// assertProcessGone fails unless the process whose pid is in pidFile is
+// dead (gone, or a zombie not yet reaped) before waitLimit; a process still
+// running then is killed, so that it does not outlive the test. Elsewhere
+// than on Linux it only kills the process.
+func assertProcessGone(t *testing.T, pidFile string) {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	must(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	must(t, err)
+	if runtime.GOOS != "linux" {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		t.Log("not checked: the parent-death signal is Linux only")
+		return
+	}
+	deadline := time.Now().Add(waitLimit)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			return // gone
+		}
+		// The state follows the parenthesised command name.
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			return
+		}
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("tool process %d outlived the server: %s", pid, stat)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

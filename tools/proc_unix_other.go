@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package tools
+
+import "syscall"
+
+// setParentDeathSignal does nothing: only Linux kills the command when the
+// server dies.
+func setParentDeathSignal(*syscall.SysProcAttr) {}
