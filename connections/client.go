@@ -23,15 +23,18 @@ const userAgent = "agentd"
 // Methods the client sends.
 var clientMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
-// Response is a downstream response, its body read up to the connection's
-// max_response_bytes.
+// Response is a downstream response with the connection's secrets
+// redacted from it (see Connection.redact), its body bounded by the
+// connection's max_response_bytes.
 type Response struct {
 	Status      int
 	StatusText  string // "Unprocessable Entity"
 	ContentType string
-	Body        []byte
-	// Truncated is true when the body was longer than max_response_bytes;
-	// Body then holds its first max_response_bytes bytes.
+	// Body is the redacted body, at most max_response_bytes long.
+	Body []byte
+	// Truncated is true when Body is not the whole redacted body: the
+	// body was longer than max_response_bytes (or became longer through
+	// redaction) and Body holds its beginning.
 	Truncated bool
 }
 
@@ -65,9 +68,12 @@ func (c *Connection) newClient() *http.Client {
 //     any other redirect fails the request with a *RedirectError and is
 //     never requested, so credentials never leave the origin;
 //   - the connection's timeout bounds the whole exchange, independently of
-//     ctx; the body is read up to max_response_bytes.
+//     ctx; the body is read up to max_response_bytes plus the length of
+//     the longest secret, the secrets are redacted from it and from the
+//     status text, and only then is it cut to max_response_bytes.
 //
-// Any HTTP status is a Response, not an error. Errors carry no secret.
+// Any HTTP status is a Response, not an error. Neither a Response nor an
+// error carries a secret, even when the server echoes one.
 func (c *Connection) Do(ctx context.Context, tg *confirm.Target, idempotencyKey string) (*Response, error) {
 	if tg == nil {
 		return nil, errors.New("no request")
@@ -102,15 +108,20 @@ func (c *Connection) Do(ctx context.Context, tg *confirm.Target, idempotencyKey 
 		return nil, describeTransportError(err)
 	}
 	defer resp.Body.Close()
-	out := &Response{Status: resp.StatusCode, StatusText: statusText(resp), ContentType: resp.Header.Get("Content-Type")}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxResponse+1))
+	out := &Response{Status: resp.StatusCode, StatusText: c.redactString(statusText(resp)),
+		ContentType: c.redactString(resp.Header.Get("Content-Type"))}
+	// Read far enough past the bound to see whole any secret that starts
+	// before it: secrets are redacted before the body is cut.
+	window := c.maxResponse + int64(c.longestSecret())
+	data, err := io.ReadAll(io.LimitReader(resp.Body, window+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the response of %s %s: %v", method, u.Path, describeTransportError(err))
 	}
-	if int64(len(data)) > c.maxResponse {
-		data, out.Truncated = data[:c.maxResponse], true
+	more := int64(len(data)) > window
+	if more {
+		data = data[:window]
 	}
-	out.Body = data
+	out.Body, out.Truncated = c.redact(data, c.maxResponse, more)
 	return out, nil
 }
 
@@ -150,20 +161,21 @@ func (c *Connection) inside(u, base *url.URL, prefix string) bool {
 }
 
 // checkRedirect follows a redirect only within the origin and the path
-// prefix, at most maxRedirects times.
+// prefix, at most maxRedirects times. Its errors quote the redirect's
+// target with the secrets redacted.
 func (c *Connection) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > maxRedirects {
-		return &RedirectError{fmt.Sprintf("too many redirects: stopped after %d redirects", maxRedirects)}
+		return &RedirectError{c.redactString(fmt.Sprintf("too many redirects: stopped after %d redirects", maxRedirects))}
 	}
 	base, prefix := c.origin()
 	u := req.URL
 	if u.Scheme != base.Scheme || !strings.EqualFold(u.Host, base.Host) {
-		return &RedirectError{fmt.Sprintf("the redirect to another origin (%s://%s) was refused: connection %s only talks to %s://%s",
-			u.Scheme, u.Host, c.Name, base.Scheme, base.Host)}
+		return &RedirectError{c.redactString(fmt.Sprintf("the redirect to another origin (%s://%s) was refused: connection %s only talks to %s://%s",
+			u.Scheme, u.Host, c.Name, base.Scheme, base.Host))}
 	}
 	if !c.inside(u, base, prefix) {
-		return &RedirectError{fmt.Sprintf("the redirect to %s was refused: it leaves the base path %q of connection %s",
-			u.EscapedPath(), prefix, c.Name)}
+		return &RedirectError{c.redactString(fmt.Sprintf("the redirect to %s was refused: it leaves the base path %q of connection %s",
+			u.EscapedPath(), prefix, c.Name))}
 	}
 	return nil
 }

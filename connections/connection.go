@@ -74,6 +74,7 @@ type Connection struct {
 	base        *url.URL // scheme and host only are used; see prefix
 	prefix      string   // escaped base path without trailing slash; "" for the root
 	auth        *credentials
+	redacts     []string    // auth.secrets(): what redact replaces
 	headers     http.Header // static headers of connection.json
 	timeout     time.Duration
 	maxResponse int64
@@ -270,6 +271,7 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 		if c.auth, err = parseAuth(f.Auth, getenv); err != nil {
 			return nil, nil, err
 		}
+		c.redacts = c.auth.secrets()
 	}
 
 	hnames := make([]string, 0, len(f.Headers))

@@ -93,9 +93,7 @@ func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage
 		}
 		return nil, false, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
 	}
-	conn := d.tool.conns[tg.Connection]
-	resp.Body = conn.redact(resp.Body)
 	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
-	r.Body = shapeBody(resp, conn.maxResponse)
+	r.Body = shapeBody(resp, d.tool.conns[tg.Connection].maxResponse)
 	return r, false, nil
 }
