@@ -60,8 +60,8 @@ func (c *Connection) newClient() *http.Client {
 //     URL's origin, its path prefix and the path, and is verified to stay
 //     on that origin and under that prefix (on a segment boundary);
 //   - headers are the connection's static headers, then tg.Header (each
-//     re-checked with confirm.CheckHeader; one that a static header or auth
-//     sets is refused), then the credentials, which nothing overrides;
+//     re-checked with confirm.CheckHeader and confirm.CheckHeaderValue; one
+//     that a static header or auth sets is refused), then the credentials, which nothing overrides;
 //     Idempotency-Key is idempotencyKey when it is not "";
 //     Content-Type is application/json when there is a body;
 //   - redirects are followed only within the origin and prefix, at most 5;
@@ -190,8 +190,8 @@ func (c *Connection) setHeaders(req *http.Request, tg *confirm.Target, idempoten
 		if err := c.checkModelHeader(k); err != nil {
 			return err
 		}
-		if !validHeaderValue(v) {
-			return fmt.Errorf("the value of header %q contains a control character", k)
+		if err := confirm.CheckHeaderValue(k, v); err != nil {
+			return err
 		}
 		h.Set(k, v)
 	}
@@ -206,8 +206,8 @@ func (c *Connection) setHeaders(req *http.Request, tg *confirm.Target, idempoten
 		}
 	}
 	if idempotencyKey != "" {
-		if !validHeaderValue(idempotencyKey) {
-			return errors.New("the idempotency key contains a control character")
+		if err := confirm.CheckHeaderValue("Idempotency-Key", idempotencyKey); err != nil {
+			return err
 		}
 		h.Set("Idempotency-Key", idempotencyKey)
 	}
@@ -220,19 +220,14 @@ func (c *Connection) setHeaders(req *http.Request, tg *confirm.Target, idempoten
 	return nil
 }
 
-// checkModelHeader refuses a header name the model may not set:
-// confirm.CheckHeader's list (credentials, hop-by-hop, forwarding,
-// Idempotency-Key), headers the client sets (Content-Type, User-Agent…),
-// the connection's static headers and its auth header.
+// checkModelHeader refuses a header name the model may not set: what
+// confirm.CheckHeader refuses (the header rule), the connection's static
+// headers and its auth header. It is pure.
 func (c *Connection) checkModelHeader(name string) error {
 	if err := confirm.CheckHeader(name); err != nil {
 		return err
 	}
-	if !headerNamePattern.MatchString(name) {
-		return fmt.Errorf("header name %q is not valid", name)
-	}
-	l := strings.ToLower(name)
-	if _, static := c.headers[http.CanonicalHeaderKey(name)]; static || reservedHeaders[l] || l == "user-agent" ||
+	if _, static := c.headers[http.CanonicalHeaderKey(name)]; static ||
 		(c.auth != nil && c.auth.kind == "header" && strings.EqualFold(name, c.auth.header)) {
 		return fmt.Errorf("header %q is set by the connection and cannot be set by the model", name)
 	}

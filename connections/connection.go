@@ -54,8 +54,6 @@ const (
 var (
 	connNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// headerNamePattern is an RFC 9110 token.
-	headerNamePattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
 // Connection is one loaded connection, made by Load (a Connection built
@@ -397,7 +395,7 @@ func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, e
 		if a.Name == nil || *a.Name == "" {
 			return nil, jsonconf.FieldErr("auth.name", `required for auth type "header": the header that carries the secret, e.g. "X-API-Key"`)
 		}
-		if err := checkAuthHeader(*a.Name); err != nil {
+		if err := confirm.CheckAuthHeader(*a.Name); err != nil {
 			return nil, jsonconf.FieldErr("auth.name", "%v", err)
 		}
 		c.header = http.CanonicalHeaderKey(*a.Name)
@@ -425,53 +423,15 @@ func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, e
 	return c, nil
 }
 
-// Headers a connection may not set in "headers": framing and hop-by-hop
-// headers, and those the client sets itself.
-var reservedHeaders = map[string]bool{
-	"connection": true, "keep-alive": true, "proxy-connection": true, "te": true, "trailer": true,
-	"transfer-encoding": true, "upgrade": true, "host": true, "content-length": true,
-	"content-type": true, "idempotency-key": true, "expect": true,
-}
-
-// checkStaticHeader checks one entry of connection.json's headers: a valid
-// name that is neither a credential (those belong in auth) nor a framing,
-// hop-by-hop or runtime-set header, and a value without line breaks.
+// checkStaticHeader checks one entry of connection.json's headers: a name
+// confirm.CheckStaticHeader allows (no credential, which belongs in auth,
+// no hop-by-hop, framing, client-set or route header) and a value
+// confirm.CheckHeaderValue allows.
 func checkStaticHeader(name, value string) error {
-	if !headerNamePattern.MatchString(name) {
-		return fmt.Errorf("%q is not a valid header name", name)
+	if err := confirm.CheckStaticHeader(name); err != nil {
+		return err
 	}
-	if reservedHeaders[strings.ToLower(name)] {
-		return fmt.Errorf("header %q is set by the HTTP client and cannot be configured", name)
-	}
-	if err := confirm.CheckHeader(name); err != nil {
-		return fmt.Errorf("header %q cannot be a static header: credentials belong in \"auth\", hop-by-hop and forwarding headers are not allowed", name)
-	}
-	if !validHeaderValue(value) {
-		return errors.New("the value contains a control character")
-	}
-	return nil
-}
-
-// checkAuthHeader checks auth.name of a header auth: a valid name that is
-// not a framing or hop-by-hop header.
-func checkAuthHeader(name string) error {
-	if !headerNamePattern.MatchString(name) {
-		return fmt.Errorf("%q is not a valid header name", name)
-	}
-	l := strings.ToLower(name)
-	if reservedHeaders[l] || strings.HasPrefix(l, "proxy-") || l == "cookie" || l == "user-agent" {
-		return fmt.Errorf("header %q cannot carry credentials", name)
-	}
-	return nil
-}
-
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < 0x20 && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
+	return confirm.CheckHeaderValue(name, value)
 }
 
 // parseBaseURL checks a base URL: absolute http or https, a host, no

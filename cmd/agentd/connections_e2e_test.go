@@ -26,7 +26,9 @@ const connRules = `[
  {"when":{"user":"^sneaky confirmed$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":5},"intent":"confirmed_write"}}]}},
  {"when":{"user":"^refund as read$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":5},"intent":"read"}}]}},
  {"when":{"user":"^report$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"POST","endpoint":"/reports/run","data":{"kind":"summary"},"intent":"read"}}]}},
- {"when":{"user":"^override static$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"X-Client":"someone-else"},"intent":"read"}}]}},
+ {"when":{"user":"^override static$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"X-Api-Version":"1"},"intent":"read"}}]}},
+ {"when":{"user":"^header crlf$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"X-Note":"a\r\nX-Injected: 1"},"intent":"read"}}]}},
+ {"when":{"user":"^header via$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"Via":"1.1 elsewhere"},"intent":"read"}}]}},
  {"when":{"user":"^secret$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/secrets/keys","intent":"read"}}]}},
  {"when":{"user":"^ssrf (.*)$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"ENDPOINT","intent":"read"}}]}},
  {"when":{"user":"^op invalid$"},"reply":{"tool_calls":[{"name":"billing__createRefund","arguments":{"body":{"order_id":5,"amount":"lots"}}}]}},
@@ -89,7 +91,7 @@ func newConnFixture(t *testing.T, rules string) *connFixture {
 	must(t, os.WriteFile(filepath.Join(cdir, "openapi.json"), doc, 0o644))
 	must(t, os.WriteFile(filepath.Join(cdir, "policy.json"), []byte(connPolicy), 0o644))
 	must(t, os.WriteFile(filepath.Join(cdir, "connection.json"), []byte(fmt.Sprintf(
-		`{"base_url": %q, "auth": {"type": "bearer", "token_env": "BILLING_TOKEN"}, "headers": {"X-Client": "agentd-test"}, "openapi": "openapi.json"}`,
+		`{"base_url": %q, "auth": {"type": "bearer", "token_env": "BILLING_TOKEN"}, "headers": {"X-Client": "agentd-test", "X-Api-Version": "2"}, "openapi": "openapi.json"}`,
 		downstream.URL+"/api")), 0o644))
 	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"BILLING_TOKEN": billingToken})
 	return &connFixture{base: base, api: api, dir: dir}
@@ -215,7 +217,9 @@ func TestConnectionTiers(t *testing.T) {
 		{delegateKey, "refund 500", "review", true, "delegated"},
 		{operatorKey, "refund as read", "never", false, `must declare intent "write"`},
 		{operatorKey, "secret", "never", false, "Secrets stay secret"},
-		{operatorKey, "override static", "never", false, `header "X-Client" is set by the connection`},
+		{operatorKey, "override static", "never", false, `header "X-Api-Version" is set by the connection`},
+		{operatorKey, "header crlf", "never", false, `the value of header "X-Note" contains a control character`},
+		{operatorKey, "header via", "never", false, `header "Via" cannot be set by the model`},
 		{operatorKey, "ssrf http://evil/", "never", false, "not a URL"},
 		{operatorKey, "ssrf //evil/x", "never", false, "not a URL"},
 		{operatorKey, "ssrf /../../admin", "never", false, "dot segment"},
@@ -491,6 +495,13 @@ func TestDurableConnectionRequest(t *testing.T) {
 		{operatorKey, `{"method":"GET","endpoint":"//evil/x","intent":"read"}`, 400, "invalid"},
 		{operatorKey, `{"method":"POST","endpoint":"/refunds","intent":"write","extra":1}`, 400, "invalid"},
 		{operatorKey, `{"method":"POST","endpoint":"/refunds","data":{"amount":1},"intent":"read"}`, 403, "forbidden"},
+		// Header values that cannot be sent, and forbidden header names,
+		// are refused up front: no preview, nothing sent.
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Note":"a\r\nX-Injected: 1"},"intent":"read"}`, 400, "invalid"},
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Note":"a\u0000b"},"intent":"read"}`, 400, "invalid"},
+		{operatorKey, `{"method":"POST","endpoint":"/refunds","data":{"order_id":"A-1002","amount":3},"headers":{"X-Note":"a\nb"},"intent":"write"}`, 400, "invalid"},
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Originating-IP":"10.0.0.1"},"intent":"read"}`, 400, "invalid"},
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Auth-Token":"t"},"intent":"read"}`, 400, "invalid"},
 	} {
 		status, got := call(t, http.MethodPost, url, tc.key, tc.body)
 		if status != tc.status || errCode(got) != tc.code {
