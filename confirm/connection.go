@@ -52,6 +52,15 @@ type Connection struct {
 	// CheckHeader, when set, refuses model headers the connection sets
 	// itself (its static headers, its auth header); it must be pure.
 	CheckHeader func(name string) error
+	// TenantIDs are the tenants that may use the connection (its
+	// credential acts for each of them); nil means every tenant.
+	TenantIDs []string
+}
+
+// AllowsTenant reports whether the tenant may use the connection: TenantIDs
+// is nil or lists it (exactly, case included).
+func (c *Connection) AllowsTenant(tenantID string) bool {
+	return c.TenantIDs == nil || slices.Contains(c.TenantIDs, tenantID)
 }
 
 // Operation is the HTTP operation behind an OpenAPI operation tool.
@@ -464,6 +473,26 @@ func checkKeys(doc json.RawMessage) error {
 			top.key = true
 		}
 	}
+}
+
+// refuseTenant refuses a connection call of a tenant the connection does
+// not allow (tenant_ids), before anything else about the call is decided.
+func refuseTenant(c Call, d Decision, eff json.RawMessage) (Decision, bool) {
+	conn := c.Tool.Connection
+	if c.Tool.Kind == KindRequest {
+		var a struct {
+			Connection string `json:"connection"`
+		}
+		_ = json.Unmarshal(eff, &a) // eff passed the schema; a bad one names no connection
+		conn = c.Tool.Connections[a.Connection]
+	}
+	if conn == nil || conn.AllowsTenant(c.TenantID) {
+		return d, false
+	}
+	d.Tier, d.Refused, d.Connection = agentd.TierNever, true, conn.Name
+	d.Reason = refusal(agentd.TierNever, fmt.Sprintf("connection %q is not available to this tenant", conn.Name))
+	d.AllowedDecisions = nil
+	return d, true
 }
 
 // decideConnection classifies a request-tool or operation call whose

@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -73,6 +74,7 @@ type Connection struct {
 	prefix      string   // escaped base path without trailing slash; "" for the root
 	auth        *credentials
 	redacts     []string    // auth.secrets(): what redact replaces
+	tenants     []string    // tenant_ids; nil: every tenant
 	headers     http.Header // static headers of connection.json
 	timeout     time.Duration
 	maxResponse int64
@@ -109,6 +111,7 @@ type (
 		OpenAPI          *string           `json:"openapi"`
 		Tools            json.RawMessage   `json:"tools"`
 		Description      string            `json:"description"`
+		TenantIDs        json.RawMessage   `json:"tenant_ids"`
 	}
 	authFile struct {
 		Type        string  `json:"type"`
@@ -203,7 +206,7 @@ func loadOne(dir, name string, getenv func(string) string) (*Connection, error) 
 	if c.Policy, err = confirm.ParsePolicy(pdata); err != nil {
 		return nil, fmt.Errorf("%s: %w", policyFile, err)
 	}
-	c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader}
+	c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
 
 	if c.document != "" {
 		docFile := rel + "/" + filepath.ToSlash(filepath.Clean(c.document))
@@ -313,6 +316,12 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 		c.document = p
 	}
 
+	if !jsonconf.IsNull(f.TenantIDs) {
+		if c.tenants, err = parseTenantIDs(f.TenantIDs); err != nil {
+			return nil, nil, err
+		}
+	}
+
 	var opsSel []string
 	if !jsonconf.IsNull(f.Tools) {
 		var tf toolsFile
@@ -344,6 +353,27 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 	}
 	c.client = c.newClient()
 	return c, opsSel, nil
+}
+
+// parseTenantIDs checks tenant_ids: a non-empty array of distinct,
+// non-empty tenant ids.
+func parseTenantIDs(raw json.RawMessage) ([]string, error) {
+	var ids []string
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		return nil, jsonconf.FieldErr("tenant_ids", `must be an array of tenant ids, e.g. ["acme"]`)
+	}
+	if len(ids) == 0 {
+		return nil, jsonconf.FieldErr("tenant_ids", "lists no tenant: omit it to let every tenant use the connection")
+	}
+	for i, id := range ids {
+		if id == "" {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "is empty")
+		}
+		if slices.Contains(ids[:i], id) {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "%q is listed twice", id)
+		}
+	}
+	return ids, nil
 }
 
 func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, error) {
@@ -514,6 +544,10 @@ func (c *Connection) AuthType() string {
 	return c.auth.kind
 }
 
+// TenantIDs returns connection.json's tenant_ids: the tenants that may use
+// the connection; nil means every tenant.
+func (c *Connection) TenantIDs() []string { return slices.Clone(c.tenants) }
+
 // RequestTool reports whether the connection is reachable through the
 // request tool (tools.request, default true).
 func (c *Connection) RequestTool() bool { return c.requestTool }
@@ -536,7 +570,7 @@ func (c *Connection) Confirm() *confirm.Connection {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view == nil { // a Connection not made by Load
-		c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader}
+		c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
 	}
 	return c.view
 }

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/agentd-dev/agentd"
 )
 
 // writeProject writes files (paths relative to the project dir) into a new
@@ -99,7 +101,8 @@ func (r *recorder) requests() []recorded {
 // must answer a Result.
 func durableRead(t *testing.T, c *Connection, args string) Result {
 	t.Helper()
-	out, preview, err := NewDurable([]*Connection{c}).Request(context.Background(), c.Name, json.RawMessage(args), false, "")
+	out, preview, err := NewDurable([]*Connection{c}).Request(context.Background(), c.Name, json.RawMessage(args),
+		agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleOperator}, "")
 	r, ok := out.(Result)
 	if err != nil || preview || !ok {
 		t.Fatalf("durable %s: %v, %v, %v", args, out, preview, err)

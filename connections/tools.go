@@ -160,7 +160,9 @@ func (t *RequestTool) validate(args json.RawMessage) (json.RawMessage, error) {
 // Execute sends the request of a call that was cleared to run. The result
 // is {"status", "body", "truncated"}; an HTTP status of 400 or more is an
 // error "HTTP <code> <text>: <body>" for the model to read. Every request
-// other than GET and HEAD carries Idempotency-Key: <call id>.
+// other than GET and HEAD carries Idempotency-Key: <call id>. A call whose
+// TenantID the connection's tenant_ids do not list is an error, and
+// nothing is sent.
 func (t *RequestTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
 	tg, err := confirm.Resolve(t.decision, call.Arguments)
 	if err != nil {
@@ -170,7 +172,7 @@ func (t *RequestTool) Execute(ctx context.Context, call agentd.ToolCall) (json.R
 	if c == nil {
 		return nil, fmt.Errorf("unknown connection %q", tg.Connection)
 	}
-	return execute(ctx, c, tg, call.ID)
+	return execute(ctx, c, tg, call)
 }
 
 // OperationTool is the native tool of one OpenAPI operation, named
@@ -239,7 +241,7 @@ func (t *OperationTool) Execute(ctx context.Context, call agentd.ToolCall) (json
 	if err != nil {
 		return nil, err
 	}
-	return execute(ctx, t.conn, tg, call.ID)
+	return execute(ctx, t.conn, tg, call)
 }
 
 // argsObject returns args compacted, checking it is a JSON object; empty
@@ -276,11 +278,15 @@ type toolResult struct {
 	Truncated bool            `json:"truncated"`
 }
 
-// execute runs tg on c and shapes the result.
-func execute(ctx context.Context, c *Connection, tg *confirm.Target, callID string) (json.RawMessage, error) {
+// execute runs tg of call on c and shapes the result. It refuses a call of
+// a tenant that c's tenant_ids do not list, whatever was decided before.
+func execute(ctx context.Context, c *Connection, tg *confirm.Target, call agentd.ToolCall) (json.RawMessage, error) {
+	if !c.Confirm().AllowsTenant(call.TenantID) {
+		return nil, fmt.Errorf("connection %q is not available to this tenant", c.Name)
+	}
 	key := ""
 	if tg.Method != http.MethodGet && tg.Method != http.MethodHead {
-		key = callID
+		key = call.ID
 	}
 	resp, err := c.Do(ctx, tg, key) // redacted: an echoing server hands the model no credentials
 	if err != nil {
