@@ -226,7 +226,7 @@ func (s *Server) handleConnectionRequest(c echo.Context) error {
 	if err != nil {
 		return agentd.Errorf(agentd.EINVALID, "bad request: %v", err)
 	}
-	out, preview, err := s.cfg.Connections.Request(c.Request().Context(), c.Param("name"), args, p.Role == agentd.RoleDelegate, key)
+	out, preview, err := s.cfg.Connections.Request(c.Request().Context(), c.Param("name"), args, p, key)
 	// Every outcome is logged: this path has no human in it.
 	ev := s.log.Info().Str("connection", c.Param("name")).Str("method", req.Method).Str("endpoint", req.Endpoint).
 		Str("intent", req.Intent).Str("key_id", p.KeyID).Str("tenant_id", p.TenantID)

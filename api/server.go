@@ -52,12 +52,15 @@ type Config struct {
 // Connections is the durable/workflow request path (SPEC §2.3).
 type Connections interface {
 	// Request previews or performs one request-tool call on connection
-	// name outside the agent loop. args are the request tool's arguments.
-	// delegated is true for delegate-role callers. It returns the answer
-	// to encode and whether it is a preview (nothing was sent). Errors:
-	// ENOTFOUND (unknown connection), EINVALID (bad arguments), EFORBIDDEN
-	// (refused by the policy), EUNAVAILABLE (the downstream request failed).
-	Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (out any, preview bool, err error)
+	// name outside the agent loop, for caller (its tenant and project
+	// namespace idempotencyKey downstream and must be allowed to use the
+	// connection; a delegate role is a delegated caller). args are the
+	// request tool's arguments. It returns the answer to encode and
+	// whether it is a preview (nothing was sent). Errors: ENOTFOUND
+	// (unknown connection, or one the caller's tenant may not use),
+	// EINVALID (bad arguments), EFORBIDDEN (refused by the policy),
+	// EUNAVAILABLE (the downstream request failed).
+	Request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (out any, preview bool, err error)
 }
 
 // Service is the agent loop as the API's handlers use it; loop.Engine

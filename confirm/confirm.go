@@ -60,6 +60,9 @@ type Call struct {
 	// Delegated is true in a conversation created by an automation or a
 	// delegate-role key (delegations.escalateConfirm applies).
 	Delegated bool
+	// TenantID is the tenant of the conversation or of the durable-path
+	// caller: a connection whose TenantIDs do not list it is refused.
+	TenantID string
 	// Mode is the execution context; the zero value is the agent loop.
 	Mode Mode
 }
@@ -128,6 +131,9 @@ func Decide(c Call) Decision {
 	}
 	d.Arguments, d.Digest = eff, digest
 	if c.Tool.Kind == KindRequest || c.Tool.Kind == KindOperation {
+		if refused, ok := refuseTenant(c, d, eff); ok {
+			return refused
+		}
 		return decideConnection(c, d, eff)
 	}
 	switch c.Tool.Exposure {

@@ -52,6 +52,15 @@ type Connection struct {
 	// CheckHeader, when set, refuses model headers the connection sets
 	// itself (its static headers, its auth header); it must be pure.
 	CheckHeader func(name string) error
+	// TenantIDs are the tenants that may use the connection (its
+	// credential acts for each of them); nil means every tenant.
+	TenantIDs []string
+}
+
+// AllowsTenant reports whether the tenant may use the connection: TenantIDs
+// is nil or lists it (exactly, case included).
+func (c *Connection) AllowsTenant(tenantID string) bool {
+	return c.TenantIDs == nil || slices.Contains(c.TenantIDs, tenantID)
 }
 
 // Operation is the HTTP operation behind an OpenAPI operation tool.
@@ -87,38 +96,6 @@ func safeMethod(m string) bool { return m == "GET" || m == "HEAD" || m == "OPTIO
 
 // Methods the request tool accepts.
 var requestMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
-
-// Headers a model may never set: credentials, hop-by-hop and framing
-// headers, and the one the runtime sets itself.
-var forbiddenHeaders = map[string]bool{
-	"authorization": true, "proxy-authorization": true, "cookie": true, "set-cookie": true,
-	"connection": true, "keep-alive": true, "proxy-connection": true, "te": true, "trailer": true,
-	"transfer-encoding": true, "upgrade": true, "host": true, "content-length": true,
-	"idempotency-key": true, "forwarded": true, "x-forwarded-for": true, "x-forwarded-host": true,
-	"x-forwarded-proto": true, "x-real-ip": true, "x-api-key": true, "api-key": true,
-	// Headers that make servers run another method or path than the one the
-	// policy classified, or trust another client address.
-	"x-http-method-override": true, "x-http-method": true, "x-method-override": true,
-	"x-original-url": true, "x-rewrite-url": true, "x-host": true,
-	"true-client-ip": true, "x-client-ip": true, "cf-connecting-ip": true,
-}
-
-// Header name prefixes a model may never set.
-var forbiddenHeaderPrefixes = []string{"proxy-", "x-forwarded-", "x-original-"}
-
-// CheckHeader refuses a header name a model may not set: credentials,
-// hop-by-hop and forwarding headers, headers that override the method or
-// path, and Idempotency-Key.
-func CheckHeader(name string) error {
-	if name == "" || strings.ContainsAny(name, " \t\r\n:") {
-		return fmt.Errorf("header name %q is not valid", name)
-	}
-	lower := strings.ToLower(name)
-	if forbiddenHeaders[lower] || slices.ContainsFunc(forbiddenHeaderPrefixes, func(p string) bool { return strings.HasPrefix(lower, p) }) {
-		return fmt.Errorf("header %q cannot be set by the model", name)
-	}
-	return nil
-}
 
 // CleanEndpoint checks a request path relative to a connection's base_url
 // and returns it in canonical form ("/a/b", each segment percent-encoded
@@ -291,8 +268,9 @@ func resolveOperation(t *Tool, args json.RawMessage) (*Target, error) {
 	return tg, nil
 }
 
-// checkHeaders refuses model headers that CheckHeader or the connection
-// refuses, in name order so the message is stable.
+// checkHeaders refuses model headers whose name CheckHeader or the
+// connection refuses, or whose value CheckHeaderValue refuses, in name
+// order so the message is stable.
 func checkHeaders(conn *Connection, h map[string]string) error {
 	names := make([]string, 0, len(h))
 	for k := range h {
@@ -307,6 +285,9 @@ func checkHeaders(conn *Connection, h map[string]string) error {
 			if err := conn.CheckHeader(k); err != nil {
 				return err
 			}
+		}
+		if err := CheckHeaderValue(k, h[k]); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -445,6 +426,26 @@ func maxNumber(v any, keys []string, strs bool) (float64, bool) {
 // only by case: servers disagree on which one wins, so the value the
 // policy saw might not be the value that runs.
 func checkKeys(doc json.RawMessage) error { return strictjson.CheckKeys(doc) }
+
+// refuseTenant refuses a connection call of a tenant the connection does
+// not allow (tenant_ids), before anything else about the call is decided.
+func refuseTenant(c Call, d Decision, eff json.RawMessage) (Decision, bool) {
+	conn := c.Tool.Connection
+	if c.Tool.Kind == KindRequest {
+		var a struct {
+			Connection string `json:"connection"`
+		}
+		_ = json.Unmarshal(eff, &a) // eff passed the schema; a bad one names no connection
+		conn = c.Tool.Connections[a.Connection]
+	}
+	if conn == nil || conn.AllowsTenant(c.TenantID) {
+		return d, false
+	}
+	d.Tier, d.Refused, d.Connection = agentd.TierNever, true, conn.Name
+	d.Reason = refusal(agentd.TierNever, fmt.Sprintf("connection %q is not available to this tenant", conn.Name))
+	d.AllowedDecisions = nil
+	return d, true
+}
 
 // decideConnection classifies a request-tool or operation call whose
 // arguments passed the schema.

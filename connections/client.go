@@ -23,15 +23,18 @@ const userAgent = "agentd"
 // Methods the client sends.
 var clientMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
-// Response is a downstream response, its body read up to the connection's
-// max_response_bytes.
+// Response is a downstream response with the connection's secrets
+// redacted from it (see Connection.redact), its body bounded by the
+// connection's max_response_bytes.
 type Response struct {
 	Status      int
 	StatusText  string // "Unprocessable Entity"
 	ContentType string
-	Body        []byte
-	// Truncated is true when the body was longer than max_response_bytes;
-	// Body then holds its first max_response_bytes bytes.
+	// Body is the redacted body, at most max_response_bytes long.
+	Body []byte
+	// Truncated is true when Body is not the whole redacted body: the
+	// body was longer than max_response_bytes (or became longer through
+	// redaction) and Body holds its beginning.
 	Truncated bool
 }
 
@@ -57,17 +60,20 @@ func (c *Connection) newClient() *http.Client {
 //     URL's origin, its path prefix and the path, and is verified to stay
 //     on that origin and under that prefix (on a segment boundary);
 //   - headers are the connection's static headers, then tg.Header (each
-//     re-checked with confirm.CheckHeader; one that a static header or auth
-//     sets is refused), then the credentials, which nothing overrides;
+//     re-checked with confirm.CheckHeader and confirm.CheckHeaderValue; one
+//     that a static header or auth sets is refused), then the credentials, which nothing overrides;
 //     Idempotency-Key is idempotencyKey when it is not "";
 //     Content-Type is application/json when there is a body;
 //   - redirects are followed only within the origin and prefix, at most 5;
 //     any other redirect fails the request with a *RedirectError and is
 //     never requested, so credentials never leave the origin;
 //   - the connection's timeout bounds the whole exchange, independently of
-//     ctx; the body is read up to max_response_bytes.
+//     ctx; the body is read up to max_response_bytes plus the length of
+//     the longest secret, the secrets are redacted from it and from the
+//     status text, and only then is it cut to max_response_bytes.
 //
-// Any HTTP status is a Response, not an error. Errors carry no secret.
+// Any HTTP status is a Response, not an error. Neither a Response nor an
+// error carries a secret, even when the server echoes one.
 func (c *Connection) Do(ctx context.Context, tg *confirm.Target, idempotencyKey string) (*Response, error) {
 	if tg == nil {
 		return nil, errors.New("no request")
@@ -102,15 +108,20 @@ func (c *Connection) Do(ctx context.Context, tg *confirm.Target, idempotencyKey 
 		return nil, describeTransportError(err)
 	}
 	defer resp.Body.Close()
-	out := &Response{Status: resp.StatusCode, StatusText: statusText(resp), ContentType: resp.Header.Get("Content-Type")}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, c.maxResponse+1))
+	out := &Response{Status: resp.StatusCode, StatusText: c.redactString(statusText(resp)),
+		ContentType: c.redactString(resp.Header.Get("Content-Type"))}
+	// Read far enough past the bound to see whole any secret that starts
+	// before it: secrets are redacted before the body is cut.
+	window := c.maxResponse + int64(c.longestSecret())
+	data, err := io.ReadAll(io.LimitReader(resp.Body, window+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the response of %s %s: %v", method, u.Path, describeTransportError(err))
 	}
-	if int64(len(data)) > c.maxResponse {
-		data, out.Truncated = data[:c.maxResponse], true
+	more := int64(len(data)) > window
+	if more {
+		data = data[:window]
 	}
-	out.Body = data
+	out.Body, out.Truncated = c.redact(data, c.maxResponse, more)
 	return out, nil
 }
 
@@ -150,20 +161,21 @@ func (c *Connection) inside(u, base *url.URL, prefix string) bool {
 }
 
 // checkRedirect follows a redirect only within the origin and the path
-// prefix, at most maxRedirects times.
+// prefix, at most maxRedirects times. Its errors quote the redirect's
+// target with the secrets redacted.
 func (c *Connection) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > maxRedirects {
-		return &RedirectError{fmt.Sprintf("too many redirects: stopped after %d redirects", maxRedirects)}
+		return &RedirectError{c.redactString(fmt.Sprintf("too many redirects: stopped after %d redirects", maxRedirects))}
 	}
 	base, prefix := c.origin()
 	u := req.URL
 	if u.Scheme != base.Scheme || !strings.EqualFold(u.Host, base.Host) {
-		return &RedirectError{fmt.Sprintf("the redirect to another origin (%s://%s) was refused: connection %s only talks to %s://%s",
-			u.Scheme, u.Host, c.Name, base.Scheme, base.Host)}
+		return &RedirectError{c.redactString(fmt.Sprintf("the redirect to another origin (%s://%s) was refused: connection %s only talks to %s://%s",
+			u.Scheme, u.Host, c.Name, base.Scheme, base.Host))}
 	}
 	if !c.inside(u, base, prefix) {
-		return &RedirectError{fmt.Sprintf("the redirect to %s was refused: it leaves the base path %q of connection %s",
-			u.EscapedPath(), prefix, c.Name)}
+		return &RedirectError{c.redactString(fmt.Sprintf("the redirect to %s was refused: it leaves the base path %q of connection %s",
+			u.EscapedPath(), prefix, c.Name))}
 	}
 	return nil
 }
@@ -178,8 +190,8 @@ func (c *Connection) setHeaders(req *http.Request, tg *confirm.Target, idempoten
 		if err := c.checkModelHeader(k); err != nil {
 			return err
 		}
-		if !validHeaderValue(v) {
-			return fmt.Errorf("the value of header %q contains a control character", k)
+		if err := confirm.CheckHeaderValue(k, v); err != nil {
+			return err
 		}
 		h.Set(k, v)
 	}
@@ -194,8 +206,8 @@ func (c *Connection) setHeaders(req *http.Request, tg *confirm.Target, idempoten
 		}
 	}
 	if idempotencyKey != "" {
-		if !validHeaderValue(idempotencyKey) {
-			return errors.New("the idempotency key contains a control character")
+		if err := confirm.CheckHeaderValue("Idempotency-Key", idempotencyKey); err != nil {
+			return err
 		}
 		h.Set("Idempotency-Key", idempotencyKey)
 	}
@@ -208,19 +220,14 @@ func (c *Connection) setHeaders(req *http.Request, tg *confirm.Target, idempoten
 	return nil
 }
 
-// checkModelHeader refuses a header name the model may not set:
-// confirm.CheckHeader's list (credentials, hop-by-hop, forwarding,
-// Idempotency-Key), headers the client sets (Content-Type, User-Agent…),
-// the connection's static headers and its auth header.
+// checkModelHeader refuses a header name the model may not set: what
+// confirm.CheckHeader refuses (the header rule), the connection's static
+// headers and its auth header. It is pure.
 func (c *Connection) checkModelHeader(name string) error {
 	if err := confirm.CheckHeader(name); err != nil {
 		return err
 	}
-	if !headerNamePattern.MatchString(name) {
-		return fmt.Errorf("header name %q is not valid", name)
-	}
-	l := strings.ToLower(name)
-	if _, static := c.headers[http.CanonicalHeaderKey(name)]; static || reservedHeaders[l] || l == "user-agent" ||
+	if _, static := c.headers[http.CanonicalHeaderKey(name)]; static ||
 		(c.auth != nil && c.auth.kind == "header" && strings.EqualFold(name, c.auth.header)) {
 		return fmt.Errorf("header %q is set by the connection and cannot be set by the model", name)
 	}

@@ -173,7 +173,8 @@ func TestModelHeadersRefused(t *testing.T) {
 		map[string]string{"KEY": secretValue}, nil)
 	rt := NewRequestTool([]*Connection{c})
 	for _, h := range []string{"Authorization", "authorization", "Cookie", "Connection", "Idempotency-Key", "Host", "Proxy-Authorization",
-		"Transfer-Encoding", "Content-Length", "X-Forwarded-For", "X-Tenant", "x-token", "Content-Type", "User-Agent", "Bad Name", "X-A\r\nX-B"} {
+		"Transfer-Encoding", "Content-Length", "X-Forwarded-For", "X-Tenant", "x-token", "Content-Type", "User-Agent", "Bad Name", "X-A\r\nX-B",
+		"X-Auth-Token", "Via", "Max-Forwards", "X-Originating-IP", "X-Remote-Addr", "X-Cluster-Client-IP", "X-ProxyUser-Ip"} {
 		tg := &confirm.Target{Connection: "api", Method: "GET", Path: "/x", Header: map[string]string{h: "v"}}
 		if _, err := c.Do(context.Background(), tg, ""); err == nil {
 			t.Errorf("Do sent model header %q", h)
@@ -183,9 +184,14 @@ func TestModelHeadersRefused(t *testing.T) {
 			t.Errorf("Execute sent model header %q", h)
 		}
 	}
-	if tg := (&confirm.Target{Connection: "api", Method: "GET", Path: "/x", Header: map[string]string{"X-Ok": "a\r\nInjected: 1"}}); true {
+	for _, v := range []string{"a\r\nInjected: 1", "a\x00b", "a\nb"} {
+		tg := &confirm.Target{Connection: "api", Method: "GET", Path: "/x", Header: map[string]string{"X-Ok": v}}
 		if _, err := c.Do(context.Background(), tg, ""); err == nil {
-			t.Error("Do sent a header value with a line break")
+			t.Errorf("Do sent a header value %q", v)
+		}
+		args, _ := json.Marshal(map[string]any{"connection": "api", "method": "GET", "endpoint": "/x", "intent": "read", "headers": map[string]string{"X-Ok": v}})
+		if d := decide(rt.Decision(), string(args)); !d.Refused || !d.Invalid {
+			t.Errorf("header value %q passed the decision: %+v", v, d)
 		}
 	}
 	if got := api.requests(); len(got) != 0 {

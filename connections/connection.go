@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,8 +55,6 @@ const (
 var (
 	connNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 	envNamePattern  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	// headerNamePattern is an RFC 9110 token.
-	headerNamePattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 )
 
 // Connection is one loaded connection, made by Load (a Connection built
@@ -74,6 +73,8 @@ type Connection struct {
 	base        *url.URL // scheme and host only are used; see prefix
 	prefix      string   // escaped base path without trailing slash; "" for the root
 	auth        *credentials
+	redacts     []string    // auth.secrets(): what redact replaces
+	tenants     []string    // tenant_ids; nil: every tenant
 	headers     http.Header // static headers of connection.json
 	timeout     time.Duration
 	maxResponse int64
@@ -110,6 +111,7 @@ type (
 		OpenAPI          *string           `json:"openapi"`
 		Tools            json.RawMessage   `json:"tools"`
 		Description      string            `json:"description"`
+		TenantIDs        json.RawMessage   `json:"tenant_ids"`
 	}
 	authFile struct {
 		Type        string  `json:"type"`
@@ -204,7 +206,7 @@ func loadOne(dir, name string, getenv func(string) string) (*Connection, error) 
 	if c.Policy, err = confirm.ParsePolicy(pdata); err != nil {
 		return nil, fmt.Errorf("%s: %w", policyFile, err)
 	}
-	c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader}
+	c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
 
 	if c.document != "" {
 		docFile := rel + "/" + filepath.ToSlash(filepath.Clean(c.document))
@@ -270,6 +272,7 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 		if c.auth, err = parseAuth(f.Auth, getenv); err != nil {
 			return nil, nil, err
 		}
+		c.redacts = c.auth.secrets()
 	}
 
 	hnames := make([]string, 0, len(f.Headers))
@@ -313,6 +316,12 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 		c.document = p
 	}
 
+	if !jsonconf.IsNull(f.TenantIDs) {
+		if c.tenants, err = parseTenantIDs(f.TenantIDs); err != nil {
+			return nil, nil, err
+		}
+	}
+
 	var opsSel []string
 	if !jsonconf.IsNull(f.Tools) {
 		var tf toolsFile
@@ -344,6 +353,27 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 	}
 	c.client = c.newClient()
 	return c, opsSel, nil
+}
+
+// parseTenantIDs checks tenant_ids: a non-empty array of distinct,
+// non-empty tenant ids.
+func parseTenantIDs(raw json.RawMessage) ([]string, error) {
+	var ids []string
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		return nil, jsonconf.FieldErr("tenant_ids", `must be an array of tenant ids, e.g. ["acme"]`)
+	}
+	if len(ids) == 0 {
+		return nil, jsonconf.FieldErr("tenant_ids", "lists no tenant: omit it to let every tenant use the connection")
+	}
+	for i, id := range ids {
+		if id == "" {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "is empty")
+		}
+		if slices.Contains(ids[:i], id) {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "%q is listed twice", id)
+		}
+	}
+	return ids, nil
 }
 
 func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, error) {
@@ -395,7 +425,7 @@ func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, e
 		if a.Name == nil || *a.Name == "" {
 			return nil, jsonconf.FieldErr("auth.name", `required for auth type "header": the header that carries the secret, e.g. "X-API-Key"`)
 		}
-		if err := checkAuthHeader(*a.Name); err != nil {
+		if err := confirm.CheckAuthHeader(*a.Name); err != nil {
 			return nil, jsonconf.FieldErr("auth.name", "%v", err)
 		}
 		c.header = http.CanonicalHeaderKey(*a.Name)
@@ -423,53 +453,15 @@ func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, e
 	return c, nil
 }
 
-// Headers a connection may not set in "headers": framing and hop-by-hop
-// headers, and those the client sets itself.
-var reservedHeaders = map[string]bool{
-	"connection": true, "keep-alive": true, "proxy-connection": true, "te": true, "trailer": true,
-	"transfer-encoding": true, "upgrade": true, "host": true, "content-length": true,
-	"content-type": true, "idempotency-key": true, "expect": true,
-}
-
-// checkStaticHeader checks one entry of connection.json's headers: a valid
-// name that is neither a credential (those belong in auth) nor a framing,
-// hop-by-hop or runtime-set header, and a value without line breaks.
+// checkStaticHeader checks one entry of connection.json's headers: a name
+// confirm.CheckStaticHeader allows (no credential, which belongs in auth,
+// no hop-by-hop, framing, client-set or route header) and a value
+// confirm.CheckHeaderValue allows.
 func checkStaticHeader(name, value string) error {
-	if !headerNamePattern.MatchString(name) {
-		return fmt.Errorf("%q is not a valid header name", name)
+	if err := confirm.CheckStaticHeader(name); err != nil {
+		return err
 	}
-	if reservedHeaders[strings.ToLower(name)] {
-		return fmt.Errorf("header %q is set by the HTTP client and cannot be configured", name)
-	}
-	if err := confirm.CheckHeader(name); err != nil {
-		return fmt.Errorf("header %q cannot be a static header: credentials belong in \"auth\", hop-by-hop and forwarding headers are not allowed", name)
-	}
-	if !validHeaderValue(value) {
-		return errors.New("the value contains a control character")
-	}
-	return nil
-}
-
-// checkAuthHeader checks auth.name of a header auth: a valid name that is
-// not a framing or hop-by-hop header.
-func checkAuthHeader(name string) error {
-	if !headerNamePattern.MatchString(name) {
-		return fmt.Errorf("%q is not a valid header name", name)
-	}
-	l := strings.ToLower(name)
-	if reservedHeaders[l] || strings.HasPrefix(l, "proxy-") || l == "cookie" || l == "user-agent" {
-		return fmt.Errorf("header %q cannot carry credentials", name)
-	}
-	return nil
-}
-
-func validHeaderValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if b := v[i]; (b < 0x20 && b != '\t') || b == 0x7f {
-			return false
-		}
-	}
-	return true
+	return confirm.CheckHeaderValue(name, value)
 }
 
 // parseBaseURL checks a base URL: absolute http or https, a host, no
@@ -552,6 +544,10 @@ func (c *Connection) AuthType() string {
 	return c.auth.kind
 }
 
+// TenantIDs returns connection.json's tenant_ids: the tenants that may use
+// the connection; nil means every tenant.
+func (c *Connection) TenantIDs() []string { return slices.Clone(c.tenants) }
+
 // RequestTool reports whether the connection is reachable through the
 // request tool (tools.request, default true).
 func (c *Connection) RequestTool() bool { return c.requestTool }
@@ -574,7 +570,7 @@ func (c *Connection) Confirm() *confirm.Connection {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view == nil { // a Connection not made by Load
-		c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader}
+		c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
 	}
 	return c.view
 }

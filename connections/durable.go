@@ -2,6 +2,9 @@ package connections
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -42,30 +45,41 @@ type Preview struct {
 
 // Result is a performed durable request.
 type Result struct {
-	Status         int             `json:"status"`
-	Body           json.RawMessage `json:"body"`
-	Truncated      bool            `json:"truncated"`
-	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Status    int             `json:"status"`
+	Body      json.RawMessage `json:"body"`
+	Truncated bool            `json:"truncated"`
+	// IdempotencyKey is the Idempotency-Key sent downstream (writes only).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
-// Request previews or performs one request on connection name. args are
-// the request tool's arguments (connection included). delegated applies
-// the policy's delegations.escalateConfirm. idempotencyKey is sent
-// downstream on writes; empty means a fresh one. It returns {"preview":
-// Preview} or a Result.
+// Request previews or performs one request on connection name for caller.
+// args are the request tool's arguments (connection included, and it must
+// be name). A delegate-role caller gets the policy's
+// delegations.escalateConfirm. idempotencyKey, the caller's own key, is
+// sent downstream on writes namespaced by the caller's tenant and project
+// (see namespacedKey); empty means a fresh one. It returns {"preview":
+// Preview} or a Result, and whether it is a preview.
 //
-// Errors: ENOTFOUND (no such connection on this path), EINVALID (bad
-// arguments, unsafe endpoint, forbidden header), EFORBIDDEN (refused by the
-// policy: review, never, a write declared as a read), EUNAVAILABLE (the
-// downstream request failed or redirected elsewhere).
-func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage, delegated bool, idempotencyKey string) (any, bool, error) {
-	if d == nil || d.tool == nil || d.tool.conns[name] == nil {
+// Errors: ENOTFOUND (no such connection on this path, or one whose
+// tenant_ids do not list the caller's tenant: the two read the same),
+// EINVALID (bad arguments, unsafe endpoint, forbidden header or header
+// value), EFORBIDDEN (refused by the policy: review, never, a write
+// declared as a read), EUNAVAILABLE (the downstream request failed or
+// redirected elsewhere).
+func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (any, bool, error) {
+	var conn *Connection
+	if d != nil && d.tool != nil {
+		conn = d.tool.conns[name]
+	}
+	if conn == nil || !conn.Confirm().AllowsTenant(caller.TenantID) {
 		return nil, false, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
 	}
 	dec := confirm.Decide(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Decision(),
-		Delegated: delegated, Mode: confirm.ModeDurable})
+		Delegated: caller.Role == agentd.RoleDelegate, TenantID: caller.TenantID, Mode: confirm.ModeDurable})
 	why := strings.TrimPrefix(dec.Reason, "The call was not performed: ")
 	switch {
+	case dec.Connection != "" && dec.Connection != name:
+		return nil, false, agentd.Errorf(agentd.EINVALID, "the arguments name connection %q, not %q", dec.Connection, name)
 	case dec.Invalid:
 		return nil, false, agentd.Errorf(agentd.EINVALID, "%s", why)
 	case dec.Refused:
@@ -80,12 +94,12 @@ func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage
 	tg := dec.Target
 	key := ""
 	if tg.Write() {
-		key = idempotencyKey
-		if key == "" {
-			key = uuid.NewString()
+		key = uuid.NewString()
+		if idempotencyKey != "" {
+			key = namespacedKey(caller, idempotencyKey)
 		}
 	}
-	resp, err := d.tool.conns[tg.Connection].Do(ctx, tg, key)
+	resp, err := conn.Do(ctx, tg, key)
 	if err != nil {
 		var re *RedirectError
 		if errors.As(err, &re) {
@@ -93,9 +107,25 @@ func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage
 		}
 		return nil, false, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
 	}
-	conn := d.tool.conns[tg.Connection]
-	resp.Body = conn.redact(resp.Body)
 	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
 	r.Body = shapeBody(resp, conn.maxResponse)
 	return r, false, nil
+}
+
+// namespacedKey is the Idempotency-Key sent downstream for a durable-path
+// caller's own key: the lowercase hex SHA-256 of the caller's tenant id,
+// project id and key, each preceded by its length as 8 bytes big-endian,
+// after a version label. So two tenants (or two projects) using the same
+// key never share a downstream result, no spelling of the ids can make two
+// callers collide ("a:b"+"c" is not "a"+"b:c"), the same caller always gets
+// the same key, and the header is 64 characters whatever the ids' length.
+func namespacedKey(caller agentd.Principal, key string) string {
+	h := sha256.New()
+	for _, part := range []string{"agentd durable idempotency v1", caller.TenantID, caller.ProjectID, key} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

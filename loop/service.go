@@ -349,7 +349,7 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated})
+	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
 	if d.Invalid {
 		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", strings.TrimPrefix(d.Reason, "The call was not performed: "))
 	}
@@ -389,7 +389,7 @@ func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) strin
 	if len(args) == 0 {
 		return ""
 	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name]})
+	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
 	if d.Invalid || d.Digest == "" {
 		return "-"
 	}

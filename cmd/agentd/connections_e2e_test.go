@@ -26,7 +26,9 @@ const connRules = `[
  {"when":{"user":"^sneaky confirmed$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":5},"intent":"confirmed_write"}}]}},
  {"when":{"user":"^refund as read$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":5},"intent":"read"}}]}},
  {"when":{"user":"^report$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"POST","endpoint":"/reports/run","data":{"kind":"summary"},"intent":"read"}}]}},
- {"when":{"user":"^override static$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"X-Client":"someone-else"},"intent":"read"}}]}},
+ {"when":{"user":"^override static$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"X-Api-Version":"1"},"intent":"read"}}]}},
+ {"when":{"user":"^header crlf$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"X-Note":"a\r\nX-Injected: 1"},"intent":"read"}}]}},
+ {"when":{"user":"^header via$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/invoices","headers":{"Via":"1.1 elsewhere"},"intent":"read"}}]}},
  {"when":{"user":"^secret$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"/secrets/keys","intent":"read"}}]}},
  {"when":{"user":"^ssrf (.*)$"},"reply":{"tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"GET","endpoint":"ENDPOINT","intent":"read"}}]}},
  {"when":{"user":"^op invalid$"},"reply":{"tool_calls":[{"name":"billing__createRefund","arguments":{"body":{"order_id":5,"amount":"lots"}}}]}},
@@ -74,12 +76,27 @@ const (
 
 func newConnFixture(t *testing.T, rules string) *connFixture {
 	t.Helper()
+	return newConnFixtureWith(t, rules, connOpts{})
+}
+
+// connOpts vary the connection fixture.
+type connOpts struct {
+	// keys are added to the fixture's t1 keys: key → tenant, role, project.
+	keys map[string][3]string
+	// tenantIDs is connection.json's tenant_ids (JSON), "" for none.
+	tenantIDs string
+}
+
+func newConnFixtureWith(t *testing.T, rules string, o connOpts) *connFixture {
+	t.Helper()
 	api := billing.New()
 	downstream := httptest.NewServer(api.Handler())
 	t.Cleanup(downstream.Close)
-	dir, _ := writeProject(t, projectOpts{keys: map[string][3]string{
-		operatorKey: {"t1", "operator"}, delegateKey: {"t1", "delegate"}, clientKey: {"t1", "client"},
-	}})
+	keys := map[string][3]string{operatorKey: {"t1", "operator"}, delegateKey: {"t1", "delegate"}, clientKey: {"t1", "client"}}
+	for k, v := range o.keys {
+		keys[k] = v
+	}
+	dir, _ := writeProject(t, projectOpts{keys: keys})
 	agent := fmt.Sprintf(`{"name":"test","model":{"provider":"script","script":{"rules":%s}},"max_turns":10}`, rules)
 	must(t, os.WriteFile(filepath.Join(dir, "agent.json"), []byte(agent), 0o644))
 	cdir := filepath.Join(dir, "connections", "billing")
@@ -88,9 +105,13 @@ func newConnFixture(t *testing.T, rules string) *connFixture {
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(cdir, "openapi.json"), doc, 0o644))
 	must(t, os.WriteFile(filepath.Join(cdir, "policy.json"), []byte(connPolicy), 0o644))
+	tenants := ""
+	if o.tenantIDs != "" {
+		tenants = `, "tenant_ids": ` + o.tenantIDs
+	}
 	must(t, os.WriteFile(filepath.Join(cdir, "connection.json"), []byte(fmt.Sprintf(
-		`{"base_url": %q, "auth": {"type": "bearer", "token_env": "BILLING_TOKEN"}, "headers": {"X-Client": "agentd-test"}, "openapi": "openapi.json"}`,
-		downstream.URL+"/api")), 0o644))
+		`{"base_url": %q, "auth": {"type": "bearer", "token_env": "BILLING_TOKEN"}, "headers": {"X-Client": "agentd-test", "X-Api-Version": "2"}, "openapi": "openapi.json"%s}`,
+		downstream.URL+"/api", tenants)), 0o644))
 	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"BILLING_TOKEN": billingToken})
 	return &connFixture{base: base, api: api, dir: dir}
 }
@@ -215,7 +236,9 @@ func TestConnectionTiers(t *testing.T) {
 		{delegateKey, "refund 500", "review", true, "delegated"},
 		{operatorKey, "refund as read", "never", false, `must declare intent "write"`},
 		{operatorKey, "secret", "never", false, "Secrets stay secret"},
-		{operatorKey, "override static", "never", false, `header "X-Client" is set by the connection`},
+		{operatorKey, "override static", "never", false, `header "X-Api-Version" is set by the connection`},
+		{operatorKey, "header crlf", "never", false, `the value of header "X-Note" contains a control character`},
+		{operatorKey, "header via", "never", false, `header "Via" cannot be set by the model`},
 		{operatorKey, "ssrf http://evil/", "never", false, "not a URL"},
 		{operatorKey, "ssrf //evil/x", "never", false, "not a URL"},
 		{operatorKey, "ssrf /../../admin", "never", false, "dot segment"},
@@ -472,8 +495,13 @@ func TestDurableConnectionRequest(t *testing.T) {
 		t.Fatalf("confirmed_write: %d %v", resp.StatusCode, done)
 	}
 	reqs := f.api.Requests()
-	if len(reqs) != 1 || reqs[0].Header.Get("Idempotency-Key") != "wf-run-7" || reqs[0].Header.Get("Authorization") != "Bearer "+billingToken {
+	// The caller's key goes downstream namespaced by tenant and project;
+	// the answer names the key that was sent.
+	if len(reqs) != 1 || reqs[0].Header.Get("Authorization") != "Bearer "+billingToken {
 		t.Fatalf("downstream %+v", reqs)
+	}
+	if k := reqs[0].Header.Get("Idempotency-Key"); k == "wf-run-7" || len(k) != 64 || done["idempotency_key"] != k {
+		t.Fatalf("downstream Idempotency-Key %q, answer %v", k, done["idempotency_key"])
 	}
 	if n := len(f.api.Refunds()); n != 1 {
 		t.Fatalf("%d refunds, want exactly 1", n)
@@ -491,6 +519,13 @@ func TestDurableConnectionRequest(t *testing.T) {
 		{operatorKey, `{"method":"GET","endpoint":"//evil/x","intent":"read"}`, 400, "invalid"},
 		{operatorKey, `{"method":"POST","endpoint":"/refunds","intent":"write","extra":1}`, 400, "invalid"},
 		{operatorKey, `{"method":"POST","endpoint":"/refunds","data":{"amount":1},"intent":"read"}`, 403, "forbidden"},
+		// Header values that cannot be sent, and forbidden header names,
+		// are refused up front: no preview, nothing sent.
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Note":"a\r\nX-Injected: 1"},"intent":"read"}`, 400, "invalid"},
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Note":"a\u0000b"},"intent":"read"}`, 400, "invalid"},
+		{operatorKey, `{"method":"POST","endpoint":"/refunds","data":{"order_id":"A-1002","amount":3},"headers":{"X-Note":"a\nb"},"intent":"write"}`, 400, "invalid"},
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Originating-IP":"10.0.0.1"},"intent":"read"}`, 400, "invalid"},
+		{operatorKey, `{"method":"GET","endpoint":"/invoices","headers":{"X-Auth-Token":"t"},"intent":"read"}`, 400, "invalid"},
 	} {
 		status, got := call(t, http.MethodPost, url, tc.key, tc.body)
 		if status != tc.status || errCode(got) != tc.code {
@@ -503,6 +538,116 @@ func TestDurableConnectionRequest(t *testing.T) {
 	if n := len(f.api.Requests()); n != 1 {
 		t.Fatalf("refused durable requests reached the downstream API: %d requests", n)
 	}
+}
+
+// durableWrite performs a confirmed_write refund on the durable path with
+// an Idempotency-Key and returns the status and the answer.
+func durableWrite(t *testing.T, base, key, idempotencyKey, orderID string, amount int) (int, map[string]any) {
+	t.Helper()
+	body := fmt.Sprintf(`{"method":"POST","endpoint":"/refunds","data":{"order_id":%q,"amount":%d},"intent":"confirmed_write"}`, orderID, amount)
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/v1/connections/billing/request", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Idempotency-Key", idempotencyKey)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	var out map[string]any
+	must(t, json.NewDecoder(resp.Body).Decode(&out))
+	return resp.StatusCode, out
+}
+
+// Two tenants that send the same Idempotency-Key on the durable path each
+// get their own refund: the key goes downstream namespaced by tenant and
+// project, so B never receives A's record. A retry by A with its key is
+// still answered with A's first refund.
+func TestDurableIdempotencyKeyPerTenant(t *testing.T) {
+	const keyB, keyA2 = "op-key-tenant-b", "op-key-project-2"
+	f := newConnFixtureWith(t, connRules, connOpts{keys: map[string][3]string{
+		keyB: {"t2", "operator"}, keyA2: {"t1", "operator", "p2"},
+	}})
+	refundID := func(m map[string]any) string {
+		b, _ := m["body"].(map[string]any)
+		return str(b, "id")
+	}
+	statusA, a := durableWrite(t, f.base, operatorKey, "refund-42", "A-1001", 100)
+	statusB, b := durableWrite(t, f.base, keyB, "refund-42", "A-1002", 200)
+	statusP, p := durableWrite(t, f.base, keyA2, "refund-42", "A-1004", 30)
+	if statusA != 200 || statusB != 200 || statusP != 200 || a["status"] != float64(201) || b["status"] != float64(201) || p["status"] != float64(201) {
+		t.Fatalf("refunds: %d %v / %d %v / %d %v", statusA, a, statusB, b, statusP, p)
+	}
+	if refundID(a) == "" || refundID(a) == refundID(b) || refundID(a) == refundID(p) || refundID(b) == refundID(p) {
+		t.Fatalf("tenants share a downstream result: A %v, B %v, other project %v", a["body"], b["body"], p["body"])
+	}
+	refunds := f.api.Refunds()
+	if len(refunds) != 3 || refunds[1].OrderID != "A-1002" || refunds[1].Amount != 200 {
+		t.Fatalf("refunds made: %+v, want A's, B's (A-1002, 200) and the other project's", refunds)
+	}
+	keys := map[string]bool{}
+	for _, r := range f.api.Requests() {
+		k := r.Header.Get("Idempotency-Key")
+		if k == "refund-42" || len(k) != 64 {
+			t.Errorf("downstream Idempotency-Key %q: want the caller's key namespaced (64 hex digits)", k)
+		}
+		keys[k] = true
+	}
+	if len(keys) != 3 {
+		t.Errorf("%d distinct downstream keys, want 3", len(keys))
+	}
+	// A's retry with its own key is the same downstream request: A's refund.
+	if status, again := durableWrite(t, f.base, operatorKey, "refund-42", "A-1001", 100); status != 200 || refundID(again) != refundID(a) {
+		t.Errorf("A's retry: %d %v, want refund %s", status, again, refundID(a))
+	}
+	if n := len(f.api.Refunds()); n != 3 {
+		t.Errorf("A's retry made a refund: %d refunds", n)
+	}
+}
+
+// connection.json tenant_ids limits which tenants may use a connection:
+// to another tenant it is not found on the durable path (as an unknown
+// connection is) and its tools are refused in the loop before any card;
+// nothing reaches the downstream API.
+func TestConnectionTenantIDs(t *testing.T) {
+	const keyB = "op-key-tenant-b"
+	f := newConnFixtureWith(t, connRules, connOpts{keys: map[string][3]string{keyB: {"t2", "operator"}}, tenantIDs: `["t1"]`})
+	url := f.base + "/v1/connections/billing/request"
+	read := `{"method":"GET","endpoint":"/invoices","intent":"read"}`
+
+	status, got := call(t, http.MethodPost, url, keyB, read)
+	_, unknown := call(t, http.MethodPost, f.base+"/v1/connections/billinx/request", keyB, read)
+	msg := func(m map[string]any) string { e, _ := m["error"].(map[string]any); return str(e, "message") }
+	if status != 404 || errCode(got) != "not_found" || msg(got) != strings.Replace(msg(unknown), "billinx", "billing", 1) {
+		t.Fatalf("tenant t2 on the durable path: %d %v; an unknown connection reads %v", status, got, unknown)
+	}
+	status, _ = call(t, http.MethodPost, url, keyB, `{"method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":5},"intent":"confirmed_write"}`)
+	if status != 404 || len(f.api.Requests()) != 0 {
+		t.Fatalf("tenant t2's write: %d, %d downstream requests", status, len(f.api.Requests()))
+	}
+
+	for _, msg := range []string{"refund 500", "op valid"} {
+		conv, st := newConversation(t, f.base, keyB)
+		send(t, f.base, keyB, conv, msg)
+		ref := st.waitFor("tool_call_refused", nil)
+		if ref.Data["tier"] != "never" || !strings.Contains(str(ref.Data, "reason"), `connection "billing" is not available to this tenant`) {
+			t.Fatalf("%s by tenant t2: %s", msg, ref.Raw)
+		}
+		st.waitFor("run_finished", nil)
+		for _, ev := range st.seen {
+			if ev.Type == "confirmation_required" {
+				t.Fatalf("%s by tenant t2 got a card: %s", msg, st.summary())
+			}
+		}
+	}
+	if n := len(f.api.Requests()); n != 0 {
+		t.Fatalf("tenant t2 reached the downstream API: %d requests", n)
+	}
+
+	// Tenant t1 is listed: its calls work.
+	if status, got := call(t, http.MethodPost, url, operatorKey, read); status != 200 || got["status"] != float64(200) {
+		t.Fatalf("tenant t1 on the durable path: %d %v", status, got)
+	}
+	conv, st := newConversation(t, f.base, operatorKey)
+	send(t, f.base, operatorKey, conv, "refund 500")
+	st.waitFor("confirmation_required", nil)
 }
 
 // Acceptance 8: a malformed policy.json, connection.json or OpenAPI
@@ -521,6 +666,8 @@ func TestBadConnectionFilesRefuseToStart(t *testing.T) {
 		{"connection.json", `{"base_url": "ftp://x"}`, `connections/billing/connection.json: field "base_url"`},
 		{"connection.json", `{"base_url": "http://x", "auth": {"type": "bearer", "token_env": "NOPE_UNSET_VAR"}}`, `NOPE_UNSET_VAR`},
 		{"connection.json", `{"base_url": "http://x", "timeout": 5}`, `connections/billing/connection.json: field "timeout": unknown field`},
+		{"connection.json", `{"base_url": "http://x", "tenant_ids": ["t1", ""]}`, `connections/billing/connection.json: field "tenant_ids[1]": is empty`},
+		{"connection.json", `{"base_url": "http://x", "tenant_ids": "t1"}`, `connections/billing/connection.json: field "tenant_ids": must be an array of tenant ids`},
 		{"openapi.json", `{"openapi": "3.0.3", "paths": {"/a": {"get": {"responses": {}}}}}`, `connections/billing/openapi.json`},
 	} {
 		t.Run(tc.file+" "+tc.want, func(t *testing.T) {
