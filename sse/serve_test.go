@@ -160,7 +160,9 @@ func TestServeLastEventIDPastNewestOverHTTP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var body struct{ Error struct{ Code, Message string } }
+		var body struct {
+			Error struct{ Code, Message string }
+		}
 		err = json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || err != nil || body.Error.Code != agentd.EINVALID ||

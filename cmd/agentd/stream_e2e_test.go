@@ -36,7 +36,9 @@ func TestStreamLastEventIDPastNewest(t *testing.T) {
 		}
 		resp, err := client.Do(req)
 		must(t, err)
-		var body struct{ Error struct{ Code, Message string } }
+		var body struct {
+			Error struct{ Code, Message string }
+		}
 		err = json.NewDecoder(resp.Body).Decode(&body)
 		resp.Body.Close()
 		want := fmt.Sprintf("newest event %d", newest)
