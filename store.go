@@ -84,6 +84,9 @@ type Store interface {
 	AppendEvents(ctx context.Context, events []EventDraft) ([]Event, error)
 	// Events returns up to limit events of a conversation with Seq > afterSeq, in order.
 	Events(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]Event, error)
+	// LastSeq returns the Seq of a conversation's newest committed event: 0
+	// when it has none or does not exist.
+	LastSeq(ctx context.Context, conversationID string) (int64, error)
 
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error

@@ -62,6 +62,23 @@ func (db *DB) Events(ctx context.Context, conversationID string, afterSeq int64,
 	return out, nil
 }
 
+// LastSeq returns the Seq of the conversation's newest committed event: 0
+// when it has none or does not exist.
+func (db *DB) LastSeq(ctx context.Context, conversationID string) (int64, error) {
+	var seq int64
+	err := db.readTx(ctx, func(tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT last_seq FROM conversations WHERE id = ?`, conversationID).Scan(&seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
 // checkEvents validates drafts before a transaction starts.
 func checkEvents(events []agentd.EventDraft) error {
 	for i, e := range events {

@@ -42,6 +42,51 @@ var migrationFS embed.FS
 // other in SQLite: they queue for the single write connection instead.
 const BusyTimeout = 10 * time.Second
 
+// Defaults of the read pool (WithReadPool). Reads in the pure-Go driver use
+// the CPU while they run, so more parallel reads than cores gain little;
+// every read connection holds about two file descriptors (the database file
+// and its WAL), so the bound is also what keeps the process's descriptors
+// bounded however many SSE streams and API requests arrive at once.
+const (
+	// DefaultMaxReadConns is the most read connections open at once. A read
+	// that finds them all busy waits for one until its context ends.
+	DefaultMaxReadConns = 8
+	// DefaultMaxIdleReadConns is how many unused read connections stay open
+	// for the next reads; the rest are closed when released.
+	DefaultMaxIdleReadConns = 4
+	// DefaultReadConnMaxIdleTime closes a read connection unused for this
+	// long, so a quiet server holds no read connections.
+	DefaultReadConnMaxIdleTime = time.Minute
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	maxRead, maxIdleRead int
+	readIdleTime         time.Duration
+}
+
+// WithReadPool bounds the read pool: at most maxOpen connections open at
+// once (a read that finds them all in use waits for one until its context
+// ends), at most maxIdle of them kept open while unused, each closed after
+// maxIdleTime unused. A value <= 0 keeps its default (DefaultMaxReadConns,
+// DefaultMaxIdleReadConns, DefaultReadConnMaxIdleTime); maxIdle is capped
+// at maxOpen.
+func WithReadPool(maxOpen, maxIdle int, maxIdleTime time.Duration) Option {
+	return func(o *options) {
+		if maxOpen > 0 {
+			o.maxRead = maxOpen
+		}
+		if maxIdle > 0 {
+			o.maxIdleRead = maxIdle
+		}
+		if maxIdleTime > 0 {
+			o.readIdleTime = maxIdleTime
+		}
+	}
+}
+
 // DB is an agentd.Store backed by one SQLite file. It is safe for concurrent
 // use.
 //
@@ -64,6 +109,12 @@ const BusyTimeout = 10 * time.Second
 //     it sees no interleaved writer.
 //   - a separate read pool with query_only=1: reads run in parallel on WAL
 //     snapshots and cannot write by accident.
+//   - a bounded read pool (WithReadPool; default DefaultMaxReadConns open,
+//     DefaultMaxIdleReadConns idle, idle ones closed after
+//     DefaultReadConnMaxIdleTime): every connection costs file descriptors,
+//     and an unbounded pool opened one per concurrent read until the process
+//     ran out of them. Reads beyond the bound queue in database/sql, bounded
+//     by their context; every read releases its connection when it returns.
 //   - busy_timeout: covers the remaining lock waits (another process on the
 //     same file, WAL checkpoints).
 //   - foreign_keys=ON: references between conversations, runs, messages,
@@ -81,8 +132,13 @@ type DB struct {
 // opened or created (for example when its directory does not exist), when it
 // is not a SQLite database, or when its schema is newer than this binary.
 // path must name a file; ":memory:" is refused because the read pool and the
-// write connection must share one database.
-func Open(path string) (*DB, error) {
+// write connection must share one database. opts tune the read pool.
+func Open(path string, opts ...Option) (*DB, error) {
+	o := options{maxRead: DefaultMaxReadConns, maxIdleRead: DefaultMaxIdleReadConns, readIdleTime: DefaultReadConnMaxIdleTime}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	o.maxIdleRead = min(o.maxIdleRead, o.maxRead)
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
 		return nil, fmt.Errorf("sqlite: open %q: path must name a database file", path)
 	}
@@ -131,6 +187,9 @@ func Open(path string) (*DB, error) {
 		db.writer.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
+	db.reader.SetMaxOpenConns(o.maxRead)
+	db.reader.SetMaxIdleConns(o.maxIdleRead)
+	db.reader.SetConnMaxIdleTime(o.readIdleTime)
 	if err := db.reader.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
@@ -140,6 +199,10 @@ func Open(path string) (*DB, error) {
 
 // Path returns the absolute path of the database file.
 func (db *DB) Path() string { return db.path }
+
+// ReadStats returns the statistics of the read pool: connections open, in
+// use and idle, and how many reads waited for a connection and for how long.
+func (db *DB) ReadStats() sql.DBStats { return db.reader.Stats() }
 
 // Ping reports whether both the write connection and the read pool can
 // reach the database.

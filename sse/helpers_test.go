@@ -99,6 +99,19 @@ func (l *memLog) Events(ctx context.Context, conv string, after int64, limit int
 	return out, nil
 }
 
+// LastSeq returns the Seq of conv's newest event, 0 when it has none.
+func (l *memLog) LastSeq(ctx context.Context, conv string) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return 0, l.err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return int64(len(l.events[conv])), nil
+}
+
 // commitAndPublish does what the server does: commit, then announce.
 func commitAndPublish(l *memLog, h *Hub, conv, typ string) agentd.Event {
 	e := l.commit(conv, typ)
@@ -262,7 +275,25 @@ func (fx *fixture) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	fx.served <- Serve(r.Context(), w, fx.currentHub(), fx.log, r.PathValue("id"), last, fx.opt)
+	err = Serve(r.Context(), w, fx.currentHub(), fx.log, r.PathValue("id"), last, fx.opt)
+	if err != nil && w.Header().Get("Content-Type") == "" {
+		// Refused before the stream started: answer as the API does.
+		writeError(w, err)
+	}
+	fx.served <- err
+}
+
+// writeError answers err in the API's error shape, with the status of its
+// code.
+func writeError(w http.ResponseWriter, err error) {
+	status := map[string]int{agentd.EINVALID: http.StatusBadRequest, agentd.EUNAVAILABLE: http.StatusServiceUnavailable}[agentd.ErrorCode(err)]
+	if status == 0 {
+		status = http.StatusInternalServerError
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": agentd.ErrorCode(err), "message": agentd.ErrorMessage(err)}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
 func (fx *fixture) currentHub() *Hub {

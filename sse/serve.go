@@ -16,6 +16,9 @@ type EventSource interface {
 	// Events returns up to limit events of a conversation with Seq >
 	// afterSeq, in Seq order.
 	Events(ctx context.Context, conversationID string, afterSeq int64, limit int) ([]agentd.Event, error)
+	// LastSeq returns the Seq of a conversation's newest event, 0 when it
+	// has none.
+	LastSeq(ctx context.Context, conversationID string) (int64, error)
 }
 
 // Defaults of Options.
@@ -77,10 +80,20 @@ const flushAt = 64 << 10
 // Heartbeat. Every write gets its own deadline (WriteTimeout) and is
 // flushed, so a server WriteTimeout does not end the stream.
 //
-// Serve returns nil when ctx ends (the client went away), ErrSlowSubscriber
-// when the hub cut the stream off, ErrHubClosed on shutdown, or the write or
-// log error that ended the stream. When the hub is already closed, the
-// first log read fails or lastEventID is negative, it returns the error
+// A lastEventID the log has not reached (greater than the conversation's
+// newest Seq when Serve checks, after subscribing) is refused with EINVALID:
+// the client cannot have seen it, and the stream would skip every event up
+// to it in silence. An id equal to the newest Seq is accepted.
+//
+// Serve uses log only while it reads a page (the replay, a gap), so a live
+// stream holds no database connection. A read that must wait for one (a
+// bounded pool) waits at most until ctx ends.
+//
+// Serve returns nil when ctx ends (the client went away), also while it
+// waits for the first read, ErrSlowSubscriber when the hub cut the stream
+// off, ErrHubClosed on shutdown, or the write or log error that ended the
+// stream. When the hub is already closed, the first log read fails or
+// lastEventID is negative or past the newest event, it returns the error
 // before writing anything, so the caller can still answer with an error
 // status. The caller must not write to w after Serve returns.
 func Serve(ctx context.Context, w http.ResponseWriter, hub *Hub, log EventSource, conversationID string, lastEventID int64, opt Options) error {
@@ -97,7 +110,15 @@ func Serve(ctx context.Context, w http.ResponseWriter, hub *Hub, log EventSource
 	}
 	first, err := log.Events(ctx, conversationID, lastEventID, opt.PageSize)
 	if err != nil {
-		return fmt.Errorf("sse: read event log: %w", err)
+		err = fmt.Errorf("sse: read event log: %w", err)
+	} else if len(first) == 0 && lastEventID > 0 {
+		err = checkReached(ctx, log, conversationID, lastEventID)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // the client went away before the stream started
+		}
+		return err
 	}
 
 	s := &stream{
@@ -113,6 +134,21 @@ func Serve(ctx context.Context, w http.ResponseWriter, hub *Hub, log EventSource
 		return nil
 	}
 	return err
+}
+
+// checkReached returns EINVALID when lastEventID is past the newest event of
+// conversationID's log, naming that event so the client can resume from it.
+func checkReached(ctx context.Context, log EventSource, conversationID string, lastEventID int64) error {
+	newest, err := log.LastSeq(ctx, conversationID)
+	if err != nil {
+		return fmt.Errorf("sse: read event log: %w", err)
+	}
+	if lastEventID > newest {
+		return agentd.Errorf(agentd.EINVALID,
+			"Last-Event-ID %d is past the newest event %d of this conversation: reconnect without Last-Event-ID, or with Last-Event-ID %d",
+			lastEventID, newest, newest)
+	}
+	return nil
 }
 
 // stream is the state of one Serve call.

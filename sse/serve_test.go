@@ -99,6 +99,110 @@ func TestServeLastEventIDAtHead(t *testing.T) {
 	s.expectSeqs(t, 4)
 }
 
+// A Last-Event-ID the log has not reached is refused before anything is
+// written, with a message that names the newest event; an id at the newest
+// event is not.
+func TestServeRefusesLastEventIDPastNewest(t *testing.T) {
+	checkLeaks(t)
+	log := newMemLog()
+	for i := 0; i < 3; i++ {
+		log.commit(testConv, agentd.EventMessage)
+	}
+	for _, tt := range []struct {
+		conv   string
+		last   int64
+		newest string
+	}{
+		{testConv, 4, "newest event 3"},
+		{testConv, 1000, "newest event 3"},
+		{"empty", 1, "newest event 0"},
+	} {
+		hub := NewHub()
+		rec := httptest.NewRecorder()
+		// A hang guard: a stream that starts runs until it ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := Serve(ctx, rec, hub, log, tt.conv, tt.last, Options{})
+		cancel()
+		if agentd.ErrorCode(err) != agentd.EINVALID {
+			t.Fatalf("%s after %d: Serve = %v, want EINVALID", tt.conv, tt.last, err)
+		}
+		msg := agentd.ErrorMessage(err)
+		for _, want := range []string{fmt.Sprint(tt.last), tt.newest, "without Last-Event-ID"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s after %d: message %q does not mention %q", tt.conv, tt.last, msg, want)
+			}
+		}
+		assertUntouched(t, rec)
+		if hub.Subscribers() != 0 {
+			t.Errorf("%s after %d: the refused stream left a subscriber", tt.conv, tt.last)
+		}
+	}
+}
+
+// Over HTTP, a Last-Event-ID past the newest event, in the header or the
+// query, is a 400 in the API's error shape, not a silent stream; the same
+// client resumes from the newest id and gets the next live event.
+func TestServeLastEventIDPastNewestOverHTTP(t *testing.T) {
+	checkLeaks(t)
+	fx := newFixture(t).start()
+	for i := 0; i < 3; i++ {
+		fx.log.commit(testConv, agentd.EventMessage)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, tt := range []struct{ header, query string }{{"4", ""}, {"", "4"}} {
+		req, _ := http.NewRequest(http.MethodGet, fx.url(), nil)
+		if tt.header != "" {
+			req.Header.Set("Last-Event-ID", tt.header)
+		} else {
+			req.URL.RawQuery = "last_event_id=" + tt.query
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code, Message string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || err != nil || body.Error.Code != agentd.EINVALID ||
+			!strings.Contains(body.Error.Message, "newest event 3") {
+			t.Errorf("header %q query %q: %s %+v (%v), want 400 invalid naming the newest event 3",
+				tt.header, tt.query, resp.Status, body, err)
+		}
+		if err := fx.waitServed(t); agentd.ErrorCode(err) != agentd.EINVALID {
+			t.Errorf("Serve = %v, want EINVALID", err)
+		}
+	}
+	if fx.hub.Subscribers() != 0 {
+		t.Fatal("a refused stream subscribed")
+	}
+	s := dialStream(t, client, fx.url(), http.Header{"Last-Event-Id": {"3"}})
+	commitAndPublish(fx.log, fx.hub, testConv, agentd.EventMessage)
+	s.expectSeqs(t, 4)
+}
+
+// The newest event is read after the subscription: an id that an event
+// committed meanwhile reaches is accepted, and what follows it arrives once.
+func TestServeLastEventIDReachedWhileChecking(t *testing.T) {
+	checkLeaks(t)
+	fx := newFixture(t).start()
+	for i := 0; i < 3; i++ {
+		fx.log.commit(testConv, agentd.EventMessage)
+	}
+	fx.log.afterRead = func(n int) {
+		if n == 1 { // after the replay found nothing after 4, before the check
+			commitAndPublish(fx.log, fx.hub, testConv, agentd.EventMessage)
+		}
+	}
+	s := dialStream(t, &http.Client{Timeout: 10 * time.Second}, fx.url(), http.Header{"Last-Event-Id": {"4"}})
+	if s.resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %s, want 200", s.resp.Status)
+	}
+	commitAndPublish(fx.log, fx.hub, testConv, agentd.EventMessage)
+	s.expectSeqs(t, 5) // 4 (published during the check) is not sent: the client has it
+}
+
 func TestServeRejectsBadLastEventID(t *testing.T) {
 	checkLeaks(t)
 	fx := newFixture(t).start()
@@ -386,6 +490,50 @@ func TestServeWritesNothingWhenRefused(t *testing.T) {
 	assertUntouched(t, rec)
 	if hub.Subscribers() != 0 {
 		t.Error("refused stream left a subscriber")
+	}
+}
+
+// waitingLog is a log whose reads wait, as for a connection of a pool that
+// is all in use, until their context ends.
+type waitingLog struct{ entered chan struct{} }
+
+func (l waitingLog) Events(ctx context.Context, _ string, _ int64, _ int) ([]agentd.Event, error) {
+	l.entered <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (l waitingLog) LastSeq(ctx context.Context, _ string) (int64, error) {
+	return 0, errors.New("not reached: the replay read never returns")
+}
+
+// A client that goes away while its stream waits for the log ends the
+// stream cleanly: no error to report, nothing written, no subscriber left.
+func TestServeClientGoneWhileWaitingForLog(t *testing.T) {
+	checkLeaks(t)
+	log := waitingLog{entered: make(chan struct{})}
+	hub := NewHub()
+	rec := httptest.NewRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Serve(ctx, rec, hub, log, testConv, 0, Options{}) }()
+	select {
+	case <-log.entered:
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("Serve did not read the log")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second): // a hang guard
+		t.Fatal("Serve did not return when its context ended")
+	}
+	assertUntouched(t, rec)
+	if hub.Subscribers() != 0 {
+		t.Error("the stream left a subscriber")
 	}
 }
 

@@ -123,6 +123,38 @@ func testEventsAtomic(t *testing.T, s agentd.Store) {
 	wantSeqs(t, "after a failed append", evs, 1)
 }
 
+// testEventsLastSeq checks that LastSeq is the Seq of the newest event of
+// its own conversation, 0 for none or no conversation, and that a failed
+// append does not move it.
+func testEventsLastSeq(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	a, b := newConversation(t, s), newConversation(t, s)
+	wantLast := func(conv string, want int64) {
+		t.Helper()
+		got, err := s.LastSeq(ctx, conv)
+		noErr(t, err, "LastSeq")
+		if got != want {
+			t.Errorf("LastSeq(%s) = %d, want %d", conv, got, want)
+		}
+	}
+	wantLast(a.ID, 0)
+	wantLast("conv_missing", 0)
+	for i := 0; i < 3; i++ {
+		_, err := s.AppendEvents(ctx, []agentd.EventDraft{draft(a.ID, agentd.EventTextDelta, `{}`)})
+		noErr(t, err, "AppendEvents")
+	}
+	_, err := s.AppendEvents(ctx, []agentd.EventDraft{draft(b.ID, agentd.EventTextDelta, `{}`), draft(a.ID, agentd.EventTextDelta, `{}`)})
+	noErr(t, err, "AppendEvents")
+	wantLast(a.ID, 4)
+	wantLast(b.ID, 1)
+	_, err = s.AppendEvents(ctx, []agentd.EventDraft{draft(a.ID, agentd.EventTextDelta, `{}`), draft("conv_missing", agentd.EventTextDelta, `{}`)})
+	wantCode(t, err, agentd.ENOTFOUND)
+	wantLast(a.ID, 4)
+	if evs := allEvents(t, s, a.ID); len(evs) == 0 || evs[len(evs)-1].Seq != 4 {
+		t.Errorf("the log's newest event is not LastSeq: %v", evs)
+	}
+}
+
 func testEventsErrors(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	conv := newConversation(t, s)

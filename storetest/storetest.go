@@ -29,6 +29,8 @@
 //   - Event sequence numbers start at 1 per conversation and increase by
 //     exactly 1, also under concurrent writers.
 //   - Events with limit <= 0 returns every event after afterSeq.
+//   - LastSeq is the Seq of the newest event of that conversation, 0 for
+//     none or no such conversation.
 //   - UpdateToolCall with an empty From is EINVALID: a call's transitions
 //     are always conditional.
 package storetest
@@ -91,6 +93,7 @@ func Run(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"Events/AfterAndLimit", testEventsAfterAndLimit},
 		{"Events/Atomic", testEventsAtomic},
 		{"Events/Errors", testEventsErrors},
+		{"Events/LastSeq", testEventsLastSeq},
 		{"Events/ConcurrentAppends", testEventsConcurrent},
 	}
 	for _, tt := range tests {
