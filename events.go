@@ -17,7 +17,7 @@ import (
 // A field tagged `event:"required"` must not be its zero value when the
 // draft is built: NewEventDraft refuses it with an error naming the type
 // and the field. The golden files in testdata/events pin the JSON of every
-// type (go test -run TestEventGolden -update rewrites them).
+// type (`go test -update .` in the root package rewrites them).
 
 // EventPayload is the data of one event: a pointer to one of the *Payload
 // types of this file. Its JSON is the event's data.
