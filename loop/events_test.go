@@ -41,10 +41,9 @@ func (eventsModel) Generate(_ context.Context, req agentd.ModelRequest, onDelta 
 	return &agentd.ModelResponse{Text: "done", StopReason: "end_turn"}, nil
 }
 
-// TestEveryEventDecodes runs conversations that produce every event type
-// the loop emits and decodes each event of their logs with
-// agentd.DecodeEvent.
-func TestEveryEventDecodes(t *testing.T) {
+// newEventsEngine is an engine with eventsModel and the test tools.
+func newEventsEngine(t *testing.T) (*loop.Engine, *sqlite.DB, *recorder, *fakeClock) {
+	t.Helper()
 	ts, _ := writeTools(t)
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
 	if err != nil {
@@ -58,6 +57,14 @@ func TestEveryEventDecodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { engine.Close(); st.Close() })
+	return engine, st, rec, clock
+}
+
+// TestEveryEventDecodes runs conversations that produce every event type
+// the loop emits and decodes each event of their logs with
+// agentd.DecodeEvent.
+func TestEveryEventDecodes(t *testing.T) {
+	engine, st, rec, clock := newEventsEngine(t)
 	ctx := context.Background()
 	p := agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}
 	send := func(content string) string {
