@@ -252,7 +252,7 @@ type EventDraft struct {
 	Data           json.RawMessage
 }
 
-// Event types (SPEC §6).
+// Event types (SPEC §6). The data of each is a Go type in events.go.
 const (
 	EventRunStarted           = "run_started"
 	EventTextDelta            = "text_delta"
@@ -265,6 +265,7 @@ const (
 	EventRunWaiting           = "run_waiting"
 	EventRunFinished          = "run_finished"
 	EventError                = "error"
+	EventSubagentEvent        = "subagent_event" // not emitted yet (SPEC §4.5)
 )
 
 // Clock is injected wherever time matters, so deadline tests never sleep.

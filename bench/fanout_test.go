@@ -85,9 +85,12 @@ func BenchmarkSSEFanout(b *testing.B) {
 		return d, k
 	}
 	deltaData := func(i int) json.RawMessage {
-		return mustRaw(map[string]any{"type": agentd.EventTextDelta, "conversation_id": conv,
-			"timestamp": time.Now().UTC().Format(time.RFC3339Nano), "run_id": "run_bench", "message_id": "msg_bench",
-			"delta": fmt.Sprintf("word%d fox jumps over ", i)})
+		d, err := agentd.NewEventDraft(conv, time.Now(), &agentd.TextDeltaPayload{RunID: "run_bench", MessageID: "msg_bench",
+			Delta: fmt.Sprintf("word%d fox jumps over ", i)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return d.Data
 	}
 	commitRound := func(k int) time.Duration {
 		drafts := make([]agentd.EventDraft, k)

@@ -62,23 +62,24 @@ func BenchmarkLoopStep(b *testing.B) {
 		}
 		c := conv.ID
 		now := time.Now().UTC()
-		ts := now.Format(time.RFC3339Nano)
 		run := &agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: c, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
 			CorrelationID: "corr_bench", Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now}
 		user := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c, RunID: run.ID,
 			Role: agentd.RoleUser, Content: "hello", CreatedAt: now}
 		reply := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c, RunID: run.ID,
 			Role: agentd.RoleAssistant, Content: "ok", CreatedAt: now}
-		draft := func(typ string, fields map[string]any) []agentd.EventDraft {
-			fields["type"], fields["conversation_id"], fields["timestamp"] = typ, c, ts
-			return []agentd.EventDraft{{ConversationID: c, Type: typ, Data: mustRaw(fields)}}
+		draft := func(p agentd.EventPayload) []agentd.EventDraft {
+			d, err := agentd.NewEventDraft(c, now, p)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return []agentd.EventDraft{d}
 		}
-		started := draft(agentd.EventRunStarted, map[string]any{"run_id": run.ID, "correlation_id": run.CorrelationID})
-		delta := draft(agentd.EventTextDelta, map[string]any{"run_id": run.ID, "message_id": reply.ID, "delta": "ok"})
-		message := draft(agentd.EventMessage, map[string]any{"run_id": run.ID, "message_id": reply.ID,
-			"role": agentd.RoleAssistant, "content": "ok"})
-		finished := draft(agentd.EventRunFinished, map[string]any{"run_id": run.ID, "correlation_id": run.CorrelationID,
-			"status": agentd.RunCompleted, "reason": "model_stop", "usage": agentd.Usage{InputTokens: 6, OutputTokens: 1}})
+		started := draft(&agentd.RunStartedPayload{RunID: run.ID, CorrelationID: run.CorrelationID})
+		delta := draft(&agentd.TextDeltaPayload{RunID: run.ID, MessageID: reply.ID, Delta: "ok"})
+		message := draft(&agentd.MessagePayload{RunID: run.ID, MessageID: reply.ID, Role: agentd.RoleAssistant, Content: "ok"})
+		finished := draft(&agentd.RunFinishedPayload{RunID: run.ID, CorrelationID: run.CorrelationID,
+			Status: agentd.RunCompleted, Reason: "model_stop", Usage: agentd.Usage{InputTokens: 6, OutputTokens: 1}})
 		step := agentd.StepRecord{RunID: run.ID, Step: 1, Usage: agentd.Usage{InputTokens: 6, OutputTokens: 1}, Message: reply, Now: now}
 		update := agentd.RunUpdate{ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting},
 			Status: agentd.RunCompleted, Reason: "model_stop", Now: now}

@@ -227,22 +227,23 @@ func (e *Engine) commit(convID string, tx func() ([]agentd.Event, error)) error 
 	return nil
 }
 
-// draft builds an event; every event's data carries type, conversation_id
-// and timestamp.
-func (e *Engine) draft(convID, typ string, fields map[string]any) agentd.EventDraft {
-	fields["type"] = typ
-	fields["conversation_id"] = convID
-	fields["timestamp"] = e.clock.Now().UTC().Format(time.RFC3339Nano)
-	data, err := json.Marshal(fields)
-	if err != nil { // only plain values are put in fields
-		panic(fmt.Sprintf("loop: marshal %s event: %v", typ, err))
+// event builds the draft of an event of convID, now on the engine's clock,
+// with p as its data. It panics if agentd.NewEventDraft refuses p: the loop
+// fills every required field of every payload from values it made itself
+// (ids, statuses, names of calls it classified), so a refusal is a bug in
+// the loop, which its tests catch — not something a run can cause.
+func (e *Engine) event(convID string, p agentd.EventPayload) agentd.EventDraft {
+	d, err := agentd.NewEventDraft(convID, e.clock.Now(), p)
+	if err != nil {
+		panic(fmt.Sprintf("loop: %v", err))
 	}
-	return agentd.EventDraft{ConversationID: convID, Type: typ, Data: data}
+	return d
 }
 
-func (e *Engine) emit(ctx context.Context, convID string, drafts ...agentd.EventDraft) error {
+// emit commits and publishes one event with p as its data.
+func (e *Engine) emit(ctx context.Context, convID string, p agentd.EventPayload) error {
 	return e.commit(convID, func() ([]agentd.Event, error) {
-		return e.store.AppendEvents(ctx, drafts)
+		return e.store.AppendEvents(ctx, []agentd.EventDraft{e.event(convID, p)})
 	})
 }
 

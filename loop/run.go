@@ -125,8 +125,8 @@ func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning}, Status: agentd.RunWaiting, Now: e.clock.Now(),
-		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunWaiting, map[string]any{
-			"run_id": run.ID, "correlation_id": run.CorrelationID, "pending": pending,
+		}, []agentd.EventDraft{e.event(run.ConversationID, &agentd.RunWaitingPayload{
+			RunID: run.ID, CorrelationID: run.CorrelationID, Pending: pending,
 		})})
 		return evs, err
 	})
@@ -139,18 +139,15 @@ func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 // word — model_stop, max_turns or error; errMsg is a failed run's message,
 // in the event's "error" (the stored run's reason reads "error: <message>").
 func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason, errMsg string) {
-	fields := map[string]any{"run_id": run.ID, "correlation_id": run.CorrelationID, "status": status, "reason": reason, "usage": run.Usage}
-	if run.StopReason != "" {
-		fields["stop_reason"] = run.StopReason
-	}
+	p := &agentd.RunFinishedPayload{RunID: run.ID, CorrelationID: run.CorrelationID, Status: status, Reason: reason,
+		Usage: run.Usage, StopReason: run.StopReason, Error: errMsg}
 	if errMsg != "" {
-		fields["error"] = errMsg
 		reason += ": " + errMsg
 	}
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: e.clock.Now(),
-		}, []agentd.EventDraft{e.draft(run.ConversationID, agentd.EventRunFinished, fields)})
+		}, []agentd.EventDraft{e.event(run.ConversationID, p)})
 		return evs, err
 	})
 	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
@@ -166,9 +163,7 @@ func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
 	if agentd.ErrorCode(cause) == agentd.EINTERNAL {
 		msg = "internal error; see the server log"
 	}
-	_ = e.emit(ctx, run.ConversationID, e.draft(run.ConversationID, agentd.EventError, map[string]any{
-		"run_id": run.ID, "code": "run_failed", "message": msg,
-	}))
+	_ = e.emit(ctx, run.ConversationID, &agentd.ErrorPayload{RunID: run.ID, Code: "run_failed", Message: msg})
 	e.finish(ctx, run, agentd.RunFailed, "error", msg)
 }
 
@@ -195,9 +190,9 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		if delta == "" {
 			return
 		}
-		if err := e.emit(ctx, conv, e.draft(conv, agentd.EventTextDelta, map[string]any{
-			"run_id": run.ID, "message_id": msgID, "delta": delta,
-		})); err != nil && ctx.Err() == nil {
+		if err := e.emit(ctx, conv, &agentd.TextDeltaPayload{
+			RunID: run.ID, MessageID: msgID, Delta: delta,
+		}); err != nil && ctx.Err() == nil {
 			e.log.Error().Err(err).Msg("append text delta")
 		}
 	})
@@ -212,8 +207,8 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		msg = &agentd.Message{ID: msgID, ConversationID: conv, RunID: run.ID, Role: agentd.RoleAssistant, Content: resp.Text, CreatedAt: now}
 	}
 	if resp.Text != "" {
-		drafts = append(drafts, e.draft(conv, agentd.EventMessage, map[string]any{
-			"run_id": run.ID, "message_id": msgID, "role": agentd.RoleAssistant, "content": resp.Text,
+		drafts = append(drafts, e.event(conv, &agentd.MessagePayload{
+			RunID: run.ID, MessageID: msgID, Role: agentd.RoleAssistant, Content: resp.Text,
 		}))
 	}
 	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
@@ -269,9 +264,9 @@ func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, i
 	case d.Refused:
 		c.Status = agentd.StatusRefused
 		c.Error = d.Reason
-		return c, []agentd.EventDraft{e.draft(conv, agentd.EventToolCallRefused, map[string]any{
-			"run_id": run.ID, "tool_call_id": c.ID, "tool_name": c.Name, "server_id": c.ServerID,
-			"tier": c.Tier, "reason": c.Reason, "escalated": c.Escalated,
+		return c, []agentd.EventDraft{e.event(conv, &agentd.ToolCallRefusedPayload{
+			RunID: run.ID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID,
+			Tier: c.Tier, Reason: c.Reason, Escalated: c.Escalated,
 		})}
 	case d.Tier == agentd.TierConfirm:
 		c.Status = agentd.StatusRequiresConfirmation
@@ -287,38 +282,37 @@ func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, i
 }
 
 func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
-	fields := map[string]any{
-		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "server_id": c.ServerID,
-		"arguments": c.Arguments,
+	p := &agentd.ToolCallStartedPayload{
+		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
 	}
 	if c.Tier == agentd.TierConfirm && e.visible[c.Name] != nil && e.visible[c.Name].Kind == confirm.KindRequest {
 		// The approved side of the handshake (SPEC §3): the same call,
 		// performed as a confirmed write.
-		fields["intent"] = confirm.IntentConfirmedWrite
+		p.Intent = confirm.IntentConfirmedWrite
 	}
-	return e.draft(c.ConversationID, agentd.EventToolCallStarted, fields)
+	return e.event(c.ConversationID, p)
 }
 
-// confirmationRequired is the card of a parked call: the seed's fields
+// confirmationRequired is the event of a parked call: the seed's fields
 // (endpoint, method, reason, escalated, timestamp, params, connection_name,
-// correlation_id) plus the SPEC §6 additions.
+// correlation_id) plus the SPEC §6 additions and its card.
 func (e *Engine) confirmationRequired(run *agentd.Run, c *agentd.ToolCall) agentd.EventDraft {
-	return e.draft(c.ConversationID, agentd.EventConfirmationRequired, map[string]any{
-		"endpoint":             c.Endpoint,
-		"method":               c.Method,
-		"reason":               c.Reason,
-		"escalated":            c.Escalated,
-		"params":               cardArguments(c),
-		"connection_name":      nilIfEmpty(c.ConnectionName),
-		"correlation_id":       run.CorrelationID,
-		"tool_call_id":         c.ID,
-		"tool_name":            c.Name,
-		"server_id":            c.ServerID,
-		"run_id":               run.ID,
-		"arguments_sha256":     c.ArgumentsSHA256,
-		"requires_approval_at": c.RequiresApprovalAt.UTC().Format(time.RFC3339Nano),
-		"allowed_decisions":    c.AllowedDecisions,
-		"card":                 card(c),
+	return e.event(c.ConversationID, &agentd.ConfirmationRequiredPayload{
+		Endpoint:           c.Endpoint,
+		Method:             c.Method,
+		Reason:             c.Reason,
+		Escalated:          c.Escalated,
+		Params:             cardArguments(c),
+		ConnectionName:     nilIfEmpty(c.ConnectionName),
+		CorrelationID:      run.CorrelationID,
+		ToolCallID:         c.ID,
+		ToolName:           c.Name,
+		ServerID:           c.ServerID,
+		RunID:              run.ID,
+		ArgumentsSHA256:    c.ArgumentsSHA256,
+		RequiresApprovalAt: c.RequiresApprovalAt.UTC(),
+		AllowedDecisions:   c.AllowedDecisions,
+		Card:               card(c),
 	})
 }
 
@@ -332,20 +326,19 @@ func cardArguments(c *agentd.ToolCall) json.RawMessage {
 }
 
 // card is the display summary of a parked call (SPEC §6).
-func card(c *agentd.ToolCall) map[string]any {
+func card(c *agentd.ToolCall) agentd.Card {
 	title := fmt.Sprintf("Run %s?", c.Name)
 	if c.ConnectionName != "" {
 		title = fmt.Sprintf("%s %s on %s?", c.Method, c.Endpoint, c.ConnectionName)
 	}
-	return map[string]any{
-		"title":           title,
-		"summary":         c.Reason,
-		"connection_name": nilIfEmpty(c.ConnectionName),
-		"method":          c.Method,
-		"endpoint":        c.Endpoint,
-		"path_template":   nilIfEmpty(c.PathTemplate),
-		"diff":            nil,
-		"arguments":       cardArguments(c),
+	return agentd.Card{
+		Title:          title,
+		Summary:        c.Reason,
+		ConnectionName: nilIfEmpty(c.ConnectionName),
+		Method:         c.Method,
+		Endpoint:       c.Endpoint,
+		PathTemplate:   nilIfEmpty(c.PathTemplate),
+		Arguments:      cardArguments(c),
 	}
 }
 
@@ -406,7 +399,7 @@ func (e *Engine) run(rs *runState, c agentd.ToolCall) {
 		return // shutting down: recovery reports the outcome honestly
 	}
 	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting}, Now: e.clock.Now()}
-	fields := map[string]any{"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name}
+	p := &agentd.ToolCallResultPayload{RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name}
 	switch {
 	case runErr == nil:
 		u.Status, u.Result = agentd.StatusCompleted, result
@@ -415,16 +408,11 @@ func (e *Engine) run(rs *runState, c agentd.ToolCall) {
 	default:
 		u.Status, u.Error = agentd.StatusFailed, runErr.Error()
 	}
-	fields["status"] = u.Status
-	if u.Status == agentd.StatusCompleted {
-		fields["result"] = result
-	} else {
-		fields["error"] = u.Error
-	}
+	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
 	log.Info().Str("status", string(u.Status)).Msg("tool finished")
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
-			[]agentd.EventDraft{e.draft(c.ConversationID, agentd.EventToolCallResult, fields)})
+			[]agentd.EventDraft{e.event(c.ConversationID, p)})
 		return evs, err
 	})
 	if err != nil {

@@ -127,8 +127,8 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 		Role: agentd.RoleUser, Content: content, CreatedAt: now}
 	err = e.commit(conv.ID, func() ([]agentd.Event, error) {
-		return e.store.StartRun(ctx, run, msg, []agentd.EventDraft{e.draft(conv.ID, agentd.EventRunStarted, map[string]any{
-			"run_id": run.ID, "correlation_id": run.CorrelationID,
+		return e.store.StartRun(ctx, run, msg, []agentd.EventDraft{e.event(conv.ID, &agentd.RunStartedPayload{
+			RunID: run.ID, CorrelationID: run.CorrelationID,
 		})})
 	})
 	if err != nil {
@@ -183,13 +183,13 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 						Reason: "the run was cancelled", DecidedBy: by, ArgumentsSHA256: c.ArgumentsSHA256}))
 					continue
 				}
-				drafts = append(drafts, e.draft(c.ConversationID, agentd.EventToolCallResult, map[string]any{
-					"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "status": agentd.StatusCancelled,
-					"error": "the run was cancelled before the call started; nothing was done",
+				drafts = append(drafts, e.event(c.ConversationID, &agentd.ToolCallResultPayload{
+					RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusCancelled,
+					Error: "the run was cancelled before the call started; nothing was done",
 				}))
 			}
-			return append(drafts, e.draft(r.ConversationID, agentd.EventRunFinished, map[string]any{
-				"run_id": r.ID, "correlation_id": r.CorrelationID, "status": agentd.RunCancelled, "reason": reason, "usage": r.Usage,
+			return append(drafts, e.event(r.ConversationID, &agentd.RunFinishedPayload{
+				RunID: r.ID, CorrelationID: r.CorrelationID, Status: agentd.RunCancelled, Reason: reason, Usage: r.Usage,
 			}))
 		})
 		updated = cur
@@ -374,9 +374,9 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 		return nil, nil
 	}
 	u.Status, u.Error = agentd.StatusRefused, d.Reason
-	*drafts = append(*drafts, e.draft(c.ConversationID, agentd.EventToolCallRefused, map[string]any{
-		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "server_id": c.ServerID,
-		"tier": d.Tier, "reason": d.Reason, "escalated": true,
+	*drafts = append(*drafts, e.event(c.ConversationID, &agentd.ToolCallRefusedPayload{
+		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID,
+		Tier: d.Tier, Reason: d.Reason, Escalated: true,
 	}))
 	return agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run: %s",
 		strings.TrimPrefix(d.Reason, "The call was not performed: ")), nil
@@ -428,10 +428,10 @@ func settled(c *agentd.ToolCall, decision, sawDigest, editedDigest string) (*age
 }
 
 func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.EventDraft {
-	return e.draft(c.ConversationID, agentd.EventConfirmationResolved, map[string]any{
-		"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "decision": d.Decision, "reason": d.Reason,
-		"decided_by": d.DecidedBy, "arguments_sha256": d.ArgumentsSHA256,
-		"edited_arguments_sha256": nilIfEmpty(d.EditedArgumentsSHA256),
+	return e.event(c.ConversationID, &agentd.ConfirmationResolvedPayload{
+		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Decision: d.Decision, Reason: d.Reason,
+		DecidedBy: d.DecidedBy, ArgumentsSHA256: d.ArgumentsSHA256,
+		EditedArgumentsSHA256: nilIfEmpty(d.EditedArgumentsSHA256),
 	})
 }
 
@@ -497,8 +497,8 @@ func (e *Engine) recover(ctx context.Context) error {
 			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 				_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting},
 					Status: agentd.StatusFailed, Error: msg, Now: e.clock.Now()},
-					[]agentd.EventDraft{e.draft(c.ConversationID, agentd.EventToolCallResult, map[string]any{
-						"run_id": c.RunID, "tool_call_id": c.ID, "tool_name": c.Name, "status": agentd.StatusFailed, "error": msg,
+					[]agentd.EventDraft{e.event(c.ConversationID, &agentd.ToolCallResultPayload{
+						RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusFailed, Error: msg,
 					})})
 				return evs, err
 			})
@@ -563,9 +563,10 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, curso
 	return calls, next, nil
 }
 
-func nilIfEmpty(s string) any {
+// nilIfEmpty is s for an event field that is null when empty.
+func nilIfEmpty(s string) *string {
 	if s == "" {
 		return nil
 	}
-	return s
+	return &s
 }

@@ -1,0 +1,340 @@
+package agentd
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// This file holds the data of every event type of the log (SPEC §6), one Go
+// type per event type. The loop builds these values and turns them into
+// drafts with NewEventDraft; readers (the SSE stream writes Event.Data as
+// is; webhooks and protocol adapters) turn a stored Event back into its
+// value with DecodeEvent. Nothing builds or reads an event as a map.
+//
+// A field tagged `event:"required"` must not be its zero value when the
+// draft is built: NewEventDraft refuses it with an error naming the type
+// and the field. The golden files in testdata/events pin the JSON of every
+// type (`go test -update .` in the root package rewrites them).
+
+// EventPayload is the data of one event: a pointer to one of the *Payload
+// types of this file. Its JSON is the event's data.
+type EventPayload interface {
+	// EventType is the SPEC §6 type whose data this is.
+	EventType() string
+	// Header is the part every event's data carries; NewEventDraft fills it in.
+	Header() *EventHeader
+}
+
+// EventHeader is what the data of every event carries: the event's type,
+// its conversation and when it happened.
+type EventHeader struct {
+	Type           string `json:"type"`
+	ConversationID string `json:"conversation_id"`
+	// Timestamp is in UTC; its JSON is RFC 3339 with nanoseconds.
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// Header returns h, so that every payload type, which embeds an
+// EventHeader, is an EventPayload.
+func (h *EventHeader) Header() *EventHeader { return h }
+
+// RunStartedPayload is the data of run_started: a user message started a run.
+type RunStartedPayload struct {
+	EventHeader
+	RunID         string `json:"run_id" event:"required"`
+	CorrelationID string `json:"correlation_id" event:"required"`
+}
+
+// TextDeltaPayload is the data of text_delta: a piece of the assistant text
+// of a model step, as the model streams it.
+type TextDeltaPayload struct {
+	EventHeader
+	RunID     string `json:"run_id" event:"required"`
+	MessageID string `json:"message_id" event:"required"`
+	Delta     string `json:"delta" event:"required"`
+}
+
+// MessagePayload is the data of message: the whole assistant text of a step.
+type MessagePayload struct {
+	EventHeader
+	RunID     string `json:"run_id" event:"required"`
+	MessageID string `json:"message_id" event:"required"`
+	Role      string `json:"role" event:"required"`
+	Content   string `json:"content" event:"required"`
+}
+
+// ToolCallStartedPayload is the data of tool_call_started: a call cleared to
+// run (auto, or approved) is running with these effective arguments.
+type ToolCallStartedPayload struct {
+	EventHeader
+	RunID      string          `json:"run_id" event:"required"`
+	ToolCallID string          `json:"tool_call_id" event:"required"`
+	ToolName   string          `json:"tool_name" event:"required"`
+	ServerID   string          `json:"server_id"`
+	Arguments  json.RawMessage `json:"arguments"`
+	// Intent is "confirmed_write" when an approved request-tool call runs
+	// (SPEC §3), absent otherwise.
+	Intent string `json:"intent,omitempty"`
+}
+
+// ConfirmationRequiredPayload is the data of confirmation_required: a call
+// is parked until a person decides or its deadline passes.
+type ConfirmationRequiredPayload struct {
+	EventHeader
+	RunID         string `json:"run_id" event:"required"`
+	CorrelationID string `json:"correlation_id" event:"required"`
+	ToolCallID    string `json:"tool_call_id" event:"required"`
+	ToolName      string `json:"tool_name" event:"required"`
+	ServerID      string `json:"server_id"`
+	// Endpoint and Method are the connection's path and HTTP method; for
+	// other tools the tool name and "TOOL".
+	Endpoint  string `json:"endpoint" event:"required"`
+	Method    string `json:"method" event:"required"`
+	Reason    string `json:"reason"`
+	Escalated bool   `json:"escalated"`
+	// Params are what a person approves: a connection call's grouped
+	// arguments {path, query, header, body}, other tools' arguments.
+	Params json.RawMessage `json:"params"`
+	// ConnectionName is null for a call that is not a connection's.
+	ConnectionName     *string   `json:"connection_name"`
+	ArgumentsSHA256    string    `json:"arguments_sha256" event:"required"`
+	RequiresApprovalAt time.Time `json:"requires_approval_at" event:"required"`
+	AllowedDecisions   []string  `json:"allowed_decisions" event:"required"`
+	Card               Card      `json:"card" event:"required"`
+}
+
+// Card is the display summary of a parked call in confirmation_required.
+type Card struct {
+	Title   string `json:"title"`
+	Summary string `json:"summary"`
+	// ConnectionName and PathTemplate are null for a call that is not a
+	// connection's.
+	ConnectionName *string `json:"connection_name"`
+	Method         string  `json:"method"`
+	Endpoint       string  `json:"endpoint"`
+	PathTemplate   *string `json:"path_template"`
+	// Diff is null where no diff applies (today always).
+	Diff      json.RawMessage `json:"diff"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ConfirmationResolvedPayload is the data of confirmation_resolved: a parked
+// call was approved, denied, expired or cancelled.
+type ConfirmationResolvedPayload struct {
+	EventHeader
+	RunID      string `json:"run_id" event:"required"`
+	ToolCallID string `json:"tool_call_id" event:"required"`
+	ToolName   string `json:"tool_name" event:"required"`
+	// Decision is one of the Decision* values.
+	Decision        string `json:"decision" event:"required"`
+	Reason          string `json:"reason"`
+	DecidedBy       string `json:"decided_by" event:"required"`
+	ArgumentsSHA256 string `json:"arguments_sha256" event:"required"`
+	// EditedArgumentsSHA256 is the digest of an approval's edited
+	// arguments, null without an edit.
+	EditedArgumentsSHA256 *string `json:"edited_arguments_sha256"`
+}
+
+// ToolCallRefusedPayload is the data of tool_call_refused: a call was not
+// run (review, never, unknown tool, invalid arguments, a refused edit).
+type ToolCallRefusedPayload struct {
+	EventHeader
+	RunID      string `json:"run_id" event:"required"`
+	ToolCallID string `json:"tool_call_id" event:"required"`
+	ToolName   string `json:"tool_name"`
+	ServerID   string `json:"server_id"`
+	Tier       Tier   `json:"tier" event:"required"`
+	Reason     string `json:"reason" event:"required"`
+	Escalated  bool   `json:"escalated"`
+}
+
+// ToolCallResultPayload is the data of tool_call_result: a call that was
+// cleared to run ended (completed or failed) or was cancelled before it
+// started. Its JSON has "result" when Status is completed (null for a tool
+// that gave none) and "error" otherwise.
+type ToolCallResultPayload struct {
+	EventHeader
+	RunID      string          `json:"run_id" event:"required"`
+	ToolCallID string          `json:"tool_call_id" event:"required"`
+	ToolName   string          `json:"tool_name" event:"required"`
+	Status     CallStatus      `json:"status" event:"required"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	Error      string          `json:"error,omitempty"`
+}
+
+// MarshalJSON writes the payload with "result" for a completed call and
+// "error" for any other, whatever their values.
+func (p ToolCallResultPayload) MarshalJSON() ([]byte, error) {
+	type fields ToolCallResultPayload // the same fields, without this method
+	w := struct {
+		fields
+		Result *json.RawMessage `json:"result,omitempty"` // shadows fields.Result
+		Error  *string          `json:"error,omitempty"`  // shadows fields.Error
+	}{fields: fields(p)}
+	if p.Status == StatusCompleted {
+		w.Result = &p.Result
+	} else {
+		w.Error = &p.Error
+	}
+	return json.Marshal(w)
+}
+
+// RunWaitingPayload is the data of run_waiting: the run waits for decisions
+// on its parked calls.
+type RunWaitingPayload struct {
+	EventHeader
+	RunID         string `json:"run_id" event:"required"`
+	CorrelationID string `json:"correlation_id" event:"required"`
+	// Pending are the ids of the parked calls.
+	Pending []string `json:"pending" event:"required"`
+}
+
+// RunFinishedPayload is the data of run_finished: the run ended.
+type RunFinishedPayload struct {
+	EventHeader
+	RunID         string    `json:"run_id" event:"required"`
+	CorrelationID string    `json:"correlation_id" event:"required"`
+	Status        RunStatus `json:"status" event:"required"`
+	// Reason is one word: model_stop, max_turns, error or cancelled.
+	Reason string `json:"reason" event:"required"`
+	Usage  Usage  `json:"usage"`
+	// StopReason is the provider's stop reason of the last model step,
+	// absent when there is none (and on cancel).
+	StopReason string `json:"stop_reason,omitempty"`
+	// Error is a failed run's message, absent otherwise.
+	Error string `json:"error,omitempty"`
+}
+
+// ErrorPayload is the data of error: the run failed; Message is safe to show.
+type ErrorPayload struct {
+	EventHeader
+	RunID   string `json:"run_id"`
+	Code    string `json:"code" event:"required"`
+	Message string `json:"message" event:"required"`
+}
+
+// SubagentEventPayload is the data of subagent_event (SPEC §4.5): an event
+// of a subagent's loop, relayed to the parent's stream. Not emitted yet.
+type SubagentEventPayload struct {
+	EventHeader
+	// ToolCallID is the parent's task call that started the subagent.
+	ToolCallID string `json:"tool_call_id" event:"required"`
+	Subagent   string `json:"subagent" event:"required"`
+	// Event is the inner event's data.
+	Event json.RawMessage `json:"event" event:"required"`
+}
+
+// EventType returns run_started.
+func (RunStartedPayload) EventType() string { return EventRunStarted }
+
+// EventType returns text_delta.
+func (TextDeltaPayload) EventType() string { return EventTextDelta }
+
+// EventType returns message.
+func (MessagePayload) EventType() string { return EventMessage }
+
+// EventType returns tool_call_started.
+func (ToolCallStartedPayload) EventType() string { return EventToolCallStarted }
+
+// EventType returns confirmation_required.
+func (ConfirmationRequiredPayload) EventType() string { return EventConfirmationRequired }
+
+// EventType returns confirmation_resolved.
+func (ConfirmationResolvedPayload) EventType() string { return EventConfirmationResolved }
+
+// EventType returns tool_call_refused.
+func (ToolCallRefusedPayload) EventType() string { return EventToolCallRefused }
+
+// EventType returns tool_call_result.
+func (ToolCallResultPayload) EventType() string { return EventToolCallResult }
+
+// EventType returns run_waiting.
+func (RunWaitingPayload) EventType() string { return EventRunWaiting }
+
+// EventType returns run_finished.
+func (RunFinishedPayload) EventType() string { return EventRunFinished }
+
+// EventType returns error.
+func (ErrorPayload) EventType() string { return EventError }
+
+// EventType returns subagent_event.
+func (SubagentEventPayload) EventType() string { return EventSubagentEvent }
+
+// eventPayloads makes an empty payload of each event type; it is the one
+// list DecodeEvent and the tests read.
+var eventPayloads = map[string]func() EventPayload{
+	EventRunStarted:           func() EventPayload { return new(RunStartedPayload) },
+	EventTextDelta:            func() EventPayload { return new(TextDeltaPayload) },
+	EventMessage:              func() EventPayload { return new(MessagePayload) },
+	EventToolCallStarted:      func() EventPayload { return new(ToolCallStartedPayload) },
+	EventConfirmationRequired: func() EventPayload { return new(ConfirmationRequiredPayload) },
+	EventConfirmationResolved: func() EventPayload { return new(ConfirmationResolvedPayload) },
+	EventToolCallRefused:      func() EventPayload { return new(ToolCallRefusedPayload) },
+	EventToolCallResult:       func() EventPayload { return new(ToolCallResultPayload) },
+	EventRunWaiting:           func() EventPayload { return new(RunWaitingPayload) },
+	EventRunFinished:          func() EventPayload { return new(RunFinishedPayload) },
+	EventError:                func() EventPayload { return new(ErrorPayload) },
+	EventSubagentEvent:        func() EventPayload { return new(SubagentEventPayload) },
+}
+
+// NewEventDraft returns the draft of an event of conversationID that
+// happened at at, with p as its data. It fills in p's header (type,
+// conversation, at in UTC). It fails, naming the type and the field, when
+// a required field of p is its zero value.
+func NewEventDraft(conversationID string, at time.Time, p EventPayload) (EventDraft, error) {
+	if p == nil || reflect.ValueOf(p).IsNil() {
+		return EventDraft{}, fmt.Errorf("agentd: new event: no payload")
+	}
+	typ := p.EventType()
+	switch {
+	case conversationID == "":
+		return EventDraft{}, fmt.Errorf("agentd: %s event: conversation_id is required", typ)
+	case at.IsZero():
+		return EventDraft{}, fmt.Errorf("agentd: %s event: timestamp is required", typ)
+	}
+	*p.Header() = EventHeader{Type: typ, ConversationID: conversationID, Timestamp: at.UTC()}
+	if err := checkRequired(p); err != nil {
+		return EventDraft{}, err
+	}
+	data, err := json.Marshal(p)
+	if err != nil {
+		return EventDraft{}, fmt.Errorf("agentd: marshal %s event: %w", typ, err)
+	}
+	return EventDraft{ConversationID: conversationID, Type: typ, Data: data}, nil
+}
+
+// checkRequired reports the first field of p tagged `event:"required"`
+// that holds its zero value.
+func checkRequired(p EventPayload) error {
+	v := reflect.ValueOf(p).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if f.Tag.Get("event") == "required" && v.Field(i).IsZero() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			return fmt.Errorf("agentd: %s event: %s is required", p.EventType(), name)
+		}
+	}
+	return nil
+}
+
+// DecodeEvent returns the data of e as the payload of its type (a pointer,
+// e.g. *RunStartedPayload; switch on its type). It fails for an unknown
+// type, data that is not a JSON object of that type, and data whose "type"
+// is not e's.
+func DecodeEvent(e Event) (EventPayload, error) {
+	newPayload, ok := eventPayloads[e.Type]
+	if !ok {
+		return nil, fmt.Errorf("agentd: event %d: unknown type %q", e.Seq, e.Type)
+	}
+	p := newPayload()
+	if err := json.Unmarshal(e.Data, p); err != nil {
+		return nil, fmt.Errorf("agentd: decode %s event %d: %w", e.Type, e.Seq, err)
+	}
+	if got := p.Header().Type; got != e.Type {
+		return nil, fmt.Errorf("agentd: decode %s event %d: its data has type %q", e.Type, e.Seq, got)
+	}
+	return p, nil
+}
