@@ -91,7 +91,7 @@ func TestEveryEventDecodes(t *testing.T) {
 	convs := []string{send("pay")}
 	cr := parked(1)
 	rec.wait(t, agentd.EventRunWaiting, 1)
-	if _, err := engine.Decide(ctx, p, cr.ToolCallID, loop.DecisionRequest{Decision: "approve"}); err != nil {
+	if _, err := engine.Decide(ctx, p, cr.ToolCallID, agentd.DecisionRequest{Decision: "approve"}); err != nil {
 		t.Fatal(err)
 	}
 	rec.wait(t, agentd.EventRunFinished, 1)
