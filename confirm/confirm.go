@@ -69,8 +69,14 @@ type Call struct {
 
 // Decision is the outcome for one call.
 type Decision struct {
-	Tier      agentd.Tier
-	Reason    string
+	Tier agentd.Tier
+	// Reason is the sentence the model (or the card) reads: for a refused
+	// call, that the call was not performed and why.
+	Reason string
+	// Why is, for a refused call, only the cause in a few words (no
+	// sentence around it): what a caller quotes when it reports the
+	// refusal in its own words. Never derive it from Reason.
+	Why       string
 	Escalated bool
 	// Refused is true for review and never: the call does not run and the
 	// model reads Reason.
@@ -111,6 +117,7 @@ func Decide(c Call) Decision {
 	}
 	if c.Tool == nil || !c.Tool.LLMCallable {
 		d.Tier, d.Refused = agentd.TierNever, true
+		d.Why = fmt.Sprintf("tool %q is not available to this agent", c.Name)
 		d.Reason = fmt.Sprintf("Tool %q is not available to this agent, so the call was not performed.", c.Name)
 		d.Arguments, d.Digest = digestOrEmpty(args)
 		return d
@@ -119,6 +126,7 @@ func Decide(c Call) Decision {
 	eff, err := validate(c.Tool, args)
 	if err != nil {
 		d.Tier, d.Refused, d.Invalid = agentd.TierNever, true, true
+		d.Why = err.Error()
 		d.Reason = fmt.Sprintf("The call was not performed: %v", err)
 		d.Arguments, d.Digest = digestOrEmpty(args)
 		return d
@@ -126,6 +134,7 @@ func Decide(c Call) Decision {
 	digest, err := Digest(eff)
 	if err != nil { // unreachable for validated JSON, but never run what we cannot bind
 		d.Tier, d.Refused, d.Invalid = agentd.TierNever, true, true
+		d.Why = fmt.Sprintf("the arguments cannot be canonicalized: %v", err)
 		d.Reason = fmt.Sprintf("Arguments for tool %q cannot be canonicalized: %v", c.Name, err)
 		return d
 	}

@@ -442,7 +442,8 @@ func refuseTenant(c Call, d Decision, eff json.RawMessage) (Decision, bool) {
 		return d, false
 	}
 	d.Tier, d.Refused, d.Connection = agentd.TierNever, true, conn.Name
-	d.Reason = refusal(agentd.TierNever, fmt.Sprintf("connection %q is not available to this tenant", conn.Name))
+	d.Why = fmt.Sprintf("connection %q is not available to this tenant", conn.Name)
+	d.Reason = refusal(agentd.TierNever, d.Why)
 	d.AllowedDecisions = nil
 	return d, true
 }
@@ -452,7 +453,7 @@ func refuseTenant(c Call, d Decision, eff json.RawMessage) (Decision, bool) {
 func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 	refuse := func(tier agentd.Tier, escalated bool, why string) Decision {
 		d.Tier, d.Refused, d.Escalated = tier, true, escalated
-		d.Reason = refusal(tier, why)
+		d.Why, d.Reason = strings.TrimSuffix(why, "."), refusal(tier, why)
 		d.AllowedDecisions = nil
 		return d
 	}

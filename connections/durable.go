@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
@@ -76,14 +75,13 @@ func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage
 	}
 	dec := confirm.Decide(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Decision(),
 		Delegated: caller.Role == agentd.RoleDelegate, TenantID: caller.TenantID, Mode: confirm.ModeDurable})
-	why := strings.TrimPrefix(dec.Reason, "The call was not performed: ")
 	switch {
 	case dec.Connection != "" && dec.Connection != name:
 		return nil, false, agentd.Errorf(agentd.EINVALID, "the arguments name connection %q, not %q", dec.Connection, name)
 	case dec.Invalid:
-		return nil, false, agentd.Errorf(agentd.EINVALID, "%s", why)
+		return nil, false, agentd.Errorf(agentd.EINVALID, "%s", dec.Why)
 	case dec.Refused:
-		return nil, false, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, why)
+		return nil, false, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, dec.Why)
 	case dec.Preview:
 		return map[string]Preview{"preview": {
 			Connection: dec.Connection, Method: dec.Method, Endpoint: dec.Endpoint, PathTemplate: dec.PathTemplate,

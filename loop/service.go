@@ -351,7 +351,7 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 	}
 	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
 	if d.Invalid {
-		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", strings.TrimPrefix(d.Reason, "The call was not performed: "))
+		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", d.Why)
 	}
 	if d.Digest == c.ArgumentsSHA256 {
 		return nil, nil // the same arguments: a plain approval
@@ -378,8 +378,14 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID,
 		Tier: d.Tier, Reason: d.Reason, Escalated: true,
 	}))
-	return agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run: %s",
-		strings.TrimPrefix(d.Reason, "The call was not performed: ")), nil
+	return editRefused(d.Reason), nil
+}
+
+// editRefused is what an approver hears when the edited arguments were
+// refused; reason is the refusal the call recorded (the model reads the
+// same), so the first answer and every repeat read alike.
+func editRefused(reason string) error {
+	return agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run. %s", reason)
 }
 
 // effectiveDigest is the digest an approval's edited arguments would run
@@ -417,8 +423,7 @@ func settled(c *agentd.ToolCall, decision, sawDigest, editedDigest string) (*age
 				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with other arguments")
 			}
 			if c.Status == agentd.StatusRefused {
-				return nil, agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run: %s",
-					strings.TrimPrefix(c.Error, "The call was not performed: "))
+				return nil, editRefused(c.Error)
 			}
 			return &d, nil
 		}
