@@ -42,5 +42,5 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return TruncateUTF8(s, n) + "…"
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
@@ -453,7 +452,7 @@ func (e *Engine) toolResultText(c agentd.ToolCall) (content, reason string) {
 		content = "The call has no result."
 	}
 	if len(content) > e.opts.MaxResultBytes {
-		content = truncateUTF8(content, e.opts.MaxResultBytes) + " …[truncated]"
+		content = agentd.TruncateUTF8(content, e.opts.MaxResultBytes) + " …[truncated]"
 	}
 	return content, reason
 }
@@ -467,15 +466,6 @@ func lastDecisionReason(c agentd.ToolCall) string {
 	return ""
 }
 
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
 
 // history maps a conversation to model messages: each assistant message is
 // followed by exactly one tool message per call it made.

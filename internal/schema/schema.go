@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentd-dev/agentd"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -102,14 +103,8 @@ func Truncate(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	cut := max(limit-len("…"), 0)
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
+	return agentd.TruncateUTF8(s, limit-len("…")) + "…"
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // location is the "at '/x/y'" prefix of a message ("" when none).
 func location(msg string) string {
