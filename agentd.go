@@ -99,6 +99,16 @@ type Principal struct {
 	KeyID     string // "dev" in loopback dev mode
 }
 
+// APIKey is one configured API key (agentd.json api_keys). The key itself is
+// never stored: SHA256 is the lowercase hex SHA-256 of it.
+type APIKey struct {
+	ID        string
+	SHA256    string
+	TenantID  string
+	ProjectID string
+	Role      string // RoleClient, RoleDelegate, RoleOperator or RoleAdmin
+}
+
 // Reaches reports whether p may see and act on the conversation (SPEC §5
 // "Roles within a tenant and project"): it must be of p's tenant and project,
 // and operator and admin keys reach all of those while client and delegate

@@ -95,7 +95,7 @@ func newServer(t *testing.T, keys []testKey, cfg api.Config) *server {
 	t.Cleanup(engine.Close)
 	for _, k := range keys {
 		sum := sha256.Sum256([]byte(k.key))
-		cfg.Keys = append(cfg.Keys, api.Key{ID: k.id, SHA256: hex.EncodeToString(sum[:]), TenantID: k.tenant, ProjectID: k.project, Role: k.role})
+		cfg.Keys = append(cfg.Keys, agentd.APIKey{ID: k.id, SHA256: hex.EncodeToString(sum[:]), TenantID: k.tenant, ProjectID: k.project, Role: k.role})
 	}
 	ts := httptest.NewServer(api.New(engine, hub, store, cfg).Handler())
 	t.Cleanup(ts.Close)

@@ -20,21 +20,12 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Key is a configured API key: only its SHA-256 is known to the server.
-type Key struct {
-	ID        string
-	SHA256    string // lowercase hex SHA-256 of the key
-	TenantID  string
-	ProjectID string
-	Role      string
-}
-
 // Config configures the API.
 type Config struct {
 	// Keys are the accepted API keys. With none, the server is in dev mode:
 	// every request is the single tenant default/default (cmd/agentd binds
 	// loopback only then).
-	Keys []Key
+	Keys []agentd.APIKey
 	// MaxBodyBytes bounds request bodies (default 1 MiB); larger get 413.
 	MaxBodyBytes int64
 	Logger       zerolog.Logger
@@ -106,7 +97,7 @@ type Server struct {
 	hub    *sse.Hub
 	store  agentd.Store
 	cfg    Config
-	keys   map[string]Key // by SHA-256
+	keys   map[string]agentd.APIKey // by SHA-256
 	echo   *echo.Echo
 	log    zerolog.Logger
 }
@@ -116,7 +107,7 @@ func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
 	}
-	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]Key{}, log: cfg.Logger}
+	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger}
 	for _, k := range cfg.Keys {
 		s.keys[strings.ToLower(k.SHA256)] = k
 	}

@@ -466,7 +466,6 @@ func lastDecisionReason(c agentd.ToolCall) string {
 	return ""
 }
 
-
 // history maps a conversation to model messages: each assistant message is
 // followed by exactly one tool message per call it made.
 func (e *Engine) history(ctx context.Context, convID string) ([]agentd.ModelMessage, error) {

@@ -73,23 +73,13 @@ type Agent struct {
 
 // Server holds the settings of agentd.json.
 type Server struct {
-	APIKeys []APIKey
+	APIKeys []agentd.APIKey
 	// Webhooks is the raw "webhooks" array; nothing reads it yet.
 	Webhooks     json.RawMessage
 	MaxBodyBytes int64 // limits.max_body_bytes
 	// CORSOrigins are the web origins, besides the server's own, whose
 	// pages may call the API (cors_origins), normalized by origin.Normalize.
 	CORSOrigins []string
-}
-
-// APIKey is one configured key. The key itself is never stored: SHA256 is
-// the lowercase hex SHA-256 of it.
-type APIKey struct {
-	ID        string
-	SHA256    string
-	TenantID  string
-	ProjectID string
-	Role      string // agentd.RoleClient, RoleDelegate, RoleOperator or RoleAdmin
 }
 
 var (
@@ -320,7 +310,7 @@ func parseServer(data []byte) (Server, error) {
 		default:
 			return Server{}, jsonconf.FieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
 		}
-		s.APIKeys = append(s.APIKeys, APIKey(k))
+		s.APIKeys = append(s.APIKeys, agentd.APIKey(k))
 	}
 
 	cors, err := parseCORSOrigins(f.CORSOrigins)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd-dev/agentd"
 )
 
 const okKey = "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b" // sha256 of "secret"
@@ -88,7 +90,7 @@ func TestLoadFull(t *testing.T) {
 		t.Errorf("Agent = %+v\nwant    %+v", p.Agent, want)
 	}
 	wantServer := Server{
-		APIKeys: []APIKey{
+		APIKeys: []agentd.APIKey{
 			{ID: "web", SHA256: okKey, TenantID: "acme", ProjectID: "shop", Role: "client"},
 			{ID: "ops", SHA256: strings.Repeat("ab", 32), TenantID: "acme", ProjectID: "shop", Role: "operator"},
 		},

@@ -76,10 +76,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		log.Warn().Str("project", proj.Dir).Msg(w)
 	}
 
-	keys := make([]api.Key, 0, len(proj.Server.APIKeys))
-	for _, k := range proj.Server.APIKeys {
-		keys = append(keys, api.Key{ID: k.ID, SHA256: k.SHA256, TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role})
-	}
+	keys := proj.Server.APIKeys
 	if len(keys) == 0 && !isLoopback(*addr) {
 		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", *addr)
 	}
