@@ -105,7 +105,7 @@ type Server struct {
 // New returns the API server for one service.
 func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
-		cfg.MaxBodyBytes = 1 << 20
+		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
 	}
 	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger}
 	for _, k := range cfg.Keys {

@@ -140,10 +140,10 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 		opts.MaxResultBytes = 16 << 10
 	}
 	if agent.ApprovalTimeout <= 0 {
-		agent.ApprovalTimeout = 15 * time.Minute
+		agent.ApprovalTimeout = agentd.DefaultApprovalTimeout
 	}
 	if agent.MaxTurns <= 0 {
-		agent.MaxTurns = 20
+		agent.MaxTurns = agentd.DefaultMaxTurns
 	}
 	e := &Engine{
 		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts,

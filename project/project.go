@@ -28,13 +28,6 @@ import (
 	"github.com/agentd-dev/agentd/tools"
 )
 
-// Defaults of a project.
-const (
-	DefaultApprovalTimeout = 15 * time.Minute
-	DefaultMaxTurns        = 20
-	DefaultMaxBodyBytes    = 1 << 20
-)
-
 // Model providers an agent may name.
 const (
 	ProviderScript    = "script"
@@ -145,7 +138,7 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
 
-	p.Server = Server{MaxBodyBytes: DefaultMaxBodyBytes}
+	p.Server = Server{MaxBodyBytes: agentd.DefaultMaxBodyBytes}
 	data, err = os.ReadFile(filepath.Join(abs, "agentd.json"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -177,8 +170,8 @@ func parseAgent(data []byte, loaded map[string]*tools.Tool, connTools map[string
 	}
 	a := Agent{
 		SystemPrompt:    f.SystemPrompt,
-		ApprovalTimeout: DefaultApprovalTimeout,
-		MaxTurns:        DefaultMaxTurns,
+		ApprovalTimeout: agentd.DefaultApprovalTimeout,
+		MaxTurns:        agentd.DefaultMaxTurns,
 		Workspace:       compact(f.Workspace),
 		Subagents:       compact(f.Subagents),
 	}
@@ -275,7 +268,7 @@ func parseServer(data []byte) (Server, error) {
 	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Server{}, err
 	}
-	s := Server{MaxBodyBytes: DefaultMaxBodyBytes}
+	s := Server{MaxBodyBytes: agentd.DefaultMaxBodyBytes}
 
 	ids, digests := map[string]bool{}, map[string]string{}
 	for i, raw := range f.APIKeys {

@@ -1,0 +1,15 @@
+package agentd
+
+import "time"
+
+// The defaults of SPEC §1.1 and §5, in one place: project loading, the API
+// and the loop all read these.
+const (
+	// DefaultApprovalTimeout is how long a parked call waits for a decision
+	// when neither the agent, the tool nor the endpoint says otherwise.
+	DefaultApprovalTimeout = 15 * time.Minute
+	// DefaultMaxTurns is the most model steps one run may take.
+	DefaultMaxTurns = 20
+	// DefaultMaxBodyBytes bounds a request body; larger ones get 413.
+	DefaultMaxBodyBytes = 1 << 20
+)
