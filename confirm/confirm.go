@@ -145,18 +145,25 @@ func Decide(c Call) Decision {
 		}
 		return decideConnection(c, d, eff)
 	}
-	switch c.Tool.Exposure {
-	case ExposureRequiresConfirmation:
-		d.Tier = agentd.TierConfirm
+	d.Tier = ExposureTier(c.Tool.Exposure)
+	if d.Tier == agentd.TierConfirm {
 		d.Reason = fmt.Sprintf("Tool %q requires user confirmation", c.Name)
 		if c.Tool.Prompt != "" {
 			d.Reason = c.Tool.Prompt
 		}
 		d.AllowedDecisions = []string{"approve", "deny"}
-	default: // open, operator-gated (a label, not enforced), ""
-		d.Tier = agentd.TierAuto
 	}
 	return d
+}
+
+// ExposureTier is the tier of a custom tool's exposure kind (SPEC §2.1):
+// requires-confirmation → confirm; open, operator-gated (a label, not
+// enforced) and "" → auto.
+func ExposureTier(exposure string) agentd.Tier {
+	if exposure == ExposureRequiresConfirmation {
+		return agentd.TierConfirm
+	}
+	return agentd.TierAuto
 }
 
 func validate(t *Tool, args json.RawMessage) (json.RawMessage, error) {

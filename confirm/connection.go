@@ -658,11 +658,18 @@ func (t *Tool) OperationTier() agentd.Tier {
 	if t.Connection == nil || t.Operation == nil {
 		return agentd.TierNever
 	}
-	p := t.Connection.Policy
-	if ep, _ := p.Match(t.Operation.Method, t.Operation.Template); ep != nil {
+	return OperationTier(t.Connection.Policy, t.Operation.Method, t.Operation.Template)
+}
+
+// OperationTier is the base tier of an OpenAPI operation (method and path
+// template) under policy p, before thresholds and delegation: the matching
+// endpoint's tier, else the policy's default for reads or writes. Without a
+// policy (p nil) the defaults of SPEC §3 apply: reads auto, writes confirm.
+func OperationTier(p *Policy, method, template string) agentd.Tier {
+	if ep, _ := p.Match(method, template); ep != nil {
 		return ep.Tier
 	}
-	if safeMethod(t.Operation.Method) {
+	if safeMethod(method) {
 		return p.defaultRead()
 	}
 	return p.defaultWrite()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"slices"
@@ -584,21 +583,6 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	return out
 }
 
-// operationTier is the policy tier of an operation before thresholds and
-// delegation: the matching endpoint's, or the default for its method.
-func operationTier(p *confirm.Policy, op *Operation) agentd.Tier {
-	if p == nil {
-		return agentd.TierAuto
-	}
-	if ep, _ := p.Match(op.Method, op.Template); ep != nil {
-		return ep.Tier
-	}
-	if op.Method == http.MethodGet || op.Method == http.MethodHead || op.Method == http.MethodOptions {
-		return p.DefaultRead
-	}
-	return p.DefaultWrite
-}
-
 // describeOperation is an operation tool's description for the model.
 func describeOperation(c *Connection, op *Operation) string {
 	var b strings.Builder
@@ -614,7 +598,7 @@ func describeOperation(c *Connection, op *Operation) string {
 		b.WriteString("\n\n")
 	}
 	fmt.Fprintf(&b, "%s %s on the %q API.", op.Method, op.Template, c.Name)
-	switch tier := operationTier(c.Policy, op); tier {
+	switch tier := confirm.OperationTier(c.Policy, op.Method, op.Template); tier {
 	case agentd.TierConfirm:
 		b.WriteString(" It needs the user's approval: the call waits for it and runs once approved; do not retry it.")
 	case agentd.TierReview:

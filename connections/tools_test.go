@@ -256,3 +256,22 @@ func TestOperationToolEndToEnd(t *testing.T) {
 		t.Errorf("GET carried Idempotency-Key %q or a body %q", r.Header.Get("Idempotency-Key"), r.Body)
 	}
 }
+
+// An operation's base tier is confirm's one rule, with or without a
+// policy: the description the model reads and the decision agree.
+func TestOperationTierWithoutPolicy(t *testing.T) {
+	c := loadConn(t, `{"base_url":"http://127.0.0.1:1/api","openapi":"openapi.json","tools":{"request":false}}`, nil,
+		map[string]string{"openapi.json": itemsDoc})
+	for _, tool := range c.OperationTools() {
+		tier := tool.Decision().OperationTier()
+		want := map[string]agentd.Tier{"api__putItem": agentd.TierConfirm, "api__getItem": agentd.TierAuto}[tool.Name()]
+		if tier != want || confirm.OperationTier(nil, tool.Operation().Method, tool.Operation().Template) != want {
+			t.Errorf("%s: tier %s, without a policy %s, want %s", tool.Name(), tier,
+				confirm.OperationTier(nil, tool.Operation().Method, tool.Operation().Template), want)
+		}
+		asks := strings.Contains(tool.Spec().Description, "It needs the user's approval")
+		if asks != (want == agentd.TierConfirm) {
+			t.Errorf("%s: description %q disagrees with tier %s", tool.Name(), tool.Spec().Description, want)
+		}
+	}
+}

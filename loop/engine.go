@@ -339,8 +339,5 @@ func (e *Engine) ToolTier(name string) (agentd.Tier, string) {
 	case confirm.KindOperation:
 		return t.OperationTier(), t.ServerID
 	}
-	if t.Exposure == confirm.ExposureRequiresConfirmation {
-		return agentd.TierConfirm, t.ServerID
-	}
-	return agentd.TierAuto, t.ServerID
+	return confirm.ExposureTier(t.Exposure), t.ServerID
 }
