@@ -24,3 +24,8 @@ fi
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m "$@" ./...
+
+# The benchmarks once each, briefly: a broken harness fails here, not on the
+# day someone needs the figures (docs/performance.md has the full runs).
+echo "== benchmarks (one iteration each)"
+go test -run '^$' -bench . -benchtime 1x -timeout 10m ./bench/
