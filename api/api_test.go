@@ -70,6 +70,12 @@ type testKey struct {
 	id, tenant, project, role string
 }
 
+// apiKey is k as configured: only the key's SHA-256.
+func (k testKey) apiKey() agentd.APIKey {
+	sum := sha256.Sum256([]byte(k.key))
+	return agentd.APIKey{ID: k.id, SHA256: hex.EncodeToString(sum[:]), TenantID: k.tenant, ProjectID: k.project, Role: k.role}
+}
+
 type server struct {
 	t    *testing.T
 	url  string
@@ -94,8 +100,7 @@ func newServer(t *testing.T, keys []testKey, cfg api.Config) *server {
 	}
 	t.Cleanup(engine.Close)
 	for _, k := range keys {
-		sum := sha256.Sum256([]byte(k.key))
-		cfg.Keys = append(cfg.Keys, agentd.APIKey{ID: k.id, SHA256: hex.EncodeToString(sum[:]), TenantID: k.tenant, ProjectID: k.project, Role: k.role})
+		cfg.Keys = append(cfg.Keys, k.apiKey())
 	}
 	ts := httptest.NewServer(api.New(engine, hub, store, cfg).Handler())
 	t.Cleanup(ts.Close)

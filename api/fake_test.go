@@ -1,0 +1,171 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/api"
+	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/sse"
+)
+
+// fakeService is an in-memory api.Service: it keeps conversations, answers
+// with the error fail names (when set) and records what each call received,
+// so handler tests check the HTTP layer alone.
+type fakeService struct {
+	mu    sync.Mutex
+	convs map[string]*agentd.Conversation
+	fail  error // every call answers it when set
+	calls []fakeCall
+}
+
+// fakeCall is one call the handlers made.
+type fakeCall struct {
+	method string
+	p      agentd.Principal
+	id     string
+	req    any
+}
+
+func newFake() *fakeService { return &fakeService{convs: map[string]*agentd.Conversation{}} }
+
+func (f *fakeService) record(method string, p agentd.Principal, id string, req any) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, fakeCall{method, p, id, req})
+	return f.fail
+}
+
+func (f *fakeService) last() fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.calls) == 0 {
+		return fakeCall{}
+	}
+	return f.calls[len(f.calls)-1]
+}
+
+func (f *fakeService) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.calls)
+}
+
+func (f *fakeService) CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error) {
+	if err := f.record("CreateConversation", p, agent, metadata); err != nil {
+		return nil, err
+	}
+	c := &agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: p.TenantID, ProjectID: p.ProjectID,
+		Agent: "a", Metadata: metadata, CreatedBy: p.KeyID, CreatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+	f.mu.Lock()
+	f.convs[c.ID] = c
+	f.mu.Unlock()
+	return c, nil
+}
+
+func (f *fakeService) conv(p agentd.Principal, id string) (*agentd.Conversation, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.convs[id]
+	if !ok || !p.Reaches(c) {
+		return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation not found")
+	}
+	return c, nil
+}
+
+func (f *fakeService) Conversation(ctx context.Context, p agentd.Principal, id string) (*agentd.Conversation, error) {
+	if err := f.record("Conversation", p, id, nil); err != nil {
+		return nil, err
+	}
+	return f.conv(p, id)
+}
+
+func (f *fakeService) ConversationDetail(ctx context.Context, p agentd.Principal, id string) (*agentd.ConversationDetail, error) {
+	if err := f.record("ConversationDetail", p, id, nil); err != nil {
+		return nil, err
+	}
+	c, err := f.conv(p, id)
+	if err != nil {
+		return nil, err
+	}
+	return &agentd.ConversationDetail{Conversation: c}, nil
+}
+
+func (f *fakeService) Send(ctx context.Context, p agentd.Principal, id, content string) (*agentd.Run, error) {
+	if err := f.record("Send", p, id, content); err != nil {
+		return nil, err
+	}
+	if _, err := f.conv(p, id); err != nil {
+		return nil, err
+	}
+	return &agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: id, CorrelationID: "corr-1", Status: agentd.RunRunning}, nil
+}
+
+func (f *fakeService) Run(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error) {
+	if err := f.record("Run", p, id, nil); err != nil {
+		return nil, err
+	}
+	return &agentd.Run{ID: id, Status: agentd.RunWaiting}, nil
+}
+
+func (f *fakeService) Cancel(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error) {
+	if err := f.record("Cancel", p, id, nil); err != nil {
+		return nil, err
+	}
+	return &agentd.Run{ID: id, Status: agentd.RunCancelled}, nil
+}
+
+func (f *fakeService) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	if err := f.record("ToolCall", p, id, nil); err != nil {
+		return nil, err
+	}
+	return &agentd.ToolCall{ID: id, Status: agentd.StatusRequiresConfirmation}, nil
+}
+
+func (f *fakeService) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
+	if err := f.record("Decide", p, id, req); err != nil {
+		return nil, err
+	}
+	return &agentd.Decision{ID: "dec_1", ToolCallID: id, Decision: agentd.DecisionApproved, DecidedBy: p.KeyID}, nil
+}
+
+func (f *fakeService) PendingApprovals(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.ToolCall, string, error) {
+	if err := f.record("PendingApprovals", p, cursor, limit); err != nil {
+		return nil, "", err
+	}
+	return []agentd.ToolCall{}, "", nil
+}
+
+func (f *fakeService) ToolSpecs() []agentd.ToolSpec {
+	return []agentd.ToolSpec{{Name: "pay", Description: "pays", Parameters: json.RawMessage(`{"type":"object"}`)}}
+}
+
+func (f *fakeService) ToolTier(name string) (agentd.Tier, string) { return agentd.TierConfirm, "tools" }
+
+var _ api.Service = (*fakeService)(nil)
+
+// newFakeServer serves the API over the fake on loopback. The stream and
+// readiness read a real (empty) SQLite store.
+func newFakeServer(t *testing.T, keys []testKey, cfg api.Config) (*server, *fakeService) {
+	t.Helper()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	hub := sse.NewHub()
+	fake := newFake()
+	for _, k := range keys {
+		cfg.Keys = append(cfg.Keys, k.apiKey())
+	}
+	ts := httptest.NewServer(api.New(fake, hub, store, cfg).Handler())
+	t.Cleanup(ts.Close)
+	t.Cleanup(hub.Close)
+	return &server{t: t, url: ts.URL}, fake
+}

@@ -1,0 +1,139 @@
+package api_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/api"
+)
+
+const someCall = "call_01a23125-0000-7000-8000-000000000001"
+
+// TestHandlersRefuseBadBodies: every route with a body refuses each bad
+// body with 400 before the service is called.
+func TestHandlersRefuseBadBodies(t *testing.T) {
+	s, fake := newFakeServer(t, nil, api.Config{})
+	conv := s.createConversation("")
+	routes := []string{
+		"/v1/conversations",
+		"/v1/conversations/" + conv + "/messages",
+		"/v1/runs/run_01a23125-0000-7000-8000-000000000001/cancel",
+		"/v1/tool-calls/" + someCall + "/approval",
+	}
+	bodies := map[string]string{
+		"malformed":     `{"content":`,
+		"trailing data": `{} {}`,
+		"unknown field": `{"nope":1}`,
+		"wrong type":    `{"content":5,"metadata":"x","decision":7}`,
+		"duplicate key": `{"a":1,"A":2}`,
+		"not an object": `[1]`,
+		"invalid UTF-8": "{\"content\":\"\xff\"}",
+	}
+	before := fake.count()
+	for _, path := range routes {
+		for name, body := range bodies {
+			r := s.do("POST", path, "", body, nil)
+			if r.status != http.StatusBadRequest || r.errorCode() != agentd.EINVALID {
+				t.Errorf("%s with %s: %d %s", path, name, r.status, r.body)
+			}
+		}
+	}
+	if n := fake.count() - before; n != 0 {
+		t.Fatalf("the service was called %d times for bad bodies: %+v", n, fake.last())
+	}
+	// Bodies that need one: an empty body is 400 too.
+	for _, path := range routes[1:2] {
+		want(t, "empty body "+path, s.do("POST", path, "", "", nil), http.StatusBadRequest, agentd.EINVALID)
+	}
+	for _, path := range []string{routes[0], routes[2]} {
+		r := s.do("POST", path, "", "", nil)
+		if r.status >= 400 {
+			t.Errorf("an optional body, empty, on %s: %d %s", path, r.status, r.body)
+		}
+	}
+	// Over the limit: 413 and no call.
+	before = fake.count()
+	big := `{"content":"` + strings.Repeat("x", 2<<20) + `"}`
+	want(t, "too large", s.do("POST", routes[1], "", big, nil), http.StatusRequestEntityTooLarge, agentd.ETOOLARGE)
+	if fake.count() != before {
+		t.Fatal("the service was called for a body over the limit")
+	}
+}
+
+// TestApprovalBodyReachesService: the approval's fields arrive as the
+// domain's DecisionRequest, unchanged.
+func TestApprovalBodyReachesService(t *testing.T) {
+	s, fake := newFakeServer(t, nil, api.Config{})
+	body := `{"decision":"edit","reason":"smaller","arguments":{"amount":3},"arguments_sha256":"` + strings.Repeat("a", 64) + `"}`
+	want(t, "approval", s.do("POST", "/v1/tool-calls/"+someCall+"/approval", "", body, nil), http.StatusOK, "")
+	got := fake.last()
+	wantReq := agentd.DecisionRequest{Decision: "edit", Reason: "smaller", Arguments: json.RawMessage(`{"amount":3}`), ArgumentsSHA256: strings.Repeat("a", 64)}
+	if got.method != "Decide" || got.id != someCall || !reflect.DeepEqual(got.req, wantReq) {
+		t.Fatalf("service got %+v, want Decide(%s, %+v)", got, someCall, wantReq)
+	}
+}
+
+// TestErrorTable: each error code of the domain becomes its one status, with
+// the safe message; any other error is a 500 that shows no detail.
+func TestErrorTable(t *testing.T) {
+	s, fake := newFakeServer(t, nil, api.Config{})
+	for code, status := range map[string]int{
+		agentd.EINVALID: 400, agentd.EUNAUTHORIZED: 401, agentd.EFORBIDDEN: 403, agentd.ENOTFOUND: 404,
+		agentd.ECONFLICT: 409, agentd.EEXPIRED: 409, agentd.ESTALE: 409, agentd.ERUNACTIVE: 409,
+		agentd.ETOOLARGE: 413, agentd.EUNSUPPORTED: 415, agentd.EMISDIRECTED: 421, agentd.EINTERNAL: 500, agentd.EUNAVAILABLE: 503,
+	} {
+		fake.fail = &agentd.Error{Code: code, Message: "safe words for " + code, Detail: errors.New("secret detail")}
+		r := s.do("GET", "/v1/tool-calls/"+someCall, "", "", nil)
+		if r.status != status || r.errorCode() != code || !strings.Contains(r.body, "safe words for "+code) || strings.Contains(r.body, "secret detail") {
+			t.Errorf("%s: %d %s, want %d", code, r.status, r.body, status)
+		}
+	}
+	fake.fail = fmt.Errorf("disk on fire at /var/lib/agentd")
+	r := s.do("GET", "/v1/tool-calls/"+someCall, "", "", nil)
+	if r.status != 500 || r.errorCode() != agentd.EINTERNAL || strings.Contains(r.body, "disk") {
+		t.Errorf("an untyped error: %d %s", r.status, r.body)
+	}
+	fake.fail = nil
+	want(t, "unknown route", s.do("GET", "/v1/nope", "", "", nil), http.StatusNotFound, agentd.ENOTFOUND)
+	want(t, "wrong method", s.do("POST", "/healthz", "", "", nil), http.StatusMethodNotAllowed, "method_not_allowed")
+}
+
+// TestPrincipalFromKey: the service gets the key's tenant, project, role
+// and id; in dev mode the single tenant default/default as admin "dev".
+func TestPrincipalFromKey(t *testing.T) {
+	s, fake := newFakeServer(t, roleKeys, api.Config{})
+	for _, k := range roleKeys {
+		want(t, k.id, s.do("GET", "/v1/runs/run_01a23125-0000-7000-8000-000000000001", k.key, "", nil), http.StatusOK, "")
+		wantP := agentd.Principal{TenantID: k.tenant, ProjectID: k.project, Role: k.role, KeyID: k.id}
+		if got := fake.last().p; got != wantP {
+			t.Errorf("key %s: principal %+v, want %+v", k.id, got, wantP)
+		}
+	}
+	dev, devFake := newFakeServer(t, nil, api.Config{})
+	want(t, "dev", dev.do("GET", "/v1/runs/run_01a23125-0000-7000-8000-000000000001", "", "", nil), http.StatusOK, "")
+	if got := devFake.last().p; got != (agentd.Principal{TenantID: "default", ProjectID: "default", Role: agentd.RoleAdmin, KeyID: "dev"}) {
+		t.Errorf("dev principal %+v", got)
+	}
+}
+
+// TestApprovalsQuery: the list's query is checked before the service.
+func TestApprovalsQuery(t *testing.T) {
+	s, fake := newFakeServer(t, nil, api.Config{})
+	for _, q := range []string{"?limit=0", "?limit=101", "?limit=x", "?status=approved"} {
+		before := fake.count()
+		want(t, q, s.do("GET", "/v1/approvals"+q, "", "", nil), http.StatusBadRequest, agentd.EINVALID)
+		if fake.count() != before {
+			t.Errorf("%s reached the service", q)
+		}
+	}
+	want(t, "good query", s.do("GET", "/v1/approvals?status=pending&limit=7&cursor="+someCall, "", "", nil), http.StatusOK, "")
+	if got := fake.last(); got.method != "PendingApprovals" || got.id != someCall || got.req != 7 {
+		t.Fatalf("service got %+v", got)
+	}
+}
