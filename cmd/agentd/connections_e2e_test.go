@@ -486,7 +486,7 @@ func TestDurableConnectionRequest(t *testing.T) {
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, url, strings.NewReader(fmt.Sprintf(write, "confirmed_write")))
 	req.Header.Set("Authorization", "Bearer "+operatorKey)
 	req.Header.Set("Idempotency-Key", "wf-run-7")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	must(t, err)
 	var done map[string]any
 	must(t, json.NewDecoder(resp.Body).Decode(&done))
@@ -548,7 +548,7 @@ func durableWrite(t *testing.T, base, key, idempotencyKey, orderID string, amoun
 	req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, base+"/v1/connections/billing/request", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("Idempotency-Key", idempotencyKey)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	must(t, err)
 	defer resp.Body.Close()
 	var out map[string]any

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -27,7 +26,7 @@ func TestDemoAPICommand(t *testing.T) {
 	must(t, err)
 	go func() { _, _ = io.Copy(io.Discard, pr) }()
 	base := strings.TrimSpace(strings.TrimPrefix(line, "demo billing API on "))
-	resp, err := http.Get(base + "/orders/A-1001")
+	resp, err := testClient.Get(base + "/orders/A-1001")
 	must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

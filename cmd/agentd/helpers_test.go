@@ -20,6 +20,14 @@ import (
 // it is a failure deadline, never a performance assertion.
 const waitLimit = 30 * time.Second
 
+// Every request of these tests has a deadline: a broken server fails the
+// test instead of hanging it. Streams are bounded per event (next) and for
+// their response headers.
+var (
+	testClient   = &http.Client{Timeout: waitLimit}
+	streamClient = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: waitLimit}}
+)
+
 // testTool is one command tool of a test project.
 type testTool struct {
 	name, exposure string
@@ -158,7 +166,7 @@ func callRaw(t *testing.T, method, url, key, body string) (int, []byte) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	must(t, err)
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -199,7 +207,7 @@ func openStream(t *testing.T, base, key, conv string, lastEventID int64) *eventS
 	if lastEventID > 0 {
 		req.Header.Set("Last-Event-ID", strconv.FormatInt(lastEventID, 10))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := streamClient.Do(req)
 	must(t, err)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
@@ -229,13 +237,19 @@ func (s *eventStream) read() {
 		case line == "":
 			if ev.Type != "" {
 				ev.Raw = data.String()
-				_ = json.Unmarshal([]byte(ev.Raw), &ev.Data)
+				if err := json.Unmarshal([]byte(ev.Raw), &ev.Data); err != nil {
+					s.t.Errorf("event %d (%s): data is not JSON: %v: %s", ev.ID, ev.Type, err, ev.Raw)
+				}
 				s.events <- ev
 			}
 			ev, data = sseEvent{}, strings.Builder{}
 		case strings.HasPrefix(line, ":"):
 		case strings.HasPrefix(line, "id: "):
-			ev.ID, _ = strconv.ParseInt(line[4:], 10, 64)
+			id, err := strconv.ParseInt(line[4:], 10, 64)
+			if err != nil {
+				s.t.Errorf("event id %q: %v", line[4:], err)
+			}
+			ev.ID = id
 		case strings.HasPrefix(line, "event: "):
 			ev.Type = line[7:]
 		case strings.HasPrefix(line, "data: "):

@@ -76,7 +76,7 @@ func TestSecretsStayOutOfLogs(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, base+"/v1/conversations/"+conv+"/events?access_token="+key+"&last_event_id=0", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	resp, err := testClient.Do(req.WithContext(ctx))
 	if err != nil {
 		t.Fatal(err)
 	}
