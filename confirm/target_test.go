@@ -22,7 +22,7 @@ func recorded(d Decision) agentd.ToolCall {
 func TestCallTargetIsTheDecidedTarget(t *testing.T) {
 	rt := requestTool(t)
 	conn := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy)}
-	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation, LLMCallable: true,
+	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "POST", Template: "/invoices/{invoice_id}/pay"}}
 	calls := []struct {
 		tool *Tool
@@ -82,7 +82,9 @@ func TestCallTargetRefusesCallsWithoutARecord(t *testing.T) {
 		t.Fatalf("good: %+v %v", tg, err)
 	}
 	for name, mutate := range map[string]func(*agentd.ToolCall){
-		"a custom tool call": func(c *agentd.ToolCall) { *c = agentd.ToolCall{Method: MethodTool, Endpoint: "lookup", Arguments: json.RawMessage(`{}`)} },
+		"a custom tool call": func(c *agentd.ToolCall) {
+			*c = agentd.ToolCall{Method: MethodTool, Endpoint: "lookup", Arguments: json.RawMessage(`{}`)}
+		},
 		"no connection":      func(c *agentd.ToolCall) { c.ConnectionName = "" },
 		"no method":          func(c *agentd.ToolCall) { c.Method = "" },
 		"no endpoint":        func(c *agentd.ToolCall) { c.Endpoint = "" },
