@@ -14,6 +14,9 @@ import (
 	"github.com/agentd-dev/agentd/loop"
 )
 
+// The registry's view is what the loop runs tools through.
+var _ loop.Toolset = (*Toolset)(nil)
+
 // source is an in-memory tool source that records the calls it runs.
 type source struct {
 	id   string
