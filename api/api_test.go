@@ -38,17 +38,19 @@ func (payModel) Generate(ctx context.Context, req agentd.ModelRequest, onDelta f
 	return &agentd.ModelResponse{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{"amount":5}`)}}}, nil
 }
 
-// payTool is a requires-confirmation tool that counts its executions.
+// payTool is a requires-confirmation tool that counts its executions; it
+// is the engine's whole toolset.
 type payTool struct {
 	mu   sync.Mutex
 	runs int
 }
 
-func (t *payTool) Spec() agentd.ToolSpec {
-	return agentd.ToolSpec{Name: "pay", Description: "pays", Parameters: json.RawMessage(`{"type":"object"}`)}
-}
-func (t *payTool) Decision() *confirm.Tool {
-	return &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: "requires-confirmation", LLMCallable: true}
+func (t *payTool) Tools() []loop.ToolDef {
+	return []loop.ToolDef{{
+		Spec:        agentd.ToolSpec{Name: "pay", Description: "pays", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Decision:    &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: "requires-confirmation"},
+		LLMCallable: true,
+	}}
 }
 func (t *payTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
 	t.mu.Lock()
@@ -56,7 +58,6 @@ func (t *payTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMe
 	t.mu.Unlock()
 	return json.RawMessage(`{"paid":true}`), nil
 }
-func (t *payTool) Idempotent() bool { return false }
 
 func (t *payTool) count() int {
 	t.mu.Lock()
@@ -93,7 +94,7 @@ func newServer(t *testing.T, keys []testKey, cfg api.Config) *server {
 	t.Cleanup(func() { store.Close() })
 	hub := sse.NewHub()
 	tool := &payTool{}
-	engine := loop.New(store, hub, &loop.Agent{Name: "test", Model: payModel{}, Tools: map[string]loop.Tool{"pay": tool}},
+	engine := loop.New(store, hub, &loop.Agent{Name: "test", Model: payModel{}, Tools: tool},
 		loop.Options{ExpireEvery: -1})
 	if err := engine.Start(context.Background()); err != nil {
 		t.Fatal(err)

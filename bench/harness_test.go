@@ -27,6 +27,7 @@ import (
 	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/tools/registry"
 	"github.com/rs/zerolog"
 )
 
@@ -236,6 +237,14 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	reg, err := registry.New(tools.NewSource(tl))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	toolset, err := reg.Toolset(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	model, err := script.New(json.RawMessage(`{"provider":"script","script":{"rules":`+rules+`}}`), dir)
 	if err != nil {
 		tb.Fatal(err)
@@ -247,7 +256,7 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	hub := sse.NewHub()
 	w := &watcher{hub: hub, subs: map[string]chan stamped{}}
 	engine := loop.New(store, w, &loop.Agent{
-		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: loop.CommandTools(tl),
+		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolset,
 	}, loop.Options{Logger: zerolog.Nop()})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)

@@ -35,8 +35,6 @@ type Tool struct {
 	Exposure string
 	// Prompt overrides the card reason of a requires-confirmation tool.
 	Prompt string
-	// LLMCallable false keeps the tool out of the model's list.
-	LLMCallable bool
 	// Validate checks arguments against the tool's schema and returns the
 	// effective arguments. It must be pure. Nil accepts any JSON object.
 	Validate func(json.RawMessage) (json.RawMessage, error)
@@ -55,7 +53,8 @@ type Call struct {
 	Name      string
 	Arguments json.RawMessage
 	// Tool is the named tool if the agent's model may call it; nil when the
-	// name is unknown or not in the agent's list.
+	// name is unknown or not in the agent's list (the registry decides
+	// which tools the model sees: tools/registry).
 	Tool *Tool
 	// Delegated is true in a conversation created by an automation or a
 	// delegate-role key (delegations.escalateConfirm applies).
@@ -115,7 +114,7 @@ func Decide(c Call) Decision {
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	if c.Tool == nil || !c.Tool.LLMCallable {
+	if c.Tool == nil {
 		d.Tier, d.Refused = agentd.TierNever, true
 		d.Why = fmt.Sprintf("tool %q is not available to this agent", c.Name)
 		d.Reason = fmt.Sprintf("Tool %q is not available to this agent, so the call was not performed.", c.Name)

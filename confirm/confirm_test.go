@@ -22,11 +22,10 @@ func TestDecide(t *testing.T) {
 		}
 		return a, nil
 	}
-	open := &Tool{Name: "lookup", ServerID: "tools", Exposure: ExposureOpen, LLMCallable: true}
-	gated := &Tool{Name: "rotate", ServerID: "tools", Exposure: ExposureOperatorGated, LLMCallable: true}
-	confirmT := &Tool{Name: "refund", ServerID: "tools", Exposure: ExposureRequiresConfirmation, LLMCallable: true, Validate: needsAmount}
-	prompted := &Tool{Name: "pay", ServerID: "tools", Exposure: ExposureRequiresConfirmation, Prompt: "Moves money", LLMCallable: true}
-	hidden := &Tool{Name: "wipe", ServerID: "tools", LLMCallable: false}
+	open := &Tool{Name: "lookup", ServerID: "tools", Exposure: ExposureOpen}
+	gated := &Tool{Name: "rotate", ServerID: "tools", Exposure: ExposureOperatorGated}
+	confirmT := &Tool{Name: "refund", ServerID: "tools", Exposure: ExposureRequiresConfirmation, Validate: needsAmount}
+	prompted := &Tool{Name: "pay", ServerID: "tools", Exposure: ExposureRequiresConfirmation, Prompt: "Moves money"}
 
 	tests := []struct {
 		name      string
@@ -43,7 +42,6 @@ func TestDecide(t *testing.T) {
 		{"requires-confirmation parks", Call{Name: "refund", Arguments: json.RawMessage(`{"amount":5}`), Tool: confirmT}, agentd.TierConfirm, false, `Tool "refund" requires user confirmation`, []string{"approve", "deny"}, true},
 		{"prompt overrides reason", Call{Name: "pay", Arguments: json.RawMessage(`{}`), Tool: prompted}, agentd.TierConfirm, false, "Moves money", []string{"approve", "deny"}, true},
 		{"unknown tool refused", Call{Name: "nope", Arguments: json.RawMessage(`{}`)}, agentd.TierNever, true, `Tool "nope" is not available`, nil, true},
-		{"not llm_callable refused as unknown", Call{Name: "wipe", Arguments: json.RawMessage(`{}`), Tool: hidden}, agentd.TierNever, true, `Tool "wipe" is not available`, nil, true},
 		{"schema-invalid refused before any card", Call{Name: "refund", Arguments: json.RawMessage(`{"x":1}`), Tool: confirmT}, agentd.TierNever, true, "missing property 'amount'", nil, false},
 		{"non-object refused", Call{Name: "lookup", Arguments: json.RawMessage(`[1,2]`), Tool: open}, agentd.TierNever, true, "must be a JSON object", nil, false},
 		{"garbage arguments refused", Call{Name: "lookup", Arguments: json.RawMessage(`{not json`), Tool: open}, agentd.TierNever, true, "The call was not performed: invalid arguments", nil, false},

@@ -341,7 +341,8 @@ func (t *Tool) connectionNames() []string {
 	return names
 }
 
-// grouped returns the grouped arguments {path, query, header, body}.
+// grouped returns the grouped arguments {path, query, header, body}. The
+// body is kept byte for byte (no HTML escaping): CallTarget sends it.
 func grouped(tg *Target, pathParams map[string]string) json.RawMessage {
 	g := map[string]any{"path": map[string]string{}, "query": map[string]any{}, "header": map[string]string{}, "body": nil}
 	if pathParams != nil {
@@ -364,8 +365,11 @@ func grouped(tg *Target, pathParams map[string]string) json.RawMessage {
 	if tg.Body != nil {
 		g["body"] = tg.Body
 	}
-	b, _ := json.Marshal(g)
-	return b
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(g) // strings, maps and valid JSON only
+	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
 // lookupNumber returns the largest number at a dot path of the grouped

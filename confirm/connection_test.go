@@ -9,7 +9,7 @@ import (
 )
 
 func requestTool(t testing.TB) *Tool {
-	return &Tool{Name: RequestToolName, ServerID: "connections", Kind: KindRequest, LLMCallable: true,
+	return &Tool{Name: RequestToolName, ServerID: "connections", Kind: KindRequest,
 		Connections: map[string]*Connection{
 			"billing": {Name: "billing", Policy: mustPolicy(t, specPolicy)},
 			"open":    {Name: "open", Policy: mustPolicy(t, `{"defaults": {"read": "auto", "write": "auto"}}`)},
@@ -153,9 +153,9 @@ func TestDecideRequestToolCard(t *testing.T) {
 
 func TestDecideOperationTool(t *testing.T) {
 	conn := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy)}
-	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation, LLMCallable: true,
+	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "POST", Template: "/invoices/{invoice_id}/pay"}}
-	get := &Tool{Name: "billing__getReport", ServerID: "billing", Kind: KindOperation, LLMCallable: true,
+	get := &Tool{Name: "billing__getReport", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "GET", Template: "/reports/{name}"}}
 
 	d := Decide(Call{Name: pay.Name, Tool: pay, Arguments: json.RawMessage(`{"path":{"invoice_id":"in 1"},"body":{"amount":700}}`)})
@@ -257,7 +257,7 @@ func TestDecideHardening(t *testing.T) {
 		"DELETE /café/{id}": {"confirm": "never"},
 		"DELETE /invoices/{id}": {"confirm": "never"}
 	}, "defaults": {"read": "auto", "write": "auto"}}`)
-	rt := &Tool{Name: RequestToolName, Kind: KindRequest, LLMCallable: true,
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest,
 		Connections: map[string]*Connection{"b": {Name: "b", Policy: policy}}}
 	tests := []struct {
 		name, args string

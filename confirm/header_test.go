@@ -93,7 +93,7 @@ func TestCheckHeaderValue(t *testing.T) {
 // request tool and on operation tools alike.
 func TestDecideRefusesBadHeaderValues(t *testing.T) {
 	rt := requestTool(t)
-	op := &Tool{Name: "billing__payInvoice", Kind: KindOperation, LLMCallable: true,
+	op := &Tool{Name: "billing__payInvoice", Kind: KindOperation,
 		Connection: rt.Connections["billing"], Operation: &Operation{Method: "POST", Template: "/invoices/{id}/pay"}}
 	for _, v := range []string{"a\r\nX-Injected: 1", "a\nb", "a\u0000b"} {
 		h, _ := json.Marshal(map[string]string{"X-Note": v})

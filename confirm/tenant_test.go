@@ -13,9 +13,9 @@ import (
 func TestDecideTenantIDs(t *testing.T) {
 	limited := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1", "t3"}}
 	open := &Connection{Name: "open"}
-	rt := &Tool{Name: RequestToolName, Kind: KindRequest, LLMCallable: true,
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest,
 		Connections: map[string]*Connection{"billing": limited, "open": open}}
-	op := &Tool{Name: "billing__payInvoice", Kind: KindOperation, LLMCallable: true,
+	op := &Tool{Name: "billing__payInvoice", Kind: KindOperation,
 		Connection: limited, Operation: &Operation{Method: "POST", Template: "/invoices/{id}/pay"}}
 	pay := `{"connection":"billing","method":"POST","endpoint":"/invoices/1/pay","data":{"amount":5},"intent":"write"}`
 	tests := []struct {

@@ -11,8 +11,8 @@ import (
 // caller strips a prefix off Reason; the sentence contains the cause.
 func TestRefusalsCarryWhy(t *testing.T) {
 	limited := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1"}}
-	rt := &Tool{Name: RequestToolName, Kind: KindRequest, LLMCallable: true, Connections: map[string]*Connection{"billing": limited}}
-	strict := &Tool{Name: "strict", LLMCallable: true, Validate: func(json.RawMessage) (json.RawMessage, error) {
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*Connection{"billing": limited}}
+	strict := &Tool{Name: "strict", Validate: func(json.RawMessage) (json.RawMessage, error) {
 		return nil, errors.New("amount is required")
 	}}
 	req := func(args string) Call {

@@ -12,15 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 )
 
 // requestCall is a request-tool call with the given arguments.
-func requestCall(id, args string) agentd.ToolCall {
-	return agentd.ToolCall{ID: id, Name: "request", Arguments: json.RawMessage(args)}
-}
-
 // TestSSRFRefused is acceptance 6: nothing that would leave the
 // connection's origin or path prefix reaches any server.
 func TestSSRFRefused(t *testing.T) {
@@ -40,9 +35,16 @@ func TestSSRFRefused(t *testing.T) {
 	}
 	for _, ep := range endpoints {
 		t.Run(ep, func(t *testing.T) {
-			// Through the tool: Resolve and Do.
+			// The decision refuses it before any card.
 			args, _ := json.Marshal(map[string]any{"connection": "api", "method": "GET", "endpoint": ep, "intent": "read"})
-			if out, err := rt.Execute(context.Background(), requestCall("call_1", string(args))); err == nil {
+			if d := decide(rt.Decision(), string(args)); !d.Refused || !d.Invalid {
+				t.Errorf("the decision accepted %q: %+v", ep, d)
+			}
+			// A call that records it anyway (a store written by something
+			// else): the tool sends nothing.
+			call := requestCall(rt, "call_1", `{"connection":"api","method":"GET","endpoint":"/ok","intent":"read"}`)
+			call.Endpoint = ep
+			if out, err := rt.Execute(context.Background(), call); err == nil {
 				t.Errorf("Execute accepted %q: %s", ep, out)
 			}
 			// Straight to Do, past confirm.Resolve: the client checks again.
@@ -180,7 +182,13 @@ func TestModelHeadersRefused(t *testing.T) {
 			t.Errorf("Do sent model header %q", h)
 		}
 		args, _ := json.Marshal(map[string]any{"connection": "api", "method": "GET", "endpoint": "/x", "intent": "read", "headers": map[string]string{h: "v"}})
-		if _, err := rt.Execute(context.Background(), requestCall("c1", string(args))); err == nil {
+		if d := decide(rt.Decision(), string(args)); !d.Refused {
+			t.Errorf("the decision accepted model header %q", h)
+		}
+		// Recorded on a call anyway: the tool does not send it.
+		call := requestCall(rt, "c1", `{"connection":"api","method":"GET","endpoint":"/x","intent":"read"}`)
+		call.Params, _ = json.Marshal(map[string]any{"header": map[string]string{h: "v"}})
+		if _, err := rt.Execute(context.Background(), call); err == nil {
 			t.Errorf("Execute sent model header %q", h)
 		}
 	}
@@ -237,8 +245,9 @@ func TestCredentialsAndStaticHeaders(t *testing.T) {
 	for _, tc := range cases {
 		c := loadConn(t, `{"base_url":"`+api.URL+`/api","auth":`+tc.auth+`,"headers":{"Accept":"application/json","X-Tenant":"acme"}}`, env, nil)
 		before := len(api.requests())
-		if _, err := NewRequestTool([]*Connection{c}).Execute(context.Background(),
-			requestCall("call_7", `{"connection":"api","method":"GET","endpoint":"/me","intent":"read"}`)); err != nil {
+		rt := NewRequestTool([]*Connection{c})
+		if _, err := rt.Execute(context.Background(),
+			requestCall(rt, "call_7", `{"connection":"api","method":"GET","endpoint":"/me","intent":"read"}`)); err != nil {
 			t.Fatal(err)
 		}
 		got := api.requests()[before:]
@@ -271,7 +280,7 @@ func TestIdempotencyKeyOnWrites(t *testing.T) {
 	})
 	c := loadConn(t, `{"base_url":"`+api.URL+`/api"}`, nil, nil)
 	rt := NewRequestTool([]*Connection{c})
-	out, err := rt.Execute(context.Background(), requestCall("call_01HXYZ",
+	out, err := rt.Execute(context.Background(), requestCall(rt, "call_01HXYZ",
 		`{"connection":"api","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":25},"intent":"confirmed_write"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +289,7 @@ func TestIdempotencyKeyOnWrites(t *testing.T) {
 		t.Errorf("result = %s", out)
 	}
 	for _, m := range []string{"PUT", "PATCH", "DELETE", "HEAD"} {
-		if _, err := rt.Execute(context.Background(), requestCall("call_"+m,
+		if _, err := rt.Execute(context.Background(), requestCall(rt, "call_"+m,
 			`{"connection":"api","method":"`+m+`","endpoint":"/refunds/R-1","intent":"write"}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +343,7 @@ func TestResponseBounded(t *testing.T) {
 		c := loadConn(t, fmt.Sprintf(`{"base_url":%q,"max_response_bytes":%d}`, api.URL, limit), nil, nil)
 		rt := NewRequestTool([]*Connection{c})
 		for _, ep := range []string{"/text", "/json"} {
-			out, err := rt.Execute(context.Background(), requestCall("c", `{"connection":"api","method":"GET","endpoint":"`+ep+`","intent":"read"}`))
+			out, err := rt.Execute(context.Background(), requestCall(rt, "c", `{"connection":"api","method":"GET","endpoint":"`+ep+`","intent":"read"}`))
 			if err != nil {
 				t.Fatal(err)
 			}

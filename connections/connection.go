@@ -68,7 +68,6 @@ type Connection struct {
 	// Policy is the endpoint policy of policy.json (defaults when absent).
 	Policy *confirm.Policy
 
-	dir         string // connections/<name>, relative to the project, slash-separated
 	mu          sync.RWMutex
 	base        *url.URL // scheme and host only are used; see prefix
 	prefix      string   // escaped base path without trailing slash; "" for the root
@@ -159,17 +158,10 @@ func Load(projectDir string, getenv func(string) string) ([]*Connection, error) 
 	}
 	sort.Strings(names)
 	var conns []*Connection
-	toolNames := map[string]string{}
 	for _, name := range names {
 		c, err := loadOne(filepath.Join(root, name), name, getenv)
 		if err != nil {
 			return nil, err
-		}
-		for _, t := range c.opTools {
-			if other, dup := toolNames[t.name]; dup {
-				return nil, fmt.Errorf("%s: operation tool name %q is also the name of a tool of %s", c.docPath(), t.name, other)
-			}
-			toolNames[t.name] = c.dir
 		}
 		conns = append(conns, c)
 	}
@@ -193,7 +185,6 @@ func loadOne(dir, name string, getenv func(string) string) (*Connection, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
-	c.dir = rel
 
 	policyFile := rel + "/policy.json"
 	pdata, err := readBounded(filepath.Join(dir, "policy.json"), maxConfigBytes)
@@ -586,10 +577,3 @@ func (c *Connection) String() string {
 
 // GoString is String, so that %#v shows no secret either.
 func (c *Connection) GoString() string { return c.String() }
-
-func (c *Connection) docPath() string {
-	if c.document == "" {
-		return c.dir + "/connection.json"
-	}
-	return c.dir + "/" + filepath.ToSlash(filepath.Clean(c.document))
-}

@@ -12,7 +12,23 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 )
+
+// classified is a call of tool as the loop records it once package confirm
+// has classified it for tenant t1 (loop's classify): the effective
+// arguments and the HTTP request Decide resolved. A call whose arguments
+// no request can be made of records none, and Execute sends nothing.
+func classified(tool *confirm.Tool, id, args string) agentd.ToolCall {
+	d := confirm.Decide(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, TenantID: "t1"})
+	return agentd.ToolCall{ID: id, TenantID: "t1", Name: tool.Name, ServerID: d.ServerID, Arguments: d.Arguments,
+		Method: d.Method, Endpoint: d.Endpoint, ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params}
+}
+
+// requestCall is a call of the request tool rt, classified.
+func requestCall(rt *RequestTool, id, args string) agentd.ToolCall {
+	return classified(rt.Decision(), id, args)
+}
 
 // writeProject writes files (paths relative to the project dir) into a new
 // temporary project and returns its dir.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/agentd-dev/agentd/tools/registry"
 )
 
 const secretValue = "s3cr3t-Value-never-shown"
@@ -278,7 +280,9 @@ func TestLoadValid(t *testing.T) {
 	}
 }
 
-func TestLoadDuplicateOperationToolNames(t *testing.T) {
+// Two connections whose operation tools have the same name load; the tool
+// registry, which checks names across every source, refuses them.
+func TestDuplicateOperationToolNames(t *testing.T) {
 	doc := func(id string) string { return strings.Replace(minimalDoc, `"getThing"`, `"`+id+`"`, 1) }
 	dir := writeProject(t, map[string]string{
 		"connections/a_/connection.json": `{"base_url":"https://a.example","openapi":"o.json","tools":{"operations":["_b"]}}`,
@@ -286,9 +290,13 @@ func TestLoadDuplicateOperationToolNames(t *testing.T) {
 		"connections/a/connection.json":  `{"base_url":"https://a.example","openapi":"o.json","tools":{"operations":["__b"]}}`,
 		"connections/a/o.json":           doc("__b"),
 	})
-	_, err := Load(dir, nil)
-	if err == nil || !strings.Contains(err.Error(), `"a____b"`) {
-		t.Errorf("err = %v", err)
+	conns, err := Load(dir, nil)
+	if err != nil || len(conns) != 2 {
+		t.Fatalf("Load: %v, %v", conns, err)
+	}
+	_, err = registry.New(Sources(conns)...)
+	if want := `tool "a____b" is defined by connection "a" and connection "a_"`; err == nil || err.Error() != want {
+		t.Errorf("err = %v, want %q", err, want)
 	}
 }
 

@@ -5,8 +5,8 @@ import (
 	"github.com/agentd-dev/agentd/loop"
 )
 
-// The connection tools are loop tools.
+// The request tool and every connection are tool sources.
 var (
-	_ loop.Tool = (*connections.RequestTool)(nil)
-	_ loop.Tool = (*connections.OperationTool)(nil)
+	_ loop.ToolSource = (*connections.RequestTool)(nil)
+	_ loop.ToolSource = (*connections.Connection)(nil)
 )

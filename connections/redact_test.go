@@ -36,8 +36,9 @@ func TestCredentialsRedactedFromResults(t *testing.T) {
 		for _, status := range []int{200, 500} {
 			api := echo(status)
 			c := loadConn(t, `{"base_url":"`+api.URL+`/api","auth":`+auth+`}`, env, nil)
-			res, err := NewRequestTool([]*Connection{c}).Execute(context.Background(),
-				requestCall("call_1", `{"connection":"api","method":"GET","endpoint":"/echo","intent":"read"}`))
+			rt := NewRequestTool([]*Connection{c})
+			res, err := rt.Execute(context.Background(),
+				requestCall(rt, "call_1", `{"connection":"api","method":"GET","endpoint":"/echo","intent":"read"}`))
 			text := string(res)
 			if err != nil {
 				text = err.Error()
@@ -107,7 +108,7 @@ func TestRedactedBeforeTruncated(t *testing.T) {
 				args := fmt.Sprintf(`{"connection":"api","method":"GET","endpoint":"/place","params":{"at":%d,"s":%q},"intent":"read"}`, at, s)
 				what := fmt.Sprintf("%s, secret %.8s… at %d", a.auth, s, at)
 
-				out, err := rt.Execute(context.Background(), requestCall("call_1", args))
+				out, err := rt.Execute(context.Background(), requestCall(rt, "call_1", args))
 				var r struct {
 					Body      string
 					Truncated bool
@@ -131,7 +132,7 @@ func TestRedactedBeforeTruncated(t *testing.T) {
 				}
 
 				failing := strings.Replace(args, `"params":{`, `"params":{"status":500,`, 1)
-				_, err = rt.Execute(context.Background(), requestCall("call_2", failing))
+				_, err = rt.Execute(context.Background(), requestCall(rt, "call_2", failing))
 				if err == nil {
 					t.Fatalf("%s: a 500 is not an error", what)
 				}
@@ -152,7 +153,7 @@ func TestRedactedBeforeErrorCut(t *testing.T) {
 			cut := maxErrorBody - len("…")
 			for at := cut - len(s) - 2; at <= cut+2; at++ {
 				args := fmt.Sprintf(`{"connection":"api","method":"GET","endpoint":"/place","params":{"at":%d,"s":%q,"status":502},"intent":"read"}`, at, s)
-				_, err := rt.Execute(context.Background(), requestCall("call_1", args))
+				_, err := rt.Execute(context.Background(), requestCall(rt, "call_1", args))
 				if err == nil {
 					t.Fatal("a 502 is not an error")
 				}
@@ -216,7 +217,7 @@ func TestCredentialsRedactedFromStatusAndRedirects(t *testing.T) {
 		map[string]string{"TOKEN": token}, nil)
 	rt := NewRequestTool([]*Connection{c})
 	for _, ep := range []string{"/status", "/away", "/abroad"} {
-		_, err := rt.Execute(context.Background(), requestCall("call_1", `{"connection":"api","method":"GET","endpoint":"`+ep+`","intent":"read"}`))
+		_, err := rt.Execute(context.Background(), requestCall(rt, "call_1", `{"connection":"api","method":"GET","endpoint":"`+ep+`","intent":"read"}`))
 		if err == nil || strings.Contains(err.Error(), secretValue) {
 			t.Errorf("%s: the model would read %v", ep, err)
 		}

@@ -71,11 +71,15 @@ func TestToolsRefuseOtherTenants(t *testing.T) {
 	api := newRecorder(t, nil)
 	c := loadConn(t, `{"base_url":"`+api.URL+`","tenant_ids":["t1"],"openapi":"openapi.json"}`, nil, map[string]string{"openapi.json": minimalDoc})
 	rt := NewRequestTool([]*Connection{c})
-	call := requestCall("call_1", `{"connection":"api","method":"GET","endpoint":"/things/1","intent":"read"}`)
+	call := requestCall(rt, "call_1", `{"connection":"api","method":"GET","endpoint":"/things/1","intent":"read"}`)
 	op := c.OperationTools()[0]
-	opCall := agentd.ToolCall{ID: "call_2", Name: op.Name(), Arguments: json.RawMessage(`{"path":{"id":"1"}}`)}
+	opArgs := `{"path":{"id":"1"}}`
 	if op.Operation().Method != "GET" {
-		opCall.Arguments = json.RawMessage(`{}`)
+		opArgs = `{}`
+	}
+	opCall := classified(op.Decision(), "call_2", opArgs)
+	if opCall.ConnectionName != "api" || call.ConnectionName != "api" {
+		t.Fatalf("calls not classified: %+v %+v", call, opCall)
 	}
 	for _, tenant := range []string{"t2", ""} {
 		call.TenantID, opCall.TenantID = tenant, tenant

@@ -14,6 +14,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/schema"
+	"github.com/agentd-dev/agentd/loop"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -25,8 +26,9 @@ const ServerID = "connections"
 const maxErrorBody = 2 << 10
 
 // RequestTool is the built-in request tool (SPEC §3): one HTTP request to
-// one of the project's connections per call. It implements the loop's
-// Tool interface and is safe for concurrent use.
+// one of the project's connections per call. It is a tool source
+// (loop.ToolSource, ID ServerID) with this one tool, and safe for
+// concurrent use.
 type RequestTool struct {
 	conns    map[string]*Connection
 	names    []string // sorted
@@ -63,7 +65,7 @@ func NewRequestTool(conns []*Connection) *RequestTool {
 	t.schema = sch
 	t.decision = &confirm.Tool{
 		Name: confirm.RequestToolName, ServerID: ServerID, Kind: confirm.KindRequest,
-		Connections: views, LLMCallable: true, Validate: t.validate,
+		Connections: views, Validate: t.validate,
 	}
 	return t
 }
@@ -127,8 +129,15 @@ func (t *RequestTool) Spec() agentd.ToolSpec {
 // built once; the same value is returned on every call.
 func (t *RequestTool) Decision() *confirm.Tool { return t.decision }
 
-// Idempotent is false: a request interrupted by a crash is not re-sent.
-func (t *RequestTool) Idempotent() bool { return false }
+// ID is ServerID, the request tool's server_id.
+func (t *RequestTool) ID() string { return ServerID }
+
+// Tools lists the request tool, llm_callable and not idempotent (a request
+// interrupted by a crash is not re-sent).
+func (t *RequestTool) Tools() []loop.ToolDef {
+	return []loop.ToolDef{{Spec: t.Spec(), Decision: t.decision, LLMCallable: true,
+		Origin: ServerID + " (the request tool)"}}
+}
 
 // Connections returns the names of the connections the tool reaches, sorted.
 func (t *RequestTool) Connections() []string { return append([]string(nil), t.names...) }
@@ -157,14 +166,20 @@ func (t *RequestTool) validate(args json.RawMessage) (json.RawMessage, error) {
 	return obj, nil
 }
 
-// Execute sends the request of a call that was cleared to run. The result
-// is {"status", "body", "truncated"}; an HTTP status of 400 or more is an
-// error "HTTP <code> <text>: <body>" for the model to read. Every request
-// other than GET and HEAD carries Idempotency-Key: <call id>. A call whose
-// TenantID the connection's tenant_ids do not list is an error, and
+// Execute sends the request of a call that was cleared to run: the one
+// recorded on the call when it was classified (confirm.CallTarget), not
+// one rebuilt from its arguments. The result is {"status", "body",
+// "truncated"}; an HTTP status of 400 or more is an error "HTTP <code>
+// <text>: <body>" for the model to read. Every request other than GET and
+// HEAD carries Idempotency-Key: <call id>. A call of another tool, one
+// that records no request or names no connection of the tool, and one
+// whose TenantID the connection's tenant_ids do not list are errors, and
 // nothing is sent.
 func (t *RequestTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
-	tg, err := confirm.Resolve(t.decision, call.Arguments)
+	if call.Name != confirm.RequestToolName {
+		return nil, fmt.Errorf("tool %q is not the request tool", call.Name)
+	}
+	tg, err := confirm.CallTarget(call)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +192,8 @@ func (t *RequestTool) Execute(ctx context.Context, call agentd.ToolCall) (json.R
 
 // OperationTool is the native tool of one OpenAPI operation, named
 // <connection>__<operationId>, taking grouped arguments {path, query,
-// header, body}. It implements the loop's Tool interface and is safe for
-// concurrent use.
+// header, body}. Its connection is its tool source (Connection.Tools). It
+// is safe for concurrent use.
 type OperationTool struct {
 	conn     *Connection
 	op       *Operation
@@ -193,7 +208,7 @@ func newOperationTool(c *Connection, op *Operation) (*OperationTool, error) {
 	}
 	t := &OperationTool{conn: c, op: op, name: name}
 	t.decision = &confirm.Tool{
-		Name: name, ServerID: c.Name, Kind: confirm.KindOperation, LLMCallable: true,
+		Name: name, ServerID: c.Name, Kind: confirm.KindOperation,
 		Connection: c.Confirm(), Operation: &confirm.Operation{Method: op.Method, Template: op.Template},
 		Validate: t.validate,
 	}
@@ -218,8 +233,12 @@ func (t *OperationTool) Spec() agentd.ToolSpec {
 // built once; the same value is returned on every call.
 func (t *OperationTool) Decision() *confirm.Tool { return t.decision }
 
-// Idempotent is false: a request interrupted by a crash is not re-sent.
-func (t *OperationTool) Idempotent() bool { return false }
+// def is the tool as its connection lists it: llm_callable, not
+// idempotent (a request interrupted by a crash is not re-sent).
+func (t *OperationTool) def() loop.ToolDef {
+	return loop.ToolDef{Spec: t.Spec(), Decision: t.decision, LLMCallable: true,
+		Origin: fmt.Sprintf("connection %q", t.conn.Name)}
+}
 
 // validate checks grouped arguments against the operation's schema and
 // returns them compacted.
@@ -235,13 +254,60 @@ func (t *OperationTool) validate(args json.RawMessage) (json.RawMessage, error) 
 }
 
 // Execute sends the operation's request for a call that was cleared to
-// run; the result and errors are those of RequestTool.Execute.
+// run: the one recorded on the call when it was classified
+// (confirm.CallTarget); the result and errors are those of
+// RequestTool.Execute, and a call recorded for another connection is an
+// error too.
 func (t *OperationTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
-	tg, err := confirm.Resolve(t.decision, call.Arguments)
+	tg, err := confirm.CallTarget(call)
 	if err != nil {
 		return nil, err
 	}
+	if tg.Connection != t.conn.Name {
+		return nil, fmt.Errorf("the call's request is for connection %q, not %q", tg.Connection, t.conn.Name)
+	}
 	return execute(ctx, t.conn, tg, call)
+}
+
+// ID is the connection's name, the server_id of its operation tools: a
+// Connection is the tool source (loop.ToolSource) of its OpenAPI
+// operations.
+func (c *Connection) ID() string { return c.Name }
+
+// Tools lists the connection's operation tools, in the order of
+// Operations; none without an OpenAPI document.
+func (c *Connection) Tools() []loop.ToolDef {
+	defs := make([]loop.ToolDef, 0, len(c.opTools))
+	for _, t := range c.opTools {
+		defs = append(defs, t.def())
+	}
+	return defs
+}
+
+// Execute runs a call of the operation tool call.Name names (see
+// OperationTool.Execute); a name the connection has no tool of is an
+// error, and nothing is sent.
+func (c *Connection) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
+	for _, t := range c.opTools {
+		if t.name == call.Name {
+			return t.Execute(ctx, call)
+		}
+	}
+	return nil, fmt.Errorf("tool %q is not an operation of connection %q", call.Name, c.Name)
+}
+
+// Sources returns the tool sources of conns for the tool registry: the
+// request tool when a connection exposes it (NewRequestTool), then every
+// connection, whose tools are its OpenAPI operations.
+func Sources(conns []*Connection) []loop.ToolSource {
+	var out []loop.ToolSource
+	if rt := NewRequestTool(conns); rt != nil {
+		out = append(out, rt)
+	}
+	for _, c := range conns {
+		out = append(out, c)
+	}
+	return out
 }
 
 // argsObject returns args compacted, checking it is a JSON object; empty

@@ -44,7 +44,7 @@ func TestRequestToolEndToEnd(t *testing.T) {
 	if again := rt.Decision(); again != dec {
 		t.Error("Decision is rebuilt on every call")
 	}
-	if dec.Name != "request" || dec.ServerID != "connections" || dec.Kind != confirm.KindRequest || !dec.LLMCallable || dec.Connections["api"] != c.Confirm() {
+	if dec.Name != "request" || dec.ServerID != "connections" || dec.Kind != confirm.KindRequest || dec.Connections["api"] != c.Confirm() {
 		t.Errorf("decision = %+v", dec)
 	}
 	spec := rt.Spec()
@@ -63,9 +63,9 @@ func TestRequestToolEndToEnd(t *testing.T) {
 	if !strings.Contains(string(d.Arguments), `"method":"POST"`) {
 		t.Errorf("method not upper-cased in the effective arguments: %s", d.Arguments)
 	}
-	// Approved: the runtime executes the same call as confirmed_write.
-	approved := []byte(strings.Replace(string(d.Arguments), `"intent":"write"`, `"intent":"confirmed_write"`, 1))
-	out, err := rt.Execute(context.Background(), agentd.ToolCall{ID: "call_42", Name: "request", Arguments: approved})
+	// Approved: the runtime executes the same call, the request recorded
+	// when it was classified.
+	out, err := rt.Execute(context.Background(), requestCall(rt, "call_42", model))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,19 +89,19 @@ func TestRequestToolEndToEnd(t *testing.T) {
 	}
 
 	// HTTP errors are the call's failure, with status and body.
-	_, err = rt.Execute(context.Background(), requestCall("c2", `{"connection":"api","method":"POST","endpoint":"/fail","data":{},"intent":"write"}`))
+	_, err = rt.Execute(context.Background(), requestCall(rt, "c2", `{"connection":"api","method":"POST","endpoint":"/fail","data":{},"intent":"write"}`))
 	if err == nil || err.Error() != `HTTP 422 Unprocessable Entity: {"error":"amount too large"}` {
 		t.Errorf("err = %v", err)
 	}
-	_, err = rt.Execute(context.Background(), requestCall("c3", `{"connection":"api","method":"GET","endpoint":"/huge-error","intent":"read"}`))
+	_, err = rt.Execute(context.Background(), requestCall(rt, "c3", `{"connection":"api","method":"GET","endpoint":"/huge-error","intent":"read"}`))
 	if err == nil || !strings.HasPrefix(err.Error(), "HTTP 500 Internal Server Error: xxx") || len(err.Error()) > 2200 {
 		t.Errorf("err = %.80s… (%d bytes)", err, len(err.Error()))
 	}
-	out, err = rt.Execute(context.Background(), requestCall("c4", `{"connection":"api","method":"GET","endpoint":"/text","intent":"read"}`))
+	out, err = rt.Execute(context.Background(), requestCall(rt, "c4", `{"connection":"api","method":"GET","endpoint":"/text","intent":"read"}`))
 	if err != nil || string(out) != `{"status":200,"body":"plain words","truncated":false}` {
 		t.Errorf("text result = %s, %v", out, err)
 	}
-	out, err = rt.Execute(context.Background(), requestCall("c5", `{"connection":"api","method":"DELETE","endpoint":"/empty","intent":"write"}`))
+	out, err = rt.Execute(context.Background(), requestCall(rt, "c5", `{"connection":"api","method":"DELETE","endpoint":"/empty","intent":"write"}`))
 	if err != nil || string(out) != `{"status":204,"body":"","truncated":false}` {
 		t.Errorf("empty result = %s, %v", out, err)
 	}
@@ -114,7 +114,10 @@ func TestRequestToolEndToEnd(t *testing.T) {
 		`{"connection":"api","method":"GET","endpoint":"/x","intent":"read","params":{"deep":{"a":1}}}`,
 		`not json`,
 	} {
-		if _, err := rt.Execute(context.Background(), requestCall("bad", bad)); err == nil {
+		if d := decide(dec, bad); !d.Refused || !d.Invalid {
+			t.Errorf("the decision accepted %s", bad)
+		}
+		if _, err := rt.Execute(context.Background(), requestCall(rt, "bad", bad)); err == nil {
 			t.Errorf("Execute accepted %s", bad)
 		}
 	}
@@ -196,7 +199,7 @@ func TestOperationToolEndToEnd(t *testing.T) {
 		t.Error("Decision is rebuilt on every call")
 	}
 	if dec.Kind != confirm.KindOperation || dec.ServerID != "api" || dec.Connection != c.Confirm() ||
-		dec.Operation.Method != "PUT" || dec.Operation.Template != "/tenants/{tenant}/items/{id}" || !dec.LLMCallable {
+		dec.Operation.Method != "PUT" || dec.Operation.Template != "/tenants/{tenant}/items/{id}" {
 		t.Errorf("decision = %+v", dec)
 	}
 	if !strings.Contains(put.Spec().Description, "needs the user's approval") || strings.Contains(get.Spec().Description, "approval") {
@@ -214,7 +217,7 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	if d := decide(dec, `{"path":{"tenant":"acme"},"body":{}}`); !d.Refused || !strings.Contains(d.Reason, "missing property 'id'") {
 		t.Errorf("invalid arguments: %+v", d)
 	}
-	out, err := put.Execute(context.Background(), agentd.ToolCall{ID: "call_9", Name: put.Name(), Arguments: d.Arguments})
+	out, err := put.Execute(context.Background(), classified(dec, "call_9", model))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,16 +227,26 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	// A path parameter is one segment: one that would climb out is refused.
 	for _, id := range []string{"x/../y", "..", "%2e%2e", "a\\b"} {
 		args, _ := json.Marshal(map[string]any{"path": map[string]any{"tenant": "acme", "id": id}})
-		if _, err := get.Execute(context.Background(), agentd.ToolCall{ID: "call_10", Arguments: args}); err == nil {
+		if d := decide(get.Decision(), string(args)); !d.Refused || !d.Invalid {
+			t.Errorf("path parameter %q passed the decision", id)
+		}
+		if _, err := get.Execute(context.Background(), classified(get.Decision(), "call_10", string(args))); err == nil {
 			t.Errorf("path parameter %q was sent", id)
 		}
 	}
-	out, err = get.Execute(context.Background(), agentd.ToolCall{ID: "call_10", Arguments: json.RawMessage(`{"path":{"tenant":"acme","id":"A-1"}}`)})
+	// A recorded path that climbs out (a store written by something else)
+	// is not sent either.
+	climb := classified(get.Decision(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`)
+	climb.Endpoint = "/tenants/acme/../../admin"
+	if _, err := get.Execute(context.Background(), climb); err == nil {
+		t.Error("a recorded path that leaves the base path was sent")
+	}
+	out, err = get.Execute(context.Background(), classified(get.Decision(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`))
 	if err != nil || string(out) != `{"status":200,"body":{"ok":true},"truncated":false}` {
 		t.Fatalf("get: %s, %v", out, err)
 	}
-	_, err = put.Execute(context.Background(), agentd.ToolCall{ID: "call_11", Arguments: json.RawMessage(
-		`{"path":{"tenant":"acme","id":"a"},"query":{"dry_run":false},"body":{}}`)})
+	_, err = put.Execute(context.Background(), classified(dec, "call_11",
+		`{"path":{"tenant":"acme","id":"a"},"query":{"dry_run":false},"body":{}}`))
 	if err == nil || err.Error() != `HTTP 409 Conflict: {"error":"busy"}` {
 		t.Errorf("err = %v", err)
 	}
@@ -273,5 +286,129 @@ func TestOperationTierWithoutPolicy(t *testing.T) {
 		if asks != (want == agentd.TierConfirm) {
 			t.Errorf("%s: description %q disagrees with tier %s", tool.Name(), tool.Spec().Description, want)
 		}
+	}
+}
+
+// The request tool and each connection are tool sources: their IDs are the
+// server_ids of their tools, which they list with the decision the loop
+// classifies with, and Execute dispatches by name.
+func TestSources(t *testing.T) {
+	api := newRecorder(t, nil)
+	conns, err := Load(writeProject(t, map[string]string{
+		"connections/api/connection.json":  `{"base_url":"` + api.URL + `","openapi":"openapi.json"}`,
+		"connections/api/openapi.json":     minimalDoc,
+		"connections/only/connection.json": `{"base_url":"` + api.URL + `","tools":{"request":false}}`,
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcs := Sources(conns)
+	if len(srcs) != 3 || srcs[0].ID() != "connections" || srcs[1].ID() != "api" || srcs[2].ID() != "only" {
+		t.Fatalf("sources = %v", srcs)
+	}
+	rt := srcs[0].(*RequestTool)
+	if defs := rt.Tools(); len(defs) != 1 || defs[0].Spec.Name != "request" || defs[0].Decision != rt.Decision() ||
+		!defs[0].LLMCallable || defs[0].Idempotent || defs[0].Origin != "connections (the request tool)" {
+		t.Errorf("request tool defs = %+v", defs)
+	}
+	if rt.Connections()[0] != "api" || len(rt.Connections()) != 1 {
+		t.Errorf("the request tool reaches %v", rt.Connections())
+	}
+	defs := conns[0].Tools()
+	if len(defs) != 2 || len(conns[1].Tools()) != 0 {
+		t.Fatalf("operation defs = %+v / %+v", defs, conns[1].Tools())
+	}
+	for i, d := range defs {
+		op := conns[0].OperationTools()[i]
+		if d.Spec.Name != op.Name() || d.Decision != op.Decision() || d.Decision.ServerID != "api" || !d.LLMCallable || d.Idempotent ||
+			d.Origin != `connection "api"` {
+			t.Errorf("operation def %d = %+v", i, d)
+		}
+	}
+	var get *OperationTool
+	for _, op := range conns[0].OperationTools() {
+		if op.Operation().Method == "GET" {
+			get = op
+		}
+	}
+	if _, err := conns[0].Execute(context.Background(), classified(get.Decision(), "call_1", `{"path":{"id":"7"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got := api.requests(); len(got) != 1 || got[0].Path != "/things/7" {
+		t.Fatalf("requests = %+v", got)
+	}
+	for _, call := range []agentd.ToolCall{
+		{ID: "call_2", Name: "api__nope"},
+		requestCall(rt, "call_3", `{"connection":"api","method":"GET","endpoint":"/x","intent":"read"}`),
+	} {
+		if _, err := conns[0].Execute(context.Background(), call); err == nil || !strings.Contains(err.Error(), "is not an operation of connection") {
+			t.Errorf("%s on the connection: %v", call.Name, err)
+		}
+	}
+	op := classified(get.Decision(), "call_4", `{"path":{"id":"7"}}`)
+	if _, err := rt.Execute(context.Background(), op); err == nil || !strings.Contains(err.Error(), "not the request tool") {
+		t.Errorf("an operation call on the request tool: %v", err)
+	}
+	op.ConnectionName = "only"
+	if _, err := get.Execute(context.Background(), op); err == nil || !strings.Contains(err.Error(), `for connection "only"`) {
+		t.Errorf("a call recorded for another connection: %v", err)
+	}
+	if n := len(api.requests()); n != 1 {
+		t.Errorf("%d requests, want 1", n)
+	}
+}
+
+// Execute sends the request recorded on the call when it was classified
+// (or edited on approval), whatever the call's arguments say, and sends
+// nothing for a call that records no request.
+func TestExecuteSendsTheRecordedRequest(t *testing.T) {
+	api := newRecorder(t, nil)
+	c := loadConn(t, `{"base_url":"`+api.URL+`/api","openapi":"openapi.json"}`, nil, map[string]string{"openapi.json": minimalDoc})
+	rt := NewRequestTool([]*Connection{c})
+	call := requestCall(rt, "call_1", `{"connection":"api","method":"POST","endpoint":"/a","params":{"q":"1"},"data":{"x":"<1>"},"intent":"write"}`)
+	call.Arguments = json.RawMessage(`{"connection":"api","method":"DELETE","endpoint":"/b","intent":"write"}`)
+	if _, err := rt.Execute(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	// An approval's edit replaces the record (loop: CallEdit).
+	edited := decide(rt.Decision(), `{"connection":"api","method":"POST","endpoint":"/a","data":{"x":2},"intent":"write"}`)
+	call.ID, call.Method, call.Endpoint, call.PathTemplate, call.Params = "call_2", edited.Method, edited.Endpoint, edited.PathTemplate, edited.Params
+	if _, err := rt.Execute(context.Background(), call); err != nil {
+		t.Fatal(err)
+	}
+	var get *OperationTool
+	for _, op := range c.OperationTools() {
+		if op.Operation().Method == "GET" {
+			get = op
+		}
+	}
+	opCall := classified(get.Decision(), "call_3", `{"path":{"id":"7"}}`)
+	opCall.Arguments = json.RawMessage(`{"path":{"id":"8"}}`)
+	if _, err := get.Execute(context.Background(), opCall); err != nil {
+		t.Fatal(err)
+	}
+	got := api.requests()
+	if len(got) != 3 {
+		t.Fatalf("%d requests", len(got))
+	}
+	if r := got[0]; r.Method != "POST" || r.Path != "/api/a" || r.RawQuery != "q=1" || string(r.Body) != `{"x":"<1>"}` || r.Header.Get("Idempotency-Key") != "call_1" {
+		t.Errorf("first request = %s %s ? %s %s", r.Method, r.Path, r.RawQuery, r.Body)
+	}
+	if r := got[1]; r.Method != "POST" || r.Path != "/api/a" || r.RawQuery != "" || string(r.Body) != `{"x":2}` {
+		t.Errorf("edited request = %s %s ? %s %s", r.Method, r.Path, r.RawQuery, r.Body)
+	}
+	if r := got[2]; r.Method != "GET" || r.Path != "/api/things/7" {
+		t.Errorf("operation request = %s %s", r.Method, r.Path)
+	}
+	bareRequest := agentd.ToolCall{ID: "call_4", Name: "request", Arguments: json.RawMessage(`{"connection":"api","method":"GET","endpoint":"/a","intent":"read"}`)}
+	if _, err := rt.Execute(context.Background(), bareRequest); err == nil || !strings.Contains(err.Error(), "records no HTTP request") {
+		t.Errorf("a request call without a record: %v", err)
+	}
+	bareOp := agentd.ToolCall{ID: "call_5", Name: get.Name(), Arguments: json.RawMessage(`{"path":{"id":"7"}}`)}
+	if _, err := c.Execute(context.Background(), bareOp); err == nil || !strings.Contains(err.Error(), "records no HTTP request") {
+		t.Errorf("an operation call without a record: %v", err)
+	}
+	if n := len(api.requests()); n != 3 {
+		t.Errorf("calls without a record sent %d requests", n-3)
 	}
 }

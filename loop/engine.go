@@ -5,20 +5,18 @@
 // Approvals resume the very same call; the model is not asked again.
 //
 // The loop imports no HTTP framework and no database driver: it talks to an
-// agentd.Store, an agentd.Model, the tools and a Publisher.
+// agentd.Store, an agentd.Model, a Toolset and a Publisher. Tools come
+// from ToolSources (tools.go); the loop imports none of them.
 package loop
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/tools"
 	"github.com/rs/zerolog"
 )
 
@@ -28,57 +26,16 @@ type Publisher interface {
 	Publish(agentd.Event)
 }
 
-// ServerIDTools is the server_id of the project's custom command tools.
-const ServerIDTools = "tools"
-
-// Tool is a tool the loop can offer to the model and run: a custom command
-// tool (CommandTools), the request tool or an OpenAPI operation tool.
-type Tool interface {
-	// Spec is the tool as the model sees it.
-	Spec() agentd.ToolSpec
-	// Decision is what package confirm needs to classify a call; its
-	// LLMCallable false keeps the tool out of the model's list.
-	Decision() *confirm.Tool
-	// Execute runs a call that was cleared to run (auto, or approved by a
-	// person) with its effective arguments. An error is the call's failure
-	// text, read by the model.
-	Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error)
-	// Idempotent reports whether a call interrupted by a crash may run again.
-	Idempotent() bool
-}
-
-// CommandTools adapts the project's custom command tools to Tool.
-func CommandTools(ts map[string]*tools.Tool) map[string]Tool {
-	out := make(map[string]Tool, len(ts))
-	for n, t := range ts {
-		out[n] = commandTool{t}
-	}
-	return out
-}
-
-type commandTool struct{ t *tools.Tool }
-
-func (c commandTool) Spec() agentd.ToolSpec { return c.t.Spec() }
-func (c commandTool) Idempotent() bool      { return c.t.Idempotent }
-func (c commandTool) Decision() *confirm.Tool {
-	return &confirm.Tool{
-		Name: c.t.Name, ServerID: ServerIDTools, Exposure: c.t.Exposure.Kind, Prompt: c.t.Exposure.Prompt,
-		LLMCallable: c.t.LLMCallable, Validate: c.t.ValidateArguments,
-	}
-}
-func (c commandTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
-	return c.t.Run(ctx, call.ID, call.Arguments)
-}
-
 // Agent is the configured assistant the loop runs.
 type Agent struct {
 	Name   string
 	System string
 	Model  agentd.Model
-	// Tools are every tool of the project, callable by the model or not.
-	Tools map[string]Tool
-	// Visible names the tools the model sees; nil means every llm_callable tool.
-	Visible         []string
+	// Tools are the tools the model sees, in the order it sees them, and
+	// run the calls: cmd/agentd passes the project's tool registry
+	// (tools/registry), which applies llm_callable and agent.json's list.
+	// Nil means no tools.
+	Tools           Toolset
 	ApprovalTimeout time.Duration
 	MaxTurns        int
 }
@@ -105,6 +62,8 @@ type Engine struct {
 
 	specs   []agentd.ToolSpec
 	visible map[string]*confirm.Tool
+	// idempotent says, by tool name, which calls recovery may run again.
+	idempotent map[string]bool
 
 	convLocks keyedMutex
 
@@ -147,28 +106,16 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 	}
 	e := &Engine{
 		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts,
-		visible: map[string]*confirm.Tool{},
-		runs:    map[string]*runState{},
+		visible: map[string]*confirm.Tool{}, idempotent: map[string]bool{},
+		runs: map[string]*runState{},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	names := agent.Visible
-	if names == nil {
-		for n := range agent.Tools {
-			names = append(names, n)
+	if agent.Tools != nil {
+		for _, d := range agent.Tools.Tools() {
+			e.specs = append(e.specs, d.Spec)
+			e.visible[d.Spec.Name] = d.Decision
+			e.idempotent[d.Spec.Name] = d.Idempotent
 		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		t, ok := agent.Tools[n]
-		if !ok {
-			continue
-		}
-		d := t.Decision()
-		if !d.LLMCallable {
-			continue
-		}
-		e.specs = append(e.specs, t.Spec())
-		e.visible[n] = d
 	}
 	return e
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/tools"
 )
 
 // eventsModel answers by the conversation's first user message: "pay"
@@ -51,7 +52,7 @@ func newEventsEngine(t *testing.T) (*loop.Engine, *sqlite.DB, *recorder, *fakeCl
 	}
 	rec := newRecorder()
 	clock := &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	engine := loop.New(st, rec, &loop.Agent{Name: "a", Model: eventsModel{}, Tools: loop.CommandTools(ts), MaxTurns: 5},
+	engine := loop.New(st, rec, &loop.Agent{Name: "a", Model: eventsModel{}, Tools: toolset(t, tools.NewSource(ts)), MaxTurns: 5},
 		loop.Options{Clock: clock, ExpireEvery: -1})
 	if err := engine.Start(context.Background()); err != nil {
 		t.Fatal(err)

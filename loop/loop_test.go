@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/tools/registry"
 	"go.uber.org/goleak"
 )
 
@@ -149,6 +151,21 @@ func writeTools(t *testing.T) (map[string]*tools.Tool, string) {
 	return ts, log
 }
 
+// toolset is the tools of sources as cmd/agentd hands them to the loop:
+// through the tool registry, every llm_callable tool.
+func toolset(t *testing.T, sources ...loop.ToolSource) loop.Toolset {
+	t.Helper()
+	reg, err := registry.New(sources...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := reg.Toolset(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
 type fixture struct {
 	store  *sqlite.DB
 	rec    *recorder
@@ -172,7 +189,7 @@ func newFixture(t *testing.T, path string, replies ...agentd.ModelResponse) *fix
 	f := &fixture{store: st, rec: newRecorder(), model: &stepModel{replies: replies},
 		clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, log: log,
 		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
-	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: loop.CommandTools(ts), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
+	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: toolset(t, tools.NewSource(ts)), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
 		loop.Options{Clock: f.clock, ExpireEvery: -1})
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -337,7 +354,8 @@ func TestHistoryHasOneResultPerCall(t *testing.T) {
 	}
 }
 
-// The loop and the decision stay free of HTTP and database drivers.
+// The loop and the decision stay free of HTTP and database drivers, and the
+// loop of tool sources.
 func TestImportRules(t *testing.T) {
 	forbidden := []string{"net/http", "github.com/labstack/echo", "database/sql", "modernc.org/sqlite", "github.com/jackc/pgx"}
 	for _, pkg := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/confirm", "github.com/agentd-dev/agentd"} {
@@ -350,6 +368,22 @@ func TestImportRules(t *testing.T) {
 				if dep == f || strings.HasPrefix(dep, f+"/") && f != "database/sql" {
 					t.Errorf("%s imports %s", pkg, dep)
 				}
+			}
+		}
+	}
+	// The loop runs tools through its Toolset interface: it imports no tool
+	// source and starts no subprocess; the registry knows no source either.
+	for pkg, forbidden := range map[string][]string{
+		"github.com/agentd-dev/agentd/loop":           {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
+		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
+	} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if slices.Contains(forbidden, dep) {
+				t.Errorf("%s imports %s", pkg, dep)
 			}
 		}
 	}

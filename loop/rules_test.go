@@ -23,19 +23,23 @@ import (
 // (each was seen to survive the rest of the suite): each fails if its rule
 // is flipped, off by one, or removed.
 
-// goTool is an in-process tool: auto unless exposure says otherwise.
+// goTool is an in-process tool, a tool source of its own: auto unless
+// exposure says otherwise.
 type goTool struct {
 	name, exposure string
 	idempotent     bool
+	hidden         bool // llm_callable false
 	mu             sync.Mutex
 	runs           int
 }
 
-func (g *goTool) Spec() agentd.ToolSpec {
-	return agentd.ToolSpec{Name: g.name, Description: g.name, Parameters: json.RawMessage(`{"type":"object"}`)}
-}
-func (g *goTool) Decision() *confirm.Tool {
-	return &confirm.Tool{Name: g.name, ServerID: "tools", Exposure: g.exposure, LLMCallable: true}
+func (g *goTool) ID() string { return "go" }
+func (g *goTool) Tools() []loop.ToolDef {
+	return []loop.ToolDef{{
+		Spec:        agentd.ToolSpec{Name: g.name, Description: g.name, Parameters: json.RawMessage(`{"type":"object"}`)},
+		Decision:    &confirm.Tool{Name: g.name, ServerID: "go", Exposure: g.exposure},
+		LLMCallable: !g.hidden, Idempotent: g.idempotent,
+	}}
 }
 func (g *goTool) Execute(ctx context.Context, c agentd.ToolCall) (json.RawMessage, error) {
 	g.mu.Lock()
@@ -43,7 +47,6 @@ func (g *goTool) Execute(ctx context.Context, c agentd.ToolCall) (json.RawMessag
 	g.mu.Unlock()
 	return json.RawMessage(`{"ok":true}`), nil
 }
-func (g *goTool) Idempotent() bool { return g.idempotent }
 func (g *goTool) count() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -72,8 +75,9 @@ type rulesFixture struct {
 	p      agentd.Principal
 }
 
-// newRules starts an engine over a real SQLite file at path ("" = a new one).
-func newRules(t *testing.T, path string, model agentd.Model, tools map[string]loop.Tool, maxTurns int) *rulesFixture {
+// newRules starts an engine over a real SQLite file at path ("" = a new
+// one), with the tools of sources as the tool registry gives them.
+func newRules(t *testing.T, path string, model agentd.Model, sources []loop.ToolSource, maxTurns int) *rulesFixture {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "agentd.db")
@@ -84,7 +88,7 @@ func newRules(t *testing.T, path string, model agentd.Model, tools map[string]lo
 	}
 	f := &rulesFixture{store: st, rec: newRecorder(), clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
 		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
-	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: model, Tools: tools, ApprovalTimeout: 10 * time.Minute, MaxTurns: maxTurns},
+	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: model, Tools: toolset(t, sources...), ApprovalTimeout: 10 * time.Minute, MaxTurns: maxTurns},
 		loop.Options{Clock: f.clock, ExpireEvery: -1})
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -128,7 +132,7 @@ func TestMaxTurnsIsExact(t *testing.T) {
 	for _, turns := range []int{1, 3} {
 		model := &alwaysCall{name: "record"}
 		tool := &goTool{name: "record"}
-		f := newRules(t, "", model, map[string]loop.Tool{"record": tool}, turns)
+		f := newRules(t, "", model, []loop.ToolSource{tool}, turns)
 		_, runID := f.send(t, "go")
 		ev := f.rec.wait(t, agentd.EventRunFinished, 1)
 		if !strings.Contains(string(ev.Data), `"reason":"max_turns"`) {
@@ -144,10 +148,41 @@ func TestMaxTurnsIsExact(t *testing.T) {
 	}
 }
 
+// A tool with llm_callable false is not offered to the model, and the
+// model's call to it is refused as unknown; it never runs. A visible tool
+// runs through its own source, with its server_id.
+func TestHiddenToolIsRefusedAsUnknown(t *testing.T) {
+	hidden := &goTool{name: "wipe", hidden: true}
+	shown := &goTool{name: "record"}
+	model := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{
+		{Name: "wipe", Arguments: json.RawMessage(`{}`)}, {Name: "record", Arguments: json.RawMessage(`{}`)}}}}}
+	f := newRules(t, "", model, []loop.ToolSource{hidden, shown}, 5)
+	if specs := f.engine.ToolSpecs(); len(specs) != 1 || specs[0].Name != "record" {
+		t.Fatalf("the model sees %v", specs)
+	}
+	if tier, server := f.engine.ToolTier("wipe"); tier != agentd.TierNever || server != "" {
+		t.Errorf("hidden tool tier %s %q", tier, server)
+	}
+	f.send(t, "go")
+	ev := f.rec.wait(t, agentd.EventToolCallRefused, 1)
+	if !strings.Contains(string(ev.Data), `"tool_name":"wipe"`) || !strings.Contains(string(ev.Data), `"tier":"never"`) ||
+		!strings.Contains(string(ev.Data), `is not available to this agent`) {
+		t.Errorf("refusal %s", ev.Data)
+	}
+	res := f.rec.wait(t, agentd.EventToolCallResult, 1)
+	f.rec.wait(t, agentd.EventRunFinished, 1)
+	if !strings.Contains(string(res.Data), `"tool_name":"record"`) || !strings.Contains(string(res.Data), `"status":"completed"`) {
+		t.Errorf("result %s", res.Data)
+	}
+	if hidden.count() != 0 || shown.count() != 1 {
+		t.Fatalf("runs: hidden %d, shown %d", hidden.count(), shown.count())
+	}
+}
+
 func TestDecisionExactlyAtDeadlineIsExpired(t *testing.T) {
 	tool := &goTool{name: "pay", exposure: "requires-confirmation"}
 	f := newRules(t, "", &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{}`)}}}}},
-		map[string]loop.Tool{"pay": tool}, 5)
+		[]loop.ToolSource{tool}, 5)
 	f.send(t, "pay")
 	c := f.parked(t, 1)
 	f.clock.Advance(c.RequiresApprovalAt.Sub(f.clock.Now()))
@@ -161,7 +196,7 @@ func TestDecisionExactlyAtDeadlineIsExpired(t *testing.T) {
 }
 
 func TestCancelFinishedRunConflicts(t *testing.T) {
-	f := newRules(t, "", &stepModel{}, map[string]loop.Tool{}, 5)
+	f := newRules(t, "", &stepModel{}, nil, 5)
 	_, runID := f.send(t, "hi")
 	f.rec.wait(t, agentd.EventRunFinished, 1)
 	if _, err := f.engine.Cancel(context.Background(), f.p, runID); agentd.ErrorCode(err) != agentd.ECONFLICT {
@@ -172,7 +207,7 @@ func TestCancelFinishedRunConflicts(t *testing.T) {
 func TestReasonLengthLimit(t *testing.T) {
 	tool := &goTool{name: "pay", exposure: "requires-confirmation"}
 	call := agentd.ModelResponse{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{}`)}}}
-	f := newRules(t, "", &stepModel{replies: []agentd.ModelResponse{call}}, map[string]loop.Tool{"pay": tool}, 5)
+	f := newRules(t, "", &stepModel{replies: []agentd.ModelResponse{call}}, []loop.ToolSource{tool}, 5)
 	f.send(t, "pay")
 	c := f.parked(t, 1)
 	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, agentd.DecisionRequest{Decision: "deny", Reason: strings.Repeat("r", 4097)}); agentd.ErrorCode(err) != agentd.EINVALID {
@@ -201,7 +236,7 @@ func TestIdempotentCallRunsAgainAfterCrash(t *testing.T) {
 			Status: agentd.RunRunning, Step: 1, CreatedAt: now, UpdatedAt: now}
 		msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID, Role: agentd.RoleUser, Content: "go", CreatedAt: now}
 		call := &agentd.ToolCall{ID: agentd.NewID(agentd.PrefixToolCall), TenantID: "t1", ProjectID: "p1", ConversationID: conv.ID, RunID: run.ID,
-			CorrelationID: "c1", MessageID: msg.ID, Step: 1, Name: "sync", ServerID: "tools", Arguments: json.RawMessage(`{}`),
+			CorrelationID: "c1", MessageID: msg.ID, Step: 1, Name: "sync", ServerID: "go", Arguments: json.RawMessage(`{}`),
 			Tier: agentd.TierAuto, Status: agentd.StatusExecuting, Method: "TOOL", Endpoint: "sync", CreatedAt: now, UpdatedAt: now}
 		must := func(err error, what string) {
 			if err != nil {
@@ -216,7 +251,7 @@ func TestIdempotentCallRunsAgainAfterCrash(t *testing.T) {
 		must(st.Close(), "close")
 
 		tool := &goTool{name: "sync", idempotent: idem}
-		f := newRules(t, path, &stepModel{}, map[string]loop.Tool{"sync": tool}, 5)
+		f := newRules(t, path, &stepModel{}, []loop.ToolSource{tool}, 5)
 		ev := f.rec.wait(t, agentd.EventToolCallResult, 1)
 		got, err := f.engine.ToolCall(ctx, f.p, call.ID)
 		must(err, "tool call")
@@ -231,8 +266,8 @@ func TestIdempotentCallRunsAgainAfterCrash(t *testing.T) {
 
 // newBillingTools loads a connection "billing" against a loopback server
 // whose POST /refunds parks (allow_edit, its own 2 minute deadline, amounts
-// above 100 escalate to review) and returns the request tool.
-func newBillingTools(t *testing.T) (map[string]loop.Tool, *int) {
+// above 100 escalate to review) and returns its tool sources.
+func newBillingTools(t *testing.T) ([]loop.ToolSource, *int) {
 	t.Helper()
 	var mu sync.Mutex
 	hits := new(int)
@@ -271,7 +306,7 @@ func newBillingTools(t *testing.T) (map[string]loop.Tool, *int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string]loop.Tool{"request": connections.NewRequestTool(conns)}, hits
+	return connections.Sources(conns), hits
 }
 
 func refundCall(amount string) agentd.ModelResponse {

@@ -384,11 +384,11 @@ func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
 // run runs an executing call's tool and records its result. On shutdown
 // the call is left executing for recovery to report honestly.
 func (e *Engine) run(rs *runState, c agentd.ToolCall) {
-	t, ok := e.agent.Tools[c.Name]
+	t := e.agent.Tools
 	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
 	var result json.RawMessage
 	var runErr error
-	if !ok {
+	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")

@@ -490,11 +490,10 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	for _, c := range calls {
-		t := e.agent.Tools[c.Name]
 		switch {
 		case c.Status == agentd.StatusApproved:
 			e.start(e.ensureDriver(c.RunID), c)
-		case t != nil && t.Idempotent():
+		case e.idempotent[c.Name]:
 			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
 			e.execute(e.ensureDriver(c.RunID), c)
 		default:

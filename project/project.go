@@ -3,12 +3,13 @@
 // tools under tools/. Loading checks everything it reads; every error names
 // the file and the field, and syntax errors the line and column
 // (docs/project.md). Connections (connections/<name>/) load with package
-// connections.
+// connections. The tool registry (tools/registry), not this package,
+// checks that no tool name is defined twice across sources and that
+// agent.json's "tools" name tools the model may see.
 package project
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,12 +17,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/origin"
@@ -40,9 +38,9 @@ type Project struct {
 	Dir    string // absolute
 	Agent  Agent
 	Server Server
-	Tools  map[string]*tools.Tool // every registered tool, by name
+	Tools  map[string]*tools.Tool // every registered command tool, by name (tools.NewSource)
 	// Connections are the project's connections (connections/<name>/),
-	// sorted by name; their tools are ConnectionTools.
+	// sorted by name; connections.Sources gives their tools.
 	Connections []*connections.Connection
 	Warnings    []string
 }
@@ -54,8 +52,9 @@ type Agent struct {
 	// Model is the raw "model" object; its provider reads the rest.
 	Model    json.RawMessage
 	Provider string // model.provider: script, openai or anthropic
-	// Tools names the tools the model sees; nil means every llm_callable
-	// tool of the project.
+	// Tools names the tools the model sees, as agent.json lists them; nil
+	// means every llm_callable tool of the project. The tool registry
+	// (tools/registry) checks the names.
 	Tools           []string
 	ApprovalTimeout time.Duration
 	MaxTurns        int
@@ -111,14 +110,6 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	if p.Connections, err = connections.Load(abs, getenv); err != nil {
 		return nil, err
 	}
-	connTools := map[string]bool{}
-	for _, t := range p.ConnectionTools() {
-		name := t.Spec().Name
-		if _, ok := loaded[name]; ok {
-			return nil, fmt.Errorf("tools/%s/tool.json: the name %q is taken by a connection tool; rename the tool", name, name)
-		}
-		connTools[name] = true
-	}
 	for _, c := range p.Connections {
 		p.Warnings = append(p.Warnings, c.Warnings()...)
 	}
@@ -134,7 +125,7 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
-	if p.Agent, err = parseAgent(data, loaded, connTools); err != nil {
+	if p.Agent, err = parseAgent(data); err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
 
@@ -163,7 +154,7 @@ type agentFile struct {
 	Subagents       json.RawMessage `json:"subagents"`
 }
 
-func parseAgent(data []byte, loaded map[string]*tools.Tool, connTools map[string]bool) (Agent, error) {
+func parseAgent(data []byte) (Agent, error) {
 	var f agentFile
 	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Agent{}, err
@@ -204,25 +195,9 @@ func parseAgent(data []byte, loaded map[string]*tools.Tool, connTools map[string
 	}
 	a.Model, a.Provider = compact(f.Model), provider
 
-	if f.Tools != nil {
-		a.Tools = make([]string, 0, len(f.Tools))
-		seen := map[string]bool{}
-		for i, name := range f.Tools {
-			field := fmt.Sprintf("tools[%d]", i)
-			tool, ok := loaded[name]
-			switch {
-			case connTools[name] && !seen[name]:
-			case !ok:
-				return Agent{}, jsonconf.FieldErr(field, "unknown tool %q: no tools/%s/tool.json is loaded and no connection exposes it", name, name)
-			case !tool.LLMCallable:
-				return Agent{}, jsonconf.FieldErr(field, "tool %q has llm_callable false, so the model cannot see it", name)
-			case seen[name]:
-				return Agent{}, jsonconf.FieldErr(field, "tool %q is listed twice", name)
-			}
-			seen[name] = true
-			a.Tools = append(a.Tools, name)
-		}
-	}
+	// The names are checked against every tool source by the tool
+	// registry (tools/registry), not here.
+	a.Tools = f.Tools
 
 	if f.ApprovalTimeout != nil {
 		d, err := time.ParseDuration(*f.ApprovalTimeout)
@@ -360,52 +335,4 @@ func compact(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return buf.Bytes()
-}
-
-// ModelTools returns the tools the agent's model sees: those named in
-// agent.json's "tools" in that order, or else every llm_callable tool
-// sorted by name.
-func (p *Project) ModelTools() []*tools.Tool {
-	if p.Agent.Tools != nil {
-		out := make([]*tools.Tool, 0, len(p.Agent.Tools))
-		for _, name := range p.Agent.Tools {
-			if t, ok := p.Tools[name]; ok {
-				out = append(out, t)
-			}
-		}
-		return out
-	}
-	out := make([]*tools.Tool, 0, len(p.Tools))
-	for _, t := range p.Tools {
-		if t.LLMCallable {
-			out = append(out, t)
-		}
-	}
-	slices.SortFunc(out, func(a, b *tools.Tool) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
-
-// ConnectionTool is a tool a connection exposes: the request tool or an
-// OpenAPI operation tool. Its methods are loop.Tool's, so the server hands
-// it to the loop as it is.
-type ConnectionTool interface {
-	Spec() agentd.ToolSpec
-	Decision() *confirm.Tool
-	Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error)
-	Idempotent() bool
-}
-
-// ConnectionTools returns the request tool (when a connection exposes it)
-// and every operation tool of the project's connections.
-func (p *Project) ConnectionTools() []ConnectionTool {
-	var out []ConnectionTool
-	if rt := connections.NewRequestTool(p.Connections); rt != nil {
-		out = append(out, rt)
-	}
-	for _, c := range p.Connections {
-		for _, t := range c.OperationTools() {
-			out = append(out, t)
-		}
-	}
-	return out
 }

@@ -104,20 +104,9 @@ func TestLoadFull(t *testing.T) {
 	if len(p.Tools) != 3 || p.Tools["hidden"] == nil || p.Tools["hidden"].LLMCallable {
 		t.Errorf("Tools = %v", p.Tools)
 	}
-	if names := toolNames(p); !reflect.DeepEqual(names, []string{"refund", "lookup"}) {
-		t.Errorf("ModelTools = %v, want agent.json's order", names)
-	}
 	if len(p.Warnings) != 0 {
 		t.Errorf("Warnings = %q", p.Warnings)
 	}
-}
-
-func toolNames(p *Project) []string {
-	var names []string
-	for _, tool := range p.ModelTools() {
-		names = append(names, tool.Name)
-	}
-	return names
 }
 
 func TestLoadDefaults(t *testing.T) {
@@ -140,8 +129,8 @@ func TestLoadDefaults(t *testing.T) {
 	if p.Server.MaxBodyBytes != 1<<20 || p.Server.APIKeys != nil || p.Server.Webhooks != nil {
 		t.Errorf("Server defaults = %+v", p.Server)
 	}
-	if names := toolNames(p); !reflect.DeepEqual(names, []string{"alpha", "zeta"}) {
-		t.Errorf("ModelTools = %v, want the llm_callable tools by name", names)
+	if len(p.Tools) != 3 || p.Tools["internal"] == nil || p.Tools["internal"].LLMCallable {
+		t.Errorf("Tools = %v", p.Tools)
 	}
 }
 
@@ -153,7 +142,7 @@ func TestLoadEmptyToolList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Agent.Tools == nil || len(p.ModelTools()) != 0 {
+	if p.Agent.Tools == nil || len(p.Agent.Tools) != 0 {
 		t.Errorf(`"tools": [] must mean no tools, got %v`, p.Agent.Tools)
 	}
 }
@@ -202,9 +191,6 @@ func TestLoadAgentErrors(t *testing.T) {
 		{"no provider", `{"name": "a", "model": {"script": {}}}`, `agent.json: field "model.provider": required: one of script, openai, anthropic`},
 		{"provider type", `{"name": "a", "model": {"provider": 1}}`, `agent.json: field "model.provider": must be a string`},
 		{"bad provider", `{"name": "a", "model": {"provider": "gemini"}}`, `agent.json: field "model.provider": must be one of script, openai, anthropic, got "gemini"`},
-		{"unknown tool", `{"name": "a", ` + model + `, "tools": ["t", "request"]}`, `agent.json: field "tools[1]": unknown tool "request": no tools/request/tool.json is loaded and no connection exposes it`},
-		{"hidden tool", `{"name": "a", ` + model + `, "tools": ["hidden"]}`, `agent.json: field "tools[0]": tool "hidden" has llm_callable false, so the model cannot see it`},
-		{"tool twice", `{"name": "a", ` + model + `, "tools": ["t", "t"]}`, `agent.json: field "tools[1]": tool "t" is listed twice`},
 		{"tools type", `{"name": "a", ` + model + `, "tools": "t"}`, `agent.json: field "tools": must be an array of strings, got string`},
 		{"bad duration", `{"name": "a", ` + model + `, "approval_timeout": "abc"}`, `agent.json: field "approval_timeout": time: invalid duration "abc"`},
 		{"duration number", `{"name": "a", ` + model + `, "approval_timeout": 900}`, `agent.json: field "approval_timeout": must be a string, got number`},

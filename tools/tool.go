@@ -7,7 +7,8 @@
 //
 // The package knows nothing about tiers or approvals: Exposure and Confirm
 // are carried for the confirmation policy to read, and Run executes
-// whatever it is asked to.
+// whatever it is asked to. Source offers the tools to the tool registry
+// (tools/registry) as one loop.ToolSource.
 package tools
 
 import (

@@ -25,6 +25,8 @@ import (
 	"github.com/agentd-dev/agentd/project"
 	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/sse"
+	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/tools/registry"
 	"github.com/rs/zerolog"
 )
 
@@ -62,6 +64,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("load project: %w", err)
 	}
+	agentTools, err := toolRegistry(proj)
+	if err != nil {
+		return fmt.Errorf("load project: %w", err)
+	}
 	if usingDemo {
 		// The demo's billing connection talks to the demo billing API,
 		// served here on a free loopback port.
@@ -93,8 +99,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	hub := sse.NewHub()
 	engine := loop.New(store, hub, &loop.Agent{
-		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools(proj),
-		Visible: proj.Agent.Tools, ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
+		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
+		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
 	}, loop.Options{Logger: log})
 	if err := engine.Start(ctx); err != nil {
 		return err
@@ -198,14 +204,22 @@ func or(a, b string) string {
 	return b
 }
 
-// agentTools are every tool of the project as the loop sees them: the
-// custom command tools, the request tool and the OpenAPI operation tools.
-func agentTools(proj *project.Project) map[string]loop.Tool {
-	out := loop.CommandTools(proj.Tools)
-	for _, t := range proj.ConnectionTools() {
-		out[t.Spec().Name] = t
+// toolRegistry builds the project's one tool registry from its tool
+// sources — the command tools, the request tool, each connection's
+// operations — and returns the tools the agent's model sees. Its errors
+// are load errors: a name two sources define, an agent.json "tools" entry
+// no source has or the model may not see.
+func toolRegistry(proj *project.Project) (*registry.Toolset, error) {
+	sources := append([]loop.ToolSource{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
+	reg, err := registry.New(sources...)
+	if err != nil {
+		return nil, err
 	}
-	return out
+	set, err := reg.Toolset(proj.Agent.Tools)
+	if err != nil {
+		return nil, fmt.Errorf("agent.json: %w", err)
+	}
+	return set, nil
 }
 
 // startDemoAPI serves the demo billing API on a free loopback port and

@@ -82,9 +82,12 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	decide := func(tool *confirm.Tool, args string, delegated bool) decision {
 		return confirm.Decide(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, Delegated: delegated})
 	}
-	run := func(exec func(context.Context, agentd.ToolCall) (json.RawMessage, error), id string, d decision) map[string]any {
+	// run executes a call of the tool name as the loop records it once
+	// classified: its arguments and the HTTP request Decide resolved.
+	run := func(exec func(context.Context, agentd.ToolCall) (json.RawMessage, error), name, id string, d decision) map[string]any {
 		t.Helper()
-		out, err := exec(context.Background(), agentd.ToolCall{ID: id, Arguments: d.Arguments})
+		out, err := exec(context.Background(), agentd.ToolCall{ID: id, Name: name, Arguments: d.Arguments, Method: d.Method,
+			Endpoint: d.Endpoint, ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params})
 		if err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
@@ -100,7 +103,7 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	if d.Tier != agentd.TierAuto || d.Refused {
 		t.Errorf("getOrder: %+v", d)
 	}
-	if r := run(tools["getOrder"].Execute, "c1", d); r["status"] != 200.0 || r["body"].(map[string]any)["id"] != "A-1001" {
+	if r := run(tools["getOrder"].Execute, tools["getOrder"].Name(), "c1", d); r["status"] != 200.0 || r["body"].(map[string]any)["id"] != "A-1001" {
 		t.Errorf("getOrder result %v", r)
 	}
 
@@ -109,8 +112,8 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	if d.Tier != agentd.TierConfirm || d.Reason != "Moves money back to the customer" || d.PathTemplate != "/refunds" {
 		t.Errorf("createRefund: %+v", d)
 	}
-	first := run(tools["createRefund"].Execute, "call_refund", d)
-	again := run(tools["createRefund"].Execute, "call_refund", d)
+	first := run(tools["createRefund"].Execute, tools["createRefund"].Name(), "call_refund", d)
+	again := run(tools["createRefund"].Execute, tools["createRefund"].Name(), "call_refund", d)
 	if first["status"] != 201.0 || first["body"].(map[string]any)["id"] != again["body"].(map[string]any)["id"] || len(api.Refunds()) != 1 {
 		t.Errorf("refund results %v / %v, %d refunds", first, again, len(api.Refunds()))
 	}
@@ -143,7 +146,7 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	if d.Tier != agentd.TierAuto {
 		t.Errorf("runReport: %+v", d)
 	}
-	if r := run(tools["runReport"].Execute, "c2", d); r["status"] != 200.0 || r["body"].(map[string]any)["refunds"] != 1.0 {
+	if r := run(tools["runReport"].Execute, tools["runReport"].Name(), "c2", d); r["status"] != 200.0 || r["body"].(map[string]any)["refunds"] != 1.0 {
 		t.Errorf("report %v", r)
 	}
 
@@ -152,7 +155,7 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	if d.Tier != agentd.TierAuto {
 		t.Errorf("request GET /invoices: %+v", d)
 	}
-	if r := run(rt.Execute, "c3", d); r["status"] != 200.0 || len(r["body"].(map[string]any)["invoices"].([]any)) != 2 {
+	if r := run(rt.Execute, confirm.RequestToolName, "c3", d); r["status"] != 200.0 || len(r["body"].(map[string]any)["invoices"].([]any)) != 2 {
 		t.Errorf("invoices %v", r)
 	}
 	if d := decide(rt.Decision(), `{"connection":"billing","method":"POST","endpoint":"/reports/run","intent":"read"}`, false); d.Tier != agentd.TierAuto || d.Refused {

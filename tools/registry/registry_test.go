@@ -1,0 +1,171 @@
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/loop"
+)
+
+// The registry's view is what the loop runs tools through.
+var _ loop.Toolset = (*Toolset)(nil)
+
+// source is an in-memory tool source that records the calls it runs.
+type source struct {
+	id   string
+	defs []loop.ToolDef
+	mu   sync.Mutex
+	ran  []string
+}
+
+func (s *source) ID() string            { return s.id }
+func (s *source) Tools() []loop.ToolDef { return s.defs }
+func (s *source) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
+	s.mu.Lock()
+	s.ran = append(s.ran, call.Name)
+	s.mu.Unlock()
+	return json.RawMessage(fmt.Sprintf(`{"by":%q}`, s.id)), nil
+}
+
+func (s *source) runs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ran)
+}
+
+// tool is a def of source id; hidden makes it llm_callable false.
+func tool(id, name, origin string, hidden bool) loop.ToolDef {
+	return loop.ToolDef{Spec: agentd.ToolSpec{Name: name}, Decision: &confirm.Tool{Name: name, ServerID: id},
+		LLMCallable: !hidden, Origin: origin}
+}
+
+func src(id string, defs ...loop.ToolDef) *source { return &source{id: id, defs: defs} }
+
+func TestNewRefusesCollisions(t *testing.T) {
+	tests := []struct {
+		name    string
+		sources []loop.ToolSource
+		want    string
+	}{
+		{"two sources", []loop.ToolSource{
+			src("tools", tool("tools", "lookup", "tools (tools/lookup/tool.json)", false)),
+			src("billing", tool("billing", "lookup", `connection "billing"`, false)),
+		}, `tool "lookup" is defined by tools (tools/lookup/tool.json) and connection "billing"`},
+		{"a hidden tool collides too", []loop.ToolSource{
+			src("tools", tool("tools", "request", "tools (tools/request/tool.json)", true)),
+			src("connections", tool("connections", "request", "connections (the request tool)", false)),
+		}, `tool "request" is defined by tools (tools/request/tool.json) and connections (the request tool)`},
+		{"no origin names the source", []loop.ToolSource{
+			src("a", tool("a", "x", "", false)), src("b", tool("b", "x", "", false)),
+		}, `tool "x" is defined by a and b`},
+		{"twice in one source", []loop.ToolSource{
+			src("mcp", tool("mcp", "x", "", false), tool("mcp", "x", "", false)),
+		}, `tool "x" is defined twice by mcp`},
+		{"no name", []loop.ToolSource{src("a", tool("a", "", "", false))}, `tool source "a" lists a tool without a name`},
+		{"no decision", []loop.ToolSource{src("a", loop.ToolDef{Spec: agentd.ToolSpec{Name: "x"}})}, `tool source "a": tool "x" has no decision`},
+		{"decision of another tool", []loop.ToolSource{src("a", loop.ToolDef{Spec: agentd.ToolSpec{Name: "x"}, Decision: &confirm.Tool{Name: "y", ServerID: "a"}})},
+			`tool source "a": tool "x" decides as "y"`},
+		{"another server_id", []loop.ToolSource{src("a", tool("b", "x", "", false))}, `tool source "a": tool "x" has server_id "b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, err := New(tt.sources...)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("New = %v, %v; want %q", r, err, tt.want)
+			}
+		})
+	}
+}
+
+func names(s *Toolset) []string {
+	var out []string
+	for _, d := range s.Tools() {
+		out = append(out, d.Spec.Name)
+	}
+	return out
+}
+
+func TestToolset(t *testing.T) {
+	r, err := New(
+		src("tools", tool("tools", "zeta", "", false), tool("tools", "alpha", "", false), tool("tools", "internal", "", true)),
+		nil, // skipped
+		src("billing", tool("billing", "billing__pay", "", false)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := r.Toolset(nil)
+	if err != nil || !slices.Equal(names(all), []string{"alpha", "billing__pay", "zeta"}) {
+		t.Fatalf("every llm_callable tool: %v, %v", names(all), err)
+	}
+	// agent.json's list, sorted by name as the model sees it.
+	listed, err := r.Toolset([]string{"zeta", "billing__pay"})
+	if err != nil || !slices.Equal(names(listed), []string{"billing__pay", "zeta"}) {
+		t.Fatalf("listed: %v, %v", names(listed), err)
+	}
+	if none, err := r.Toolset([]string{}); err != nil || len(none.Tools()) != 0 {
+		t.Fatalf("[]: %v, %v", names(none), err)
+	}
+	for _, tt := range []struct {
+		list []string
+		want string
+	}{
+		{[]string{"zeta", "request"}, `field "tools[1]": unknown tool "request": no tool source defines it (sources: tools, billing)`},
+		{[]string{"internal"}, `field "tools[0]": tool "internal" has llm_callable false, so the model cannot see it`},
+		{[]string{"zeta", "zeta"}, `field "tools[1]": tool "zeta" is listed twice`},
+		{[]string{"nope", "nope"}, `field "tools[0]": unknown tool "nope"`},
+	} {
+		if _, err := r.Toolset(tt.list); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want %q", tt.list, err, tt.want)
+		}
+	}
+	empty, _ := New()
+	if _, err := empty.Toolset([]string{"x"}); err == nil || !strings.Contains(err.Error(), "(sources: none)") {
+		t.Errorf("no sources: %v", err)
+	}
+}
+
+// Execute hands each call to the source of its tool, also a tool the
+// model does not see; an unknown name or a call classified for another
+// source runs nothing.
+func TestExecute(t *testing.T) {
+	tools := src("tools", tool("tools", "lookup", "", false), tool("tools", "internal", "", true))
+	billing := src("billing", tool("billing", "billing__pay", "", false))
+	r, err := New(tools, billing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := r.Toolset([]string{"lookup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct{ name, server, by string }{
+		{"lookup", "tools", "tools"}, {"billing__pay", "billing", "billing"}, {"internal", "", "tools"},
+	} {
+		out, err := set.Execute(ctx, agentd.ToolCall{ID: "call_1", Name: c.name, ServerID: c.server})
+		if err != nil || string(out) != `{"by":"`+c.by+`"}` {
+			t.Errorf("%s: %s, %v", c.name, out, err)
+		}
+	}
+	if _, err := set.Execute(ctx, agentd.ToolCall{Name: "nope"}); err == nil || err.Error() != `tool "nope" is not registered` {
+		t.Errorf("unknown: %v", err)
+	}
+	_, err = set.Execute(ctx, agentd.ToolCall{Name: "lookup", ServerID: "billing"})
+	if want := `tool "lookup" was classified as a tool of "billing" and is now one of "tools", so it was not run`; err == nil || err.Error() != want {
+		t.Errorf("moved: %v", err)
+	}
+	if got := tools.runs(); !slices.Equal(got, []string{"lookup", "internal"}) {
+		t.Errorf("tools ran %v", got)
+	}
+	if got := billing.runs(); !slices.Equal(got, []string{"billing__pay"}) {
+		t.Errorf("billing ran %v", got)
+	}
+}

@@ -1,0 +1,65 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/loop"
+)
+
+// ServerID is the server_id of the project's custom command tools.
+const ServerID = "tools"
+
+// Source is the project's custom command tools as one tool source
+// (loop.ToolSource, ID ServerID), for the tool registry. It hands each
+// tool's exposure to package confirm as it is written and decides nothing
+// itself. A Source is immutable and safe for concurrent use.
+type Source struct {
+	tools map[string]*Tool
+	defs  []loop.ToolDef // sorted by name
+}
+
+// NewSource returns the source of the tools ts (as LoadDir returns them,
+// by name), llm_callable or not.
+func NewSource(ts map[string]*Tool) *Source {
+	s := &Source{tools: make(map[string]*Tool, len(ts))}
+	names := make([]string, 0, len(ts))
+	for name, t := range ts {
+		s.tools[name] = t
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		t := ts[name]
+		s.defs = append(s.defs, loop.ToolDef{
+			Spec: t.Spec(),
+			Decision: &confirm.Tool{Name: t.Name, ServerID: ServerID, Exposure: t.Exposure.Kind,
+				Prompt: t.Exposure.Prompt, Validate: t.ValidateArguments},
+			LLMCallable: t.LLMCallable,
+			Idempotent:  t.Idempotent,
+			Origin:      fmt.Sprintf("%s (tools/%s/tool.json)", ServerID, t.Name),
+		})
+	}
+	return s
+}
+
+// ID is ServerID.
+func (s *Source) ID() string { return ServerID }
+
+// Tools lists every tool, sorted by name; the same values on every call.
+func (s *Source) Tools() []loop.ToolDef { return s.defs }
+
+// Execute runs the command of the tool call.Name names with call.ID and
+// the effective arguments (see Tool.Run, whose errors it returns). A name
+// the source does not have is an error, and nothing runs.
+func (s *Source) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
+	t, ok := s.tools[call.Name]
+	if !ok {
+		return nil, fmt.Errorf("tool %q is not one of the project's command tools", call.Name)
+	}
+	return t.Run(ctx, call.ID, call.Arguments)
+}
