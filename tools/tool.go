@@ -19,15 +19,17 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/schema"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Exposure kinds of a tool (SPEC §2.1).
+// Exposure kinds of a tool (SPEC §2.1): the names are confirm's, which also
+// says which tier each gives (confirm.ExposureTier).
 const (
-	ExposureOpen                 = "open"                  // auto tier
-	ExposureRequiresConfirmation = "requires-confirmation" // confirm tier
-	ExposureOperatorGated        = "operator-gated"        // a label only, not enforced
+	ExposureOpen                 = confirm.ExposureOpen
+	ExposureRequiresConfirmation = confirm.ExposureRequiresConfirmation
+	ExposureOperatorGated        = confirm.ExposureOperatorGated
 )
 
 // Limits and defaults of a tool (docs/tools.md).
