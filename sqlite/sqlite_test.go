@@ -27,7 +27,21 @@ func openTest(t testing.TB) *DB {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) agentd.Store { return openTest(t) })
+	storetest.Run(t, storetest.Backend{
+		Open: func(t *testing.T) agentd.Store { return openTest(t) },
+		Reopen: func(t *testing.T, s agentd.Store) agentd.Store {
+			path := s.(*DB).Path()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+	})
 }
 
 func TestPragmas(t *testing.T) {
