@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"context"
+	"errors"
 )
 
 // Feed is the one ordered stream of every committed event of every
@@ -25,15 +26,20 @@ type FeedSubscription interface {
 	// Next returns the next matching event: each committed event after the
 	// starting position exactly once, in Position order, with no gap,
 	// whichever process committed it. It waits while there is none. It
-	// returns ctx's error when ctx ends, an EUNAVAILABLE error when the
-	// subscription or its feed is closed, and a store's read error as is;
-	// after any error the subscription keeps its place, so Next may be
-	// called again.
+	// returns ctx's error when ctx ends, an EUNAVAILABLE error wrapping
+	// ErrFeedEnded when the subscription or its feed is closed (for good),
+	// and a store's read error as is; after a read error or ctx's the
+	// subscription keeps its place, so Next may be called again.
 	Next(ctx context.Context) (Event, error)
 	// Close ends the subscription and releases it; a Next waiting on it
 	// returns. Close is idempotent.
 	Close()
 }
+
+// ErrFeedEnded is wrapped by the error FeedSubscription.Next returns once
+// the subscription or its feed is closed: errors.Is(err, ErrFeedEnded)
+// tells a consumer to stop rather than retry.
+var ErrFeedEnded = errors.New("feed subscription ended")
 
 // MaxFeedPage is the most events Store.EventsAfter returns at once.
 const MaxFeedPage = 1000
