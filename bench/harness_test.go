@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
+	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/model/script"
 	"github.com/agentd-dev/agentd/sqlite"
@@ -118,10 +119,11 @@ func readMark(tb testing.TB, path string) time.Time {
 	return time.Unix(0, n)
 }
 
-// watcher is the engine's Publisher in the benchmarks: it publishes to the
+// watcher is what feeds the hub in the benchmarks: it publishes to the
 // real hub (which feeds the SSE streams) and also hands the events of
 // watched conversations to the benchmark, so that it can wait for a state
-// without polling. It never blocks.
+// without polling. It never blocks. With the feed wiring the feed's
+// follower calls it; with the direct wiring it is the engine's Publisher.
 type watcher struct {
 	hub *sse.Hub
 
@@ -209,6 +211,74 @@ type instance struct {
 	engine *loop.Engine
 	srv    *http.Server
 	base   string // http://127.0.0.1:port
+	// events is the event feed the engine publishes to and the hub (with
+	// the watcher) is fed from; nil with the direct wiring, where the
+	// engine publishes to the watcher itself.
+	events   *feed.Feed
+	stopFeed func()
+}
+
+// Wirings of the hub ($AGENTD_BENCH_WIRING).
+const (
+	// wiringFeed is serve.go's: the engine's commits wake the event feed,
+	// and one goroutine follows the feed and publishes to the hub.
+	wiringFeed = "feed"
+	// wiringDirect is the wiring before the feed: the engine publishes
+	// each committed event to the hub itself.
+	wiringDirect = "direct"
+)
+
+// benchWiring is the wiring the benchmarks use: $AGENTD_BENCH_WIRING,
+// "feed" (the default, as serve.go) or "direct", for comparing the two in
+// one session.
+func benchWiring() string {
+	if os.Getenv("AGENTD_BENCH_WIRING") == wiringDirect {
+		return wiringDirect
+	}
+	return wiringFeed
+}
+
+// publish announces committed events as the engine's commits do: to the
+// hub's feeder (the feed) or to the hub.
+func (inst *instance) publish(e agentd.Event) {
+	if inst.events != nil {
+		inst.events.Publish(e)
+		return
+	}
+	inst.hub.Publish(e)
+}
+
+// followFeed feeds w (and so the hub) from a new feed over store, as
+// serve.go's startHubFeed feeds the hub, and returns the feed and a stop
+// function that ends the goroutine and closes the feed.
+func followFeed(tb testing.TB, store *sqlite.DB, w *watcher) (*feed.Feed, func()) {
+	events := feed.New(store, feed.Options{})
+	head, err := store.LastPosition(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sub, err := events.Follow(agentd.FeedFilter{After: head})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			e, err := sub.Next(ctx)
+			if err != nil {
+				return // the benchmark's waits fail if this was not the end
+			}
+			w.Publish(e)
+		}
+	}()
+	return events, func() {
+		cancel()
+		<-done
+		sub.Close()
+		events.Close()
+	}
 }
 
 // startAgentd builds store, hub, engine and API in dir with the script
@@ -246,7 +316,13 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	}
 	hub := sse.NewHub()
 	w := &watcher{hub: hub, subs: map[string]chan stamped{}}
-	engine := loop.New(store, w, &loop.Agent{
+	inst := &instance{dir: dir, store: store, hub: hub, w: w}
+	var pub loop.Publisher = w
+	if benchWiring() == wiringFeed {
+		inst.events, inst.stopFeed = followFeed(tb, store, w)
+		pub = inst.events
+	}
+	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: loop.CommandTools(tl),
 	}, loop.Options{Logger: zerolog.Nop()})
 	if err := engine.Start(context.Background()); err != nil {
@@ -268,7 +344,7 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	}
 	srv.RegisterOnShutdown(hub.Close)
 	go func() { _ = srv.Serve(ln) }()
-	inst := &instance{dir: dir, store: store, hub: hub, w: w, engine: engine, srv: srv, base: "http://" + ln.Addr().String()}
+	inst.engine, inst.srv, inst.base = engine, srv, "http://"+ln.Addr().String()
 	tb.Cleanup(inst.close)
 	return inst
 }
@@ -280,6 +356,9 @@ func (inst *instance) close() {
 	_ = inst.srv.Shutdown(ctx)
 	_ = inst.srv.Close()
 	inst.engine.Close()
+	if inst.stopFeed != nil {
+		inst.stopFeed()
+	}
 	_ = inst.store.Close()
 }
 
@@ -449,6 +528,9 @@ func report(b *testing.B, table string) {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	tablesMu.Lock()
+	if len(tableOrder) > 0 {
+		fmt.Printf("\nhub wiring: %s ($AGENTD_BENCH_WIRING: feed or direct)\n", benchWiring())
+	}
 	for _, name := range tableOrder {
 		fmt.Printf("\n== %s\n%s", name, tablesByKey[name])
 	}

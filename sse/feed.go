@@ -14,14 +14,13 @@ const DefaultFeedRetry = time.Second
 
 // PublishFeed makes the hub a consumer of the event feed: it publishes
 // every event sub yields, in feed order (so each conversation's events in
-// Seq order), until ctx ends or sub ends (its feed or itself closed), and
-// then returns nil. Events are committed before the feed yields them, as
+// Seq order), until ctx ends or sub ends (its feed or itself closed). Events are committed before the feed yields them, as
 // Publish requires. A failed read is passed to onErr, when not nil, and
 // retried after retry (DefaultFeedRetry when <= 0), from the same position:
 // a live stream may see its events late, never out of order, and one that
 // falls behind catches up from the log (Serve fills gaps). PublishFeed does
 // not close sub.
-func (h *Hub) PublishFeed(ctx context.Context, sub agentd.FeedSubscription, retry time.Duration, onErr func(error)) error {
+func (h *Hub) PublishFeed(ctx context.Context, sub agentd.FeedSubscription, retry time.Duration, onErr func(error)) {
 	if retry <= 0 {
 		retry = DefaultFeedRetry
 	}
@@ -32,7 +31,7 @@ func (h *Hub) PublishFeed(ctx context.Context, sub agentd.FeedSubscription, retr
 			continue
 		}
 		if ctx.Err() != nil || errors.Is(err, agentd.ErrFeedEnded) {
-			return nil
+			return
 		}
 		if onErr != nil {
 			onErr(err)
@@ -41,7 +40,7 @@ func (h *Hub) PublishFeed(ctx context.Context, sub agentd.FeedSubscription, retr
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil
+			return
 		case <-t.C:
 		}
 	}

@@ -37,9 +37,9 @@ type feedFixture struct {
 	hub  *Hub
 	feed *feed.Feed
 	tick chan time.Time
-	errs chan error // what PublishFeed passed to onErr
-	done chan error // PublishFeed's result
-	stop func()     // cancels PublishFeed's context
+	errs chan error    // what PublishFeed passed to onErr
+	done chan struct{} // closed when PublishFeed returns
+	stop func()        // cancels PublishFeed's context
 	subs []*Subscription
 }
 
@@ -56,7 +56,7 @@ func newFeedFixture(t *testing.T, fail map[int64]bool) *feedFixture {
 			t.Fatal(err)
 		}
 	}
-	fx := &feedFixture{db: db, hub: NewHub(), tick: make(chan time.Time), errs: make(chan error, 10), done: make(chan error, 1)}
+	fx := &feedFixture{db: db, hub: NewHub(), tick: make(chan time.Time), errs: make(chan error, 10), done: make(chan struct{})}
 	fx.feed = feed.New(&flakySource{db: db, fail: fail}, feed.Options{Tick: fx.tick})
 	t.Cleanup(fx.feed.Close)
 	fx.subs = []*Subscription{fx.hub.Subscribe("a"), fx.hub.Subscribe("b")}
@@ -67,7 +67,8 @@ func newFeedFixture(t *testing.T, fail map[int64]bool) *feedFixture {
 	ctx, cancel := context.WithCancel(context.Background())
 	fx.stop = cancel
 	go func() {
-		fx.done <- fx.hub.PublishFeed(ctx, sub, time.Millisecond, func(err error) { fx.errs <- err })
+		defer close(fx.done)
+		fx.hub.PublishFeed(ctx, sub, time.Millisecond, func(err error) { fx.errs <- err })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -109,8 +110,8 @@ func (fx *feedFixture) receive(t *testing.T, i int) agentd.Event {
 
 // The hub fed from the feed hands each conversation's subscribers exactly
 // that conversation's committed events, in Seq order — also events nobody
-// announced, once the poll ticks — and PublishFeed returns nil when its
-// context ends.
+// announced, once the poll ticks — and PublishFeed returns when its context
+// ends.
 func TestPublishFeed(t *testing.T) {
 	fx := newFeedFixture(t, nil)
 	var want [2][]int64
@@ -147,18 +148,14 @@ wait:
 
 	fx.stop()
 	select {
-	case err := <-fx.done:
-		fx.done <- err // for the cleanup
-		if err != nil {
-			t.Fatalf("PublishFeed after its context ended: %v", err)
-		}
+	case <-fx.done:
 	case <-time.After(hangGuard):
 		t.Fatal("PublishFeed did not return after its context ended")
 	}
 }
 
 // A failed read is reported and retried from the same position: nothing is
-// lost or repeated. When the feed closes, PublishFeed returns nil.
+// lost or repeated. When the feed closes, PublishFeed returns.
 func TestPublishFeedRetriesAndEnds(t *testing.T) {
 	fx := newFeedFixture(t, map[int64]bool{1: true, 2: true})
 	first := fx.commit(t, "a", true)
@@ -180,11 +177,7 @@ func TestPublishFeedRetriesAndEnds(t *testing.T) {
 	}
 	fx.feed.Close()
 	select {
-	case err := <-fx.done:
-		fx.done <- err
-		if err != nil {
-			t.Fatalf("PublishFeed after the feed closed: %v", err)
-		}
+	case <-fx.done:
 	case <-time.After(hangGuard):
 		t.Fatal("PublishFeed did not return after the feed closed")
 	}

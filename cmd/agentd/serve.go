@@ -18,6 +18,7 @@ import (
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/demo"
 	"github.com/agentd-dev/agentd/demo/billing"
+	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/model/anthropic"
 	"github.com/agentd-dev/agentd/model/openai"
@@ -94,8 +95,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer store.Close()
 
+	// The loop's commits wake the event feed; the SSE hub is one consumer
+	// of it (docs/architecture.md, "The event feed").
+	events := feed.New(store, feed.Options{})
+	defer events.Close()
 	hub := sse.NewHub()
-	engine := loop.New(store, hub, &loop.Agent{
+	stopHubFeed, err := startHubFeed(ctx, store, events, hub, log)
+	if err != nil {
+		return err
+	}
+	defer stopHubFeed()
+	engine := loop.New(store, events, &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools(proj),
 		Visible: proj.Agent.Tools, ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
 	}, loop.Options{Logger: log})
@@ -145,6 +155,33 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	return nil
+}
+
+// startHubFeed feeds hub from the event feed in one goroutine, from the
+// newest committed event on (a stream replays what came before from the
+// store itself). stop ends the goroutine and waits for it.
+func startHubFeed(ctx context.Context, store agentd.Store, events *feed.Feed, hub *sse.Hub, log zerolog.Logger) (stop func(), err error) {
+	head, err := store.LastPosition(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("event feed: %w", err)
+	}
+	sub, err := events.Follow(agentd.FeedFilter{After: head})
+	if err != nil {
+		return nil, fmt.Errorf("event feed: %w", err)
+	}
+	fctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		hub.PublishFeed(fctx, sub, 0, func(err error) {
+			log.Error().Err(err).Msg("event feed: reading events for the SSE streams failed; retrying")
+		})
+	}()
+	return func() {
+		cancel()
+		<-done
+		sub.Close()
+	}, nil
 }
 
 // newModel builds the agent's model from agent.json's "model" object; the
