@@ -239,10 +239,6 @@ type Decision struct {
 // of the one event feed of every conversation (Feed).
 type Event struct {
 	ConversationID string `json:"conversation_id"`
-	// TenantID and ProjectID are those of the event's conversation, so that
-	// a consumer of the feed can route an event without looking it up.
-	TenantID  string `json:"tenant_id"`
-	ProjectID string `json:"project_id"`
 	// Seq is the conversation's monotonically increasing sequence number,
 	// the SSE id.
 	Seq int64 `json:"seq"`

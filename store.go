@@ -9,8 +9,7 @@ import (
 // Store is the durable state of agentd. Every method is one transaction;
 // the events passed to a method are appended to their conversation's log in
 // that same transaction and returned with their assigned sequence numbers
-// and feed positions (and their conversation's tenant and project), so
-// state and its announcement commit together. Implementations: sqlite
+// and feed positions, so state and its announcement commit together. Implementations: sqlite
 // (embedded default); the contract every implementation must pass is
 // storetest.Run.
 //

@@ -87,7 +87,8 @@ func checkEvents(events []agentd.EventDraft) error {
 // tx is a write transaction, which holds SQLite's one write lock from its
 // first statement (BEGIN IMMEDIATE) to its commit, so no other transaction
 // can take or commit a position meanwhile and position order is commit
-// order. Each event also records its conversation's tenant and project.
+// order. Each event row also records its conversation's tenant and project,
+// for EventsAfter's filters.
 func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) ([]agentd.Event, error) {
 	if len(drafts) == 0 {
 		return nil, nil
@@ -103,9 +104,10 @@ func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) (
 			return nil, err
 		}
 		e := agentd.Event{ConversationID: d.ConversationID, Type: d.Type, Data: d.Data}
+		var tenant, project string
 		err = tx.QueryRowContext(ctx, `
 			UPDATE conversations SET last_seq = last_seq + 1
-			WHERE id = ? RETURNING last_seq, tenant_id, project_id`, d.ConversationID).Scan(&e.Seq, &e.TenantID, &e.ProjectID)
+			WHERE id = ? RETURNING last_seq, tenant_id, project_id`, d.ConversationID).Scan(&e.Seq, &tenant, &project)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", d.ConversationID)
 		} else if err != nil {
@@ -116,7 +118,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) (
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO events (conversation_id, seq, position, tenant_id, project_id, type, data)
 			VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			e.ConversationID, e.Seq, e.Position, e.TenantID, e.ProjectID, e.Type, data); err != nil {
+			e.ConversationID, e.Seq, e.Position, tenant, project, e.Type, data); err != nil {
 			return nil, err
 		}
 		out = append(out, e)
@@ -124,21 +126,28 @@ func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) (
 	return out, nil
 }
 
-// eventColumns are the columns queryEvents scans, in its order.
-const eventColumns = `conversation_id, tenant_id, project_id, seq, position, type, data`
+// eventColumns are the columns scanEvents scans, in its order.
+const eventColumns = `conversation_id, seq, position, type, data`
 
-// queryEvents runs a SELECT of eventColumns and returns its rows as events.
+// queryEvents runs query, a SELECT of eventColumns, in tx and returns its
+// rows as events.
 func queryEvents(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]agentd.Event, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
+	return scanEvents(rows)
+}
+
+// scanEvents returns the rows of a SELECT of eventColumns as events and
+// closes them.
+func scanEvents(rows *sql.Rows) ([]agentd.Event, error) {
 	defer rows.Close()
 	var out []agentd.Event
 	for rows.Next() {
 		var e agentd.Event
 		var data sql.NullString
-		if err := rows.Scan(&e.ConversationID, &e.TenantID, &e.ProjectID, &e.Seq, &e.Position, &e.Type, &data); err != nil {
+		if err := rows.Scan(&e.ConversationID, &e.Seq, &e.Position, &e.Type, &data); err != nil {
 			return nil, err
 		}
 		e.Data = decJSON(data)

@@ -4,10 +4,35 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentd-dev/agentd"
 )
+
+// feedQueries are EventsAfter's statements, each served by one index: of
+// every event, of a tenant's, of a tenant's project's. Their parameters are
+// the position, then the tenant and project ids the query names, then the
+// limit.
+var feedQueries = [...]string{
+	`SELECT ` + eventColumns + ` FROM events WHERE position > ? ORDER BY position LIMIT ?`,
+	`SELECT ` + eventColumns + ` FROM events WHERE position > ? AND tenant_id = ? ORDER BY position LIMIT ?`,
+	`SELECT ` + eventColumns + ` FROM events WHERE position > ? AND tenant_id = ? AND project_id = ? ORDER BY position LIMIT ?`,
+}
+
+// prepareFeed prepares feedQueries on the read pool. Every wake-up of a
+// feed subscription runs one of them, and preparing the SQL text again
+// each time cost four times the query itself.
+func (db *DB) prepareFeed(ctx context.Context) error {
+	for i, q := range feedQueries {
+		st, err := db.reader.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare the feed's queries: %w", err)
+		}
+		db.feedStmts[i] = st
+	}
+	return nil
+}
 
 // EventsAfter returns up to f.PageLimit() events with Position > f.After,
 // of every conversation or only of f's tenant (and project), in position
@@ -16,25 +41,22 @@ func (db *DB) EventsAfter(ctx context.Context, f agentd.FeedFilter) ([]agentd.Ev
 	if err := f.Check(); err != nil {
 		return nil, err
 	}
-	query := `SELECT ` + eventColumns + ` FROM events WHERE position > ?`
 	args := []any{f.After}
-	if f.TenantID != "" {
-		query += ` AND tenant_id = ?`
+	switch {
+	case f.ProjectID != "":
+		args = append(args, f.TenantID, f.ProjectID)
+	case f.TenantID != "":
 		args = append(args, f.TenantID)
 	}
-	if f.ProjectID != "" {
-		query += ` AND project_id = ?`
-		args = append(args, f.ProjectID)
-	}
-	query += ` ORDER BY position LIMIT ?`
-	args = append(args, f.PageLimit())
-	var out []agentd.Event
-	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		out, err = queryEvents(ctx, tx, query, args...)
-		return err
-	})
+	// One statement reads one snapshot, so it needs no BEGIN and ROLLBACK
+	// around it.
+	rows, err := db.feedStmts[len(args)-1].QueryContext(ctx, append(args, f.PageLimit())...)
 	if err != nil {
-		return nil, err
+		return nil, storeErr(err)
+	}
+	out, err := scanEvents(rows)
+	if err != nil {
+		return nil, storeErr(err)
 	}
 	return out, nil
 }

@@ -42,9 +42,8 @@
 //     none or no such conversation.
 //   - UpdateToolCall with an empty From is EINVALID: a call's transitions
 //     are always conditional.
-//   - Every event a method returns carries its feed Position and its
-//     conversation's TenantID and ProjectID, as Events and EventsAfter
-//     return it later. Positions are unique and strictly increase in the
+//   - Every event a method returns carries its feed Position, as Events
+//     and EventsAfter return it later. Positions are unique and strictly increase in the
 //     order appends commit, across conversations and under concurrent
 //     writers; within a conversation their order is Seq order. They need not
 //     be gapless.
