@@ -7,8 +7,10 @@ import (
 
 // Feed is the one ordered stream of every committed event of every
 // conversation, in Position order, read from the durable store: the source
-// of the SSE hub, webhooks and protocol adapters (docs/architecture.md, "The
-// event feed"). Implementation: package feed.
+// for consumers that must see every event once, in order, across restarts
+// (webhooks and protocol adapters; the SSE hub too with
+// sse.Hub.PublishFeed), see docs/architecture.md, "The event feed".
+// Implementation: package feed.
 type Feed interface {
 	// Follow returns a subscription to the events matching f (its tenant,
 	// its tenant and project, or every event) with Position > f.After; a

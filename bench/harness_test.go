@@ -122,8 +122,8 @@ func readMark(tb testing.TB, path string) time.Time {
 // watcher is what feeds the hub in the benchmarks: it publishes to the
 // real hub (which feeds the SSE streams) and also hands the events of
 // watched conversations to the benchmark, so that it can wait for a state
-// without polling. It never blocks. With the feed wiring the feed's
-// follower calls it; with the direct wiring it is the engine's Publisher.
+// without polling. It never blocks. With the direct wiring the engine's
+// commits call it; with the feed wiring the feed's follower does.
 type watcher struct {
 	hub *sse.Hub
 
@@ -211,48 +211,45 @@ type instance struct {
 	engine *loop.Engine
 	srv    *http.Server
 	base   string // http://127.0.0.1:port
-	// events is the event feed the engine publishes to and the hub (with
-	// the watcher) is fed from; nil with the direct wiring, where the
-	// engine publishes to the watcher itself.
+	// events is the event feed the engine's commits wake. With the feed
+	// wiring it also feeds the hub (and the watcher); stopFeed ends that.
 	events   *feed.Feed
+	feedsHub bool
 	stopFeed func()
 }
 
 // Wirings of the hub ($AGENTD_BENCH_WIRING).
 const (
-	// wiringFeed is serve.go's: the engine's commits wake the event feed,
-	// and one goroutine follows the feed and publishes to the hub.
-	wiringFeed = "feed"
-	// wiringDirect is the wiring before the feed: the engine publishes
-	// each committed event to the hub itself.
+	// wiringDirect is serve.go's: the engine's commits go to the hub
+	// directly and wake the event feed (which the hub does not follow).
 	wiringDirect = "direct"
+	// wiringFeed feeds the hub from the event feed: the engine's commits
+	// only wake the feed, and one goroutine follows it from the head and
+	// publishes to the hub, as sse.Hub.PublishFeed does.
+	wiringFeed = "feed"
 )
 
 // benchWiring is the wiring the benchmarks use: $AGENTD_BENCH_WIRING,
-// "feed" (the default, as serve.go) or "direct", for comparing the two in
-// one session.
+// "direct" (the default, as serve.go) or "feed", for comparing the two in
+// one session (BenchmarkHubWiring runs both side by side).
 func benchWiring() string {
-	if os.Getenv("AGENTD_BENCH_WIRING") == wiringDirect {
-		return wiringDirect
+	if os.Getenv("AGENTD_BENCH_WIRING") == wiringFeed {
+		return wiringFeed
 	}
-	return wiringFeed
+	return wiringDirect
 }
 
-// publish announces committed events as the engine's commits do: to the
-// hub's feeder (the feed) or to the hub.
+// publish announces committed events as the engine's commits do.
 func (inst *instance) publish(e agentd.Event) {
-	if inst.events != nil {
-		inst.events.Publish(e)
-		return
+	if !inst.feedsHub {
+		inst.hub.Publish(e)
 	}
-	inst.hub.Publish(e)
+	inst.events.Publish(e)
 }
 
-// followFeed feeds w (and so the hub) from a new feed over store, as
-// serve.go's startHubFeed feeds the hub, and returns the feed and a stop
-// function that ends the goroutine and closes the feed.
-func followFeed(tb testing.TB, store *sqlite.DB, w *watcher) (*feed.Feed, func()) {
-	events := feed.New(store, feed.Options{})
+// followFeed feeds w (and so the hub) from events, from the newest event
+// on, in one goroutine, and returns a function that ends it.
+func followFeed(tb testing.TB, store *sqlite.DB, events *feed.Feed, w *watcher) func() {
 	head, err := store.LastPosition(context.Background())
 	if err != nil {
 		tb.Fatal(err)
@@ -273,18 +270,36 @@ func followFeed(tb testing.TB, store *sqlite.DB, w *watcher) (*feed.Feed, func()
 			w.Publish(e)
 		}
 	}()
-	return events, func() {
+	return func() {
 		cancel()
 		<-done
 		sub.Close()
-		events.Close()
 	}
 }
 
+// enginePublisher is what the engine publishes to with the direct wiring:
+// the watcher (and so the hub), then the feed.
+type enginePublisher struct {
+	w      *watcher
+	events *feed.Feed
+}
+
+func (p enginePublisher) Publish(e agentd.Event) {
+	p.w.Publish(e)
+	p.events.Publish(e)
+}
+
 // startAgentd builds store, hub, engine and API in dir with the script
-// rules given and the tools, and serves the API on 127.0.0.1:0. Everything
-// is closed when tb ends.
+// rules given and the tools, wired as benchWiring says, and serves the API
+// on 127.0.0.1:0. Everything is closed when tb ends.
 func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
+	tb.Helper()
+	return startAgentdWired(tb, dir, rules, defs, benchWiring())
+}
+
+// startAgentdWired is startAgentd with the hub wiring given (wiringDirect
+// or wiringFeed).
+func startAgentdWired(tb testing.TB, dir, rules string, defs []toolDef, wiring string) *instance {
 	tb.Helper()
 	toolsDir := filepath.Join(dir, "tools")
 	for _, d := range defs {
@@ -316,10 +331,10 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	}
 	hub := sse.NewHub()
 	w := &watcher{hub: hub, subs: map[string]chan stamped{}}
-	inst := &instance{dir: dir, store: store, hub: hub, w: w}
-	var pub loop.Publisher = w
-	if benchWiring() == wiringFeed {
-		inst.events, inst.stopFeed = followFeed(tb, store, w)
+	inst := &instance{dir: dir, store: store, hub: hub, w: w, events: feed.New(store, feed.Options{})}
+	var pub loop.Publisher = enginePublisher{w, inst.events}
+	if wiring == wiringFeed {
+		inst.feedsHub, inst.stopFeed = true, followFeed(tb, store, inst.events, w)
 		pub = inst.events
 	}
 	engine := loop.New(store, pub, &loop.Agent{
@@ -359,6 +374,7 @@ func (inst *instance) close() {
 	if inst.stopFeed != nil {
 		inst.stopFeed()
 	}
+	inst.events.Close()
 	_ = inst.store.Close()
 }
 
@@ -529,7 +545,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	tablesMu.Lock()
 	if len(tableOrder) > 0 {
-		fmt.Printf("\nhub wiring: %s ($AGENTD_BENCH_WIRING: feed or direct)\n", benchWiring())
+		fmt.Printf("\nhub wiring (all but BenchmarkHubWiring, which runs both): %s ($AGENTD_BENCH_WIRING: feed or direct)\n", benchWiring())
 	}
 	for _, name := range tableOrder {
 		fmt.Printf("\n== %s\n%s", name, tablesByKey[name])

@@ -95,17 +95,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer store.Close()
 
-	// The loop's commits wake the event feed; the SSE hub is one consumer
-	// of it (docs/architecture.md, "The event feed").
+	// The loop's commits go to the SSE hub, the streams' live path, and wake
+	// the event feed, which consumers that must not miss an event follow
+	// (docs/architecture.md, "The event feed"; docs/sse.md says why the hub
+	// is not fed from the feed).
 	events := feed.New(store, feed.Options{})
 	defer events.Close()
 	hub := sse.NewHub()
-	stopHubFeed, err := startHubFeed(ctx, store, events, hub, log)
-	if err != nil {
-		return err
-	}
-	defer stopHubFeed()
-	engine := loop.New(store, events, &loop.Agent{
+	engine := loop.New(store, publishers{hub, events}, &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools(proj),
 		Visible: proj.Agent.Tools, ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
 	}, loop.Options{Logger: log})
@@ -157,31 +154,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	return nil
 }
 
-// startHubFeed feeds hub from the event feed in one goroutine, from the
-// newest committed event on (a stream replays what came before from the
-// store itself). stop ends the goroutine and waits for it.
-func startHubFeed(ctx context.Context, store agentd.Store, events *feed.Feed, hub *sse.Hub, log zerolog.Logger) (stop func(), err error) {
-	head, err := store.LastPosition(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("event feed: %w", err)
+// publishers hands each committed event to each of its publishers, in
+// order. Like every loop.Publisher, none of them blocks.
+type publishers []loop.Publisher
+
+// Publish implements loop.Publisher.
+func (ps publishers) Publish(e agentd.Event) {
+	for _, p := range ps {
+		p.Publish(e)
 	}
-	sub, err := events.Follow(agentd.FeedFilter{After: head})
-	if err != nil {
-		return nil, fmt.Errorf("event feed: %w", err)
-	}
-	fctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		hub.PublishFeed(fctx, sub, 0, func(err error) {
-			log.Error().Err(err).Msg("event feed: reading events for the SSE streams failed; retrying")
-		})
-	}()
-	return func() {
-		cancel()
-		<-done
-		sub.Close()
-	}, nil
 }
 
 // newModel builds the agent's model from agent.json's "model" object; the
