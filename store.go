@@ -9,9 +9,9 @@ import (
 // Store is the durable state of agentd. Every method is one transaction;
 // the events passed to a method are appended to their conversation's log in
 // that same transaction and returned with their assigned sequence numbers
-// and feed positions, so state and its announcement commit together. Implementations: sqlite
-// (embedded default); the contract every implementation must pass is
-// storetest.Run.
+// and feed positions, so state and its announcement commit together.
+// Implementations: sqlite (embedded default); the contract every
+// implementation must pass is storetest.Run.
 //
 // Feed positions: every appended event also gets an Event.Position, unique
 // over all events of all conversations and assigned in the appending
