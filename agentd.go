@@ -245,17 +245,24 @@ type Decision struct {
 	CreatedAt             time.Time       `json:"decided_at"`
 }
 
-// Event is one entry of a conversation's durable log, the SSE stream.
+// Event is one entry of a conversation's durable log, the SSE stream, and
+// of the one event feed of every conversation (Feed).
 type Event struct {
 	ConversationID string `json:"conversation_id"`
 	// Seq is the conversation's monotonically increasing sequence number,
 	// the SSE id.
-	Seq  int64           `json:"seq"`
-	Type string          `json:"type"`
-	Data json.RawMessage `json:"data"`
+	Seq int64 `json:"seq"`
+	// Position is the event's place in the feed of all events of every
+	// conversation: assigned by the store when the event commits, unique,
+	// strictly increasing in commit order (not necessarily gapless). It is
+	// not part of the SSE wire format.
+	Position int64           `json:"position"`
+	Type     string          `json:"type"`
+	Data     json.RawMessage `json:"data"`
 }
 
-// EventDraft is an event before the store assigns its sequence number.
+// EventDraft is an event before the store assigns its sequence number and
+// position.
 type EventDraft struct {
 	ConversationID string
 	Type           string

@@ -8,10 +8,18 @@ import (
 
 // Store is the durable state of agentd. Every method is one transaction;
 // the events passed to a method are appended to their conversation's log in
-// that same transaction and returned with their assigned sequence numbers,
-// so state and its announcement commit together. Implementations: sqlite
-// (embedded default); the contract every implementation must pass is
-// storetest.Run.
+// that same transaction and returned with their assigned sequence numbers
+// and feed positions, so state and its announcement commit together.
+// Implementations: sqlite (embedded default); the contract every
+// implementation must pass is storetest.Run.
+//
+// Feed positions: every appended event also gets an Event.Position, unique
+// over all events of all conversations and assigned in the appending
+// transaction so that position order is commit order: once a reader has
+// seen an event at position P, no event with a position below P can
+// commit later. (SQLite gets this from its single writer; PostgreSQL must
+// take a lock or a commit-ordered counter in the appending transaction, see
+// docs/storage.md.) Within a conversation, position order is Seq order.
 //
 // Lookups by id do no tenant check; callers compare TenantID/ProjectID and
 // answer ENOTFOUND on mismatch.
@@ -87,6 +95,27 @@ type Store interface {
 	// LastSeq returns the Seq of a conversation's newest committed event: 0
 	// when it has none or does not exist.
 	LastSeq(ctx context.Context, conversationID string) (int64, error)
+
+	// EventsAfter returns the events of every conversation (or of f's
+	// tenant, or tenant and project) with Position > f.After, in position
+	// order, at most f.Limit of them (see FeedFilter): a page of the event
+	// feed. EINVALID when f is invalid (FeedFilter.Check).
+	EventsAfter(ctx context.Context, f FeedFilter) ([]Event, error)
+	// LastPosition returns the Position of the newest committed event of any
+	// conversation: 0 when there is none.
+	LastPosition(ctx context.Context) (int64, error)
+	// ConsumerPosition returns the position the named feed consumer last
+	// recorded with SetConsumerPosition, 0 for a consumer that never did.
+	// EINVALID when name is not a valid consumer name (CheckConsumerName).
+	ConsumerPosition(ctx context.Context, name string) (int64, error)
+	// SetConsumerPosition durably records that the named consumer has
+	// processed the feed up to and including pos. A cursor never moves
+	// backwards: a pos at or below the recorded one changes nothing and is
+	// not an error (a consumer that redoes work after a restart may record
+	// an older position again). EINVALID when name is not a valid consumer
+	// name, when pos is negative, or when pos is past LastPosition (no
+	// consumer can have processed an event that has not committed).
+	SetConsumerPosition(ctx context.Context, name string, pos int64) error
 
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error

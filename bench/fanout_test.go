@@ -106,7 +106,7 @@ func BenchmarkSSEFanout(b *testing.B) {
 				b.Fatal(err)
 			}
 			for _, e := range evs {
-				inst.hub.Publish(e)
+				inst.publish(e)
 			}
 		}
 		streamEnds.wait(b, inst.hub)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
+	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/model/script"
 	"github.com/agentd-dev/agentd/sqlite"
@@ -119,10 +120,11 @@ func readMark(tb testing.TB, path string) time.Time {
 	return time.Unix(0, n)
 }
 
-// watcher is the engine's Publisher in the benchmarks: it publishes to the
+// watcher is what feeds the hub in the benchmarks: it publishes to the
 // real hub (which feeds the SSE streams) and also hands the events of
 // watched conversations to the benchmark, so that it can wait for a state
-// without polling. It never blocks.
+// without polling. It never blocks. With the direct wiring the engine's
+// commits call it; with the feed wiring the feed's follower does.
 type watcher struct {
 	hub *sse.Hub
 
@@ -210,12 +212,95 @@ type instance struct {
 	engine *loop.Engine
 	srv    *http.Server
 	base   string // http://127.0.0.1:port
+	// events is the event feed the engine's commits wake. With the feed
+	// wiring it also feeds the hub (and the watcher); stopFeed ends that.
+	events   *feed.Feed
+	feedsHub bool
+	stopFeed func()
+}
+
+// Wirings of the hub ($AGENTD_BENCH_WIRING).
+const (
+	// wiringDirect is serve.go's: the engine's commits go to the hub
+	// directly and wake the event feed (which the hub does not follow).
+	wiringDirect = "direct"
+	// wiringFeed feeds the hub from the event feed: the engine's commits
+	// only wake the feed, and one goroutine follows it from the head and
+	// publishes to the hub, as sse.Hub.PublishFeed does.
+	wiringFeed = "feed"
+)
+
+// benchWiring is the wiring the benchmarks use: $AGENTD_BENCH_WIRING,
+// "direct" (the default, as serve.go) or "feed", for comparing the two in
+// one session (BenchmarkHubWiring runs both side by side).
+func benchWiring() string {
+	if os.Getenv("AGENTD_BENCH_WIRING") == wiringFeed {
+		return wiringFeed
+	}
+	return wiringDirect
+}
+
+// publish announces committed events as the engine's commits do.
+func (inst *instance) publish(e agentd.Event) {
+	if !inst.feedsHub {
+		inst.hub.Publish(e)
+	}
+	inst.events.Publish(e)
+}
+
+// followFeed feeds w (and so the hub) from events, from the newest event
+// on, in one goroutine, and returns a function that ends it.
+func followFeed(tb testing.TB, store *sqlite.DB, events *feed.Feed, w *watcher) func() {
+	head, err := store.LastPosition(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sub, err := events.Follow(agentd.FeedFilter{After: head})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			e, err := sub.Next(ctx)
+			if err != nil {
+				return // the benchmark's waits fail if this was not the end
+			}
+			w.Publish(e)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		sub.Close()
+	}
+}
+
+// enginePublisher is what the engine publishes to with the direct wiring:
+// the watcher (and so the hub), then the feed.
+type enginePublisher struct {
+	w      *watcher
+	events *feed.Feed
+}
+
+func (p enginePublisher) Publish(e agentd.Event) {
+	p.w.Publish(e)
+	p.events.Publish(e)
 }
 
 // startAgentd builds store, hub, engine and API in dir with the script
-// rules given and the tools, and serves the API on 127.0.0.1:0. Everything
-// is closed when tb ends.
+// rules given and the tools, wired as benchWiring says, and serves the API
+// on 127.0.0.1:0. Everything is closed when tb ends.
 func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
+	tb.Helper()
+	return startAgentdWired(tb, dir, rules, defs, benchWiring())
+}
+
+// startAgentdWired is startAgentd with the hub wiring given (wiringDirect
+// or wiringFeed).
+func startAgentdWired(tb testing.TB, dir, rules string, defs []toolDef, wiring string) *instance {
 	tb.Helper()
 	toolsDir := filepath.Join(dir, "tools")
 	for _, d := range defs {
@@ -255,7 +340,13 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	}
 	hub := sse.NewHub()
 	w := &watcher{hub: hub, subs: map[string]chan stamped{}}
-	engine := loop.New(store, w, &loop.Agent{
+	inst := &instance{dir: dir, store: store, hub: hub, w: w, events: feed.New(store, feed.Options{})}
+	var pub loop.Publisher = enginePublisher{w, inst.events}
+	if wiring == wiringFeed {
+		inst.feedsHub, inst.stopFeed = true, followFeed(tb, store, inst.events, w)
+		pub = inst.events
+	}
+	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolset,
 	}, loop.Options{Logger: zerolog.Nop()})
 	if err := engine.Start(context.Background()); err != nil {
@@ -277,7 +368,7 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 	}
 	srv.RegisterOnShutdown(hub.Close)
 	go func() { _ = srv.Serve(ln) }()
-	inst := &instance{dir: dir, store: store, hub: hub, w: w, engine: engine, srv: srv, base: "http://" + ln.Addr().String()}
+	inst.engine, inst.srv, inst.base = engine, srv, "http://"+ln.Addr().String()
 	tb.Cleanup(inst.close)
 	return inst
 }
@@ -289,6 +380,10 @@ func (inst *instance) close() {
 	_ = inst.srv.Shutdown(ctx)
 	_ = inst.srv.Close()
 	inst.engine.Close()
+	if inst.stopFeed != nil {
+		inst.stopFeed()
+	}
+	inst.events.Close()
 	_ = inst.store.Close()
 }
 
@@ -458,6 +553,9 @@ func report(b *testing.B, table string) {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	tablesMu.Lock()
+	if len(tableOrder) > 0 {
+		fmt.Printf("\nhub wiring (all but BenchmarkHubWiring, which runs both): %s ($AGENTD_BENCH_WIRING: feed or direct)\n", benchWiring())
+	}
 	for _, name := range tableOrder {
 		fmt.Printf("\n== %s\n%s", name, tablesByKey[name])
 	}

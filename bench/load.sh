@@ -17,6 +17,8 @@
 #   AGENTD_BENCH_SAMPLES  latency samples per side (default 200)
 #   AGENTD_BENCH_ROUNDS   fan-out rounds (default 20) and memory iterations (default 1)
 #   AGENTD_BENCH_DIR      folder for the SQLite files (default: a temp folder)
+#   AGENTD_BENCH_WIRING   how the SSE hub is fed: direct (default, as serve.go)
+#                         or feed (from the event feed); HubWiring runs both
 #   OUT                   also write everything to this file
 set -euo pipefail
 cd "$(dirname "$0")/.."

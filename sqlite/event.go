@@ -36,25 +36,12 @@ func (db *DB) Events(ctx context.Context, conversationID string, afterSeq int64,
 		limit = -1 // SQLite: no limit
 	}
 	var out []agentd.Event
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `
-			SELECT seq, type, data FROM events
+	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
+		out, err = queryEvents(ctx, tx, `
+			SELECT `+eventColumns+` FROM events
 			WHERE conversation_id = ? AND seq > ?
 			ORDER BY seq LIMIT ?`, conversationID, afterSeq, limit)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			e := agentd.Event{ConversationID: conversationID}
-			var data sql.NullString
-			if err := rows.Scan(&e.Seq, &e.Type, &data); err != nil {
-				return err
-			}
-			e.Data = decJSON(data)
-			out = append(out, e)
-		}
-		return rows.Err()
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -95,10 +82,20 @@ func checkEvents(events []agentd.EventDraft) error {
 
 // appendEvents appends drafts inside tx. Each event takes the next value of
 // its conversation's last_seq counter, which the same transaction
-// increments, so sequence numbers are gapless: a rollback undoes both.
+// increments, so sequence numbers are gapless: a rollback undoes both. Its
+// feed position is the next after the newest event of any conversation:
+// tx is a write transaction, which holds SQLite's one write lock from its
+// first statement (BEGIN IMMEDIATE) to its commit, so no other transaction
+// can take or commit a position meanwhile and position order is commit
+// order. Each event row also records its conversation's tenant and project,
+// for EventsAfter's filters.
 func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) ([]agentd.Event, error) {
 	if len(drafts) == 0 {
 		return nil, nil
+	}
+	var pos int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(position), 0) FROM events`).Scan(&pos); err != nil {
+		return nil, err
 	}
 	out := make([]agentd.Event, 0, len(drafts))
 	for _, d := range drafts {
@@ -106,21 +103,55 @@ func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) (
 		if err != nil {
 			return nil, err
 		}
-		var seq int64
+		e := agentd.Event{ConversationID: d.ConversationID, Type: d.Type, Data: d.Data}
+		var tenant, project string
 		err = tx.QueryRowContext(ctx, `
 			UPDATE conversations SET last_seq = last_seq + 1
-			WHERE id = ? RETURNING last_seq`, d.ConversationID).Scan(&seq)
+			WHERE id = ? RETURNING last_seq, tenant_id, project_id`, d.ConversationID).Scan(&e.Seq, &tenant, &project)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", d.ConversationID)
 		} else if err != nil {
 			return nil, err
 		}
+		pos++
+		e.Position = pos
 		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO events (conversation_id, seq, type, data) VALUES (?, ?, ?, ?)`,
-			d.ConversationID, seq, d.Type, data); err != nil {
+			INSERT INTO events (conversation_id, seq, position, tenant_id, project_id, type, data)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			e.ConversationID, e.Seq, e.Position, tenant, project, e.Type, data); err != nil {
 			return nil, err
 		}
-		out = append(out, agentd.Event{ConversationID: d.ConversationID, Seq: seq, Type: d.Type, Data: d.Data})
+		out = append(out, e)
 	}
 	return out, nil
+}
+
+// eventColumns are the columns scanEvents scans, in its order.
+const eventColumns = `conversation_id, seq, position, type, data`
+
+// queryEvents runs query, a SELECT of eventColumns, in tx and returns its
+// rows as events.
+func queryEvents(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]agentd.Event, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanEvents(rows)
+}
+
+// scanEvents returns the rows of a SELECT of eventColumns as events and
+// closes them.
+func scanEvents(rows *sql.Rows) ([]agentd.Event, error) {
+	defer rows.Close()
+	var out []agentd.Event
+	for rows.Next() {
+		var e agentd.Event
+		var data sql.NullString
+		if err := rows.Scan(&e.ConversationID, &e.Seq, &e.Position, &e.Type, &data); err != nil {
+			return nil, err
+		}
+		e.Data = decJSON(data)
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

@@ -123,6 +123,8 @@ type DB struct {
 	path   string
 	writer *sql.DB
 	reader *sql.DB
+	// feedStmts are EventsAfter's statements on the read pool (feedQueries).
+	feedStmts [len(feedQueries)]*sql.Stmt
 }
 
 // Open opens (creating if needed) the SQLite database file at path and
@@ -194,6 +196,10 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
+	if err := db.prepareFeed(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
 	return db, nil
 }
 
@@ -221,6 +227,11 @@ func (db *DB) Ping(ctx context.Context) error {
 // Close waits for nothing else. Calling Close twice is harmless.
 func (db *DB) Close() error {
 	var errs []error
+	for _, st := range db.feedStmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
 	if db.reader != nil {
 		errs = append(errs, db.reader.Close())
 	}

@@ -27,7 +27,21 @@ func openTest(t testing.TB) *DB {
 }
 
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) agentd.Store { return openTest(t) })
+	storetest.Run(t, storetest.Backend{
+		Open: func(t *testing.T) agentd.Store { return openTest(t) },
+		Reopen: func(t *testing.T, s agentd.Store) agentd.Store {
+			path := s.(*DB).Path()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db, err := Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		},
+	})
 }
 
 func TestPragmas(t *testing.T) {
@@ -222,7 +236,8 @@ func TestPathWithURICharacters(t *testing.T) {
 
 // TestTwoHandles writes through two DBs on one file at once, as two
 // processes would: busy_timeout and IMMEDIATE transactions keep sequence
-// numbers gapless and nothing fails with SQLITE_BUSY.
+// numbers gapless, feed positions unique and in commit order, and nothing
+// fails with SQLITE_BUSY.
 func TestTwoHandles(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "agentd.db")
@@ -262,6 +277,9 @@ func TestTwoHandles(t *testing.T) {
 	for i, e := range evs {
 		if e.Seq != int64(i+1) {
 			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+		if i > 0 && e.Position <= evs[i-1].Position {
+			t.Fatalf("seq %d has position %d, after position %d", e.Seq, e.Position, evs[i-1].Position)
 		}
 	}
 }

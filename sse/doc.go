@@ -9,6 +9,8 @@
 //   - WriteEvent and WriteComment: the wire format, in one place.
 //   - Hub: a non-blocking, in-memory fan-out of committed events to live
 //     subscribers; a subscriber that falls behind is cut off, never waited on.
+//     The loop's commits publish to it, or PublishFeed feeds it from the
+//     event feed.
 //   - Serve: one stream. It subscribes first, replays the durable log strictly
 //     after the client's Last-Event-ID, then forwards live events, with no gap
 //     and no duplicate, a heartbeat comment and a deadline on every write.

@@ -3,13 +3,22 @@
 // (SQLite always, PostgreSQL when one is available).
 //
 //	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) agentd.Store {
-//			db, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+//		open := func(t *testing.T, path string) agentd.Store {
+//			db, err := sqlite.Open(path)
 //			if err != nil {
 //				t.Fatal(err)
 //			}
 //			t.Cleanup(func() { db.Close() })
 //			return db
+//		}
+//		storetest.Run(t, storetest.Backend{
+//			Open: func(t *testing.T) agentd.Store {
+//				return open(t, filepath.Join(t.TempDir(), "agentd.db"))
+//			},
+//			Reopen: func(t *testing.T, s agentd.Store) agentd.Store {
+//				s.Close()
+//				return open(t, s.(*sqlite.DB).Path())
+//			},
 //		})
 //	}
 //
@@ -33,6 +42,15 @@
 //     none or no such conversation.
 //   - UpdateToolCall with an empty From is EINVALID: a call's transitions
 //     are always conditional.
+//   - Every event a method returns carries its feed Position, as Events
+//     and EventsAfter return it later. Positions are unique and strictly increase in the
+//     order appends commit, across conversations and under concurrent
+//     writers; within a conversation their order is Seq order. They need not
+//     be gapless.
+//   - EventsAfter returns exactly the events after its cursor that match
+//     its filter, in position order, at most its limit.
+//   - A feed consumer's position survives closing and reopening the store
+//     and never moves backwards.
 package storetest
 
 import (
@@ -44,9 +62,19 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// Run runs the contract suite. open must return a new, empty, usable store
-// for each call and arrange for it to be closed when t ends (t.Cleanup).
-func Run(t *testing.T, open func(t *testing.T) agentd.Store) {
+// Backend opens the stores the suite runs against.
+type Backend struct {
+	// Open must return a new, empty, usable store for each call and
+	// arrange for it to be closed when t ends (t.Cleanup).
+	Open func(t *testing.T) agentd.Store
+	// Reopen must close s, a store Open returned, and return a new handle
+	// on the same database (as a restarted process would open it),
+	// likewise closed when t ends.
+	Reopen func(t *testing.T, s agentd.Store) agentd.Store
+}
+
+// Run runs the contract suite against stores of b.
+func Run(t *testing.T, b Backend) {
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s agentd.Store)
@@ -95,12 +123,21 @@ func Run(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"Events/Errors", testEventsErrors},
 		{"Events/LastSeq", testEventsLastSeq},
 		{"Events/ConcurrentAppends", testEventsConcurrent},
+
+		{"Feed/Positions", testFeedPositions},
+		{"Feed/EventsAfter", testFeedEventsAfter},
+		{"Feed/EventsAfterErrors", testFeedEventsAfterErrors},
+		{"Feed/LastPosition", testFeedLastPosition},
+		{"Feed/ConcurrentAppends", testFeedConcurrent},
+		{"Feed/Consumers", testFeedConsumers},
+		{"Feed/ConsumerErrors", testFeedConsumerErrors},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, open(t))
+			tt.fn(t, b.Open(t))
 		})
 	}
+	t.Run("Feed/ConsumerSurvivesReopen", func(t *testing.T) { testFeedConsumerReopen(t, b) })
 }
 
 // t0 has nanoseconds and a zone other than UTC, so a store that drops

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/demo"
 	"github.com/agentd-dev/agentd/demo/billing"
+	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/model/anthropic"
 	"github.com/agentd-dev/agentd/model/openai"
@@ -97,8 +98,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer store.Close()
 
+	// The loop's commits go to the SSE hub, the streams' live path, and wake
+	// the event feed, which consumers that must not miss an event follow
+	// (docs/architecture.md, "The event feed"; docs/sse.md says why the hub
+	// is not fed from the feed).
+	events := feed.New(store, feed.Options{})
+	defer events.Close()
 	hub := sse.NewHub()
-	engine := loop.New(store, hub, &loop.Agent{
+	engine := loop.New(store, publishers{hub, events}, &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
 	}, loop.Options{Logger: log})
@@ -148,6 +155,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	return nil
+}
+
+// publishers hands each committed event to each of its publishers, in
+// order. Like every loop.Publisher, none of them blocks.
+type publishers []loop.Publisher
+
+// Publish implements loop.Publisher.
+func (ps publishers) Publish(e agentd.Event) {
+	for _, p := range ps {
+		p.Publish(e)
+	}
 }
 
 // newModel builds the agent's model from agent.json's "model" object; the
