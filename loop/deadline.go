@@ -98,13 +98,13 @@ func (e *Engine) disarm() {
 // noteDeadline arms the timer to at (a parked call's deadline, or the
 // store's earliest) unless it is armed to an instant at or before at. The
 // loop calls it after committing a parked call, so a pass that read the
-// store before that commit cannot miss the call. The zero time, or a
-// disabled background expiry, arms nothing.
+// store before that commit cannot miss the call. The zero time, a
+// disabled background expiry or a closed engine arms nothing.
 func (e *Engine) noteDeadline(at time.Time) {
 	d := &e.deadline
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if at.IsZero() || d.fire == nil || (!d.at.IsZero() && !at.Before(d.at)) {
+	if at.IsZero() || d.fire == nil || e.ctx.Err() != nil || (!d.at.IsZero() && !at.Before(d.at)) {
 		return
 	}
 	if d.timer != nil {

@@ -216,12 +216,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Close stops every run driver and tool process and waits for them. Calls
-// that were executing stay "executing" in the store; the next Start reports
-// them honestly.
+// Close stops every run driver, tool process and the deadline timer, and
+// waits for them. Calls that were executing stay "executing" in the store;
+// the next Start reports them honestly.
 func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
+	e.disarm()
 }
 
 // commit runs one store transaction that appends events for a conversation
@@ -265,15 +266,15 @@ func (e *Engine) emit(ctx context.Context, convID string, p agentd.EventPayload)
 func (e *Engine) ensureDriver(runID string) *runState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rs, _ := e.driverLocked(runID)
+	rs, _ := e.driverLocked(runID, false)
 	return rs
 }
 
 // driverLocked returns the handle of a run and whether it is new: a run
-// without a driver gets one. e.mu must be held. A driver leaves e.runs
-// when it exits, under e.mu, so a handle found here belongs to a live
-// driver.
-func (e *Engine) driverLocked(runID string) (*runState, bool) {
+// without a driver gets one, which reads the store at once or, with
+// asleep, only once woken. e.mu must be held. A driver leaves e.runs when
+// it exits, under e.mu, so a handle found here belongs to a live driver.
+func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
 	if rs, ok := e.runs[runID]; ok {
 		return rs, false
 	}
@@ -293,6 +294,13 @@ func (e *Engine) driverLocked(runID string) (*runState, bool) {
 			e.mu.Unlock()
 			cancel()
 		}()
+		if asleep {
+			select {
+			case <-rs.wake:
+			case <-ctx.Done():
+				return
+			}
+		}
 		e.drive(rs)
 	}()
 	return rs, true
@@ -309,7 +317,7 @@ func (e *Engine) wakeRun(runID string) {
 
 // wakeLocked is wakeRun with e.mu held.
 func (e *Engine) wakeLocked(runID string) {
-	rs, created := e.driverLocked(runID)
+	rs, created := e.driverLocked(runID, false)
 	if created {
 		return // a new driver reads the store first anyway
 	}
@@ -324,10 +332,12 @@ func (e *Engine) wakeLocked(runID string) {
 // tools, keeps waiting (and its context, the one fn runs under, alive)
 // until fn has returned; then the driver is woken. Finding or starting the
 // driver and counting fn are one step under e.mu, so a driver that is
-// exiting either sees fn or is already gone (fn then gets a new one).
+// exiting either sees fn or is already gone (fn then gets a new one). A
+// driver started here sleeps until woken: nothing can move the run before
+// the tool ends, and the approval's fork is not kept waiting by its reads.
 func (e *Engine) goTool(runID string, fn func(rs *runState)) {
 	e.mu.Lock()
-	rs, _ := e.driverLocked(runID)
+	rs, _ := e.driverLocked(runID, true)
 	rs.tools++
 	e.wg.Add(1)
 	e.mu.Unlock()

@@ -515,7 +515,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		return err
 	}
 	for _, r := range runs {
-		e.ensureDriver(r.ID)
+		e.wakeRun(r.ID) // also wakes a driver started above for a call
 	}
 	return nil
 }
