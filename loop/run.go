@@ -16,9 +16,9 @@ import (
 // every call of the current step is resolved, and otherwise waits to be
 // woken while a tool of the run is in flight. When every unresolved call is
 // parked, nothing in this process can move the run, so the driver marks it
-// waiting and returns (park): the decision, expiry or cancel that moves it
-// starts a new driver. It also returns when the run is no longer active or
-// its context ends.
+// waiting and returns (park): the decision or expiry that moves it starts a
+// new driver (a cancel finishes the run in the store and needs none). It
+// also returns when the run is no longer active or its context ends.
 func (e *Engine) drive(rs *runState) {
 	log := e.log.With().Str("run_id", rs.id).Logger()
 	failures := 0
