@@ -240,97 +240,101 @@ func TestParkedRunHoldsNoDriver(t *testing.T) {
 	}
 }
 
+// gate blocks a driver at one park stage (loop.SetParkHook) until released.
+type gate struct {
+	stage   string
+	arrived chan string
+	release chan struct{}
+}
+
+func newGate(stage string) *gate {
+	return &gate{stage: stage, arrived: make(chan string, 1), release: make(chan struct{})}
+}
+
+func (g *gate) hook(runID, stage string) {
+	if stage == g.stage {
+		g.arrived <- runID
+		<-g.release
+	}
+}
+
 // An approval at the moment the driver of a parked run exits runs the
 // tool to completion exactly once, under a live context, and the run
 // finishes — whether the approval comes just before the driver decides to
 // exit, just after it left, or anywhere around it.
 func TestApproveAsTheDriverExits(t *testing.T) {
-	// gate blocks a driver at one park stage until released.
-	type gate struct {
-		stage   string
-		arrived chan string
-		release chan struct{}
-	}
-	newGate := func(stage string) *gate {
-		return &gate{stage: stage, arrived: make(chan string, 1), release: make(chan struct{})}
-	}
-	hook := func(g *gate) func(runID, stage string) {
-		return func(runID, stage string) {
-			if stage == g.stage {
-				g.arrived <- runID
-				<-g.release
-			}
-		}
-	}
+	t.Run("before the exit check", testApproveBeforeExitCheck)
+	t.Run("after the driver left", testApproveAfterDriverLeft)
+	t.Run("racing", testApproveRacingExit)
+}
 
-	t.Run("before the exit check", func(t *testing.T) {
-		g := newGate("before")
-		tool := &gatedTool{started: make(chan string, 1), release: make(chan struct{})}
-		f := newPark(t, "", parkOpts{hook: hook(g), tool: tool})
+func testApproveBeforeExitCheck(t *testing.T) {
+	g := newGate("before")
+	tool := &gatedTool{started: make(chan string, 1), release: make(chan struct{})}
+	f := newPark(t, "", parkOpts{hook: g.hook, tool: tool})
+	runID := f.send(t, "pay")
+	callID := f.parked(t, 1)
+	<-g.arrived
+	f.approve(t, callID)
+	<-tool.started
+	if n := f.engine.Drivers(); n != 1 {
+		t.Fatalf("%d drivers while the approved call runs, want the one that was exiting", n)
+	}
+	close(g.release) // the driver sees the tool in flight and stays
+	close(tool.release)
+	f.finished(t, 1, runID, callID, agentd.StatusCompleted)
+	waitDrivers(t, f.engine, 0)
+	if n := tool.count(); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
+}
+
+func testApproveAfterDriverLeft(t *testing.T) {
+	g := newGate("after")
+	tool := &gatedTool{started: make(chan string, 1), release: make(chan struct{})}
+	f := newPark(t, "", parkOpts{hook: g.hook, tool: tool})
+	runID := f.send(t, "pay")
+	callID := f.parked(t, 1)
+	<-g.arrived
+	f.approve(t, callID) // a new driver starts for the run
+	<-tool.started
+	close(g.release) // the old driver returns and cancels its own context
+	waitDrivers(t, f.engine, 1)
+	close(tool.release) // the tool still runs under a live context
+	f.finished(t, 1, runID, callID, agentd.StatusCompleted)
+	waitDrivers(t, f.engine, 0)
+	if n := tool.count(); n != 1 {
+		t.Fatalf("the tool ran %d times, want 1", n)
+	}
+}
+
+func testApproveRacingExit(t *testing.T) {
+	arrived := make(chan string, 1)
+	tool := &gatedTool{}
+	f := newPark(t, "", parkOpts{tool: tool, hook: func(runID, stage string) {
+		if stage == "before" {
+			arrived <- runID
+		}
+	}})
+	const n = 40
+	for i := 1; i <= n; i++ {
 		runID := f.send(t, "pay")
-		callID := f.parked(t, 1)
-		<-g.arrived
+		callID := f.parked(t, i)
+		if got := <-arrived; got != runID {
+			t.Fatalf("the driver of %s parked, want %s", got, runID)
+		}
+		// The driver goes on to its exit check while the approval
+		// commits and starts the call.
+		for range i % 4 {
+			runtime.Gosched()
+		}
 		f.approve(t, callID)
-		<-tool.started
-		if n := f.engine.Drivers(); n != 1 {
-			t.Fatalf("%d drivers while the approved call runs, want the one that was exiting", n)
+		f.finished(t, i, runID, callID, agentd.StatusCompleted)
+		if got := tool.count(); got != i {
+			t.Fatalf("after %d approvals the tool ran %d times", i, got)
 		}
-		close(g.release) // the driver sees the tool in flight and stays
-		close(tool.release)
-		f.finished(t, 1, runID, callID, agentd.StatusCompleted)
-		waitDrivers(t, f.engine, 0)
-		if n := tool.count(); n != 1 {
-			t.Fatalf("the tool ran %d times, want 1", n)
-		}
-	})
-
-	t.Run("after the driver left", func(t *testing.T) {
-		g := newGate("after")
-		tool := &gatedTool{started: make(chan string, 1), release: make(chan struct{})}
-		f := newPark(t, "", parkOpts{hook: hook(g), tool: tool})
-		runID := f.send(t, "pay")
-		callID := f.parked(t, 1)
-		<-g.arrived
-		f.approve(t, callID) // a new driver starts for the run
-		<-tool.started
-		close(g.release) // the old driver returns and cancels its own context
-		waitDrivers(t, f.engine, 1)
-		close(tool.release) // the tool still runs under a live context
-		f.finished(t, 1, runID, callID, agentd.StatusCompleted)
-		waitDrivers(t, f.engine, 0)
-		if n := tool.count(); n != 1 {
-			t.Fatalf("the tool ran %d times, want 1", n)
-		}
-	})
-
-	t.Run("racing", func(t *testing.T) {
-		arrived := make(chan string, 1)
-		tool := &gatedTool{}
-		f := newPark(t, "", parkOpts{tool: tool, hook: func(runID, stage string) {
-			if stage == "before" {
-				arrived <- runID
-			}
-		}})
-		const n = 40
-		for i := 1; i <= n; i++ {
-			runID := f.send(t, "pay")
-			callID := f.parked(t, i)
-			if got := <-arrived; got != runID {
-				t.Fatalf("the driver of %s parked, want %s", got, runID)
-			}
-			// The driver goes on to its exit check while the approval
-			// commits and starts the call.
-			for range i % 4 {
-				runtime.Gosched()
-			}
-			f.approve(t, callID)
-			f.finished(t, i, runID, callID, agentd.StatusCompleted)
-			if got := tool.count(); got != i {
-				t.Fatalf("after %d approvals the tool ran %d times", i, got)
-			}
-		}
-		waitDrivers(t, f.engine, 0)
-	})
+	}
+	waitDrivers(t, f.engine, 0)
 }
 
 // The deadline timer is one timer armed to the earliest deadline: a call
