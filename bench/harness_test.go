@@ -448,6 +448,9 @@ func report(b *testing.B, table string) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if agentdPath != "" {
+		os.RemoveAll(filepath.Dir(agentdPath)) // the binary agentdBinary built
+	}
 	tablesMu.Lock()
 	for _, name := range tableOrder {
 		fmt.Printf("\n== %s\n%s", name, tablesByKey[name])
