@@ -52,6 +52,14 @@ type Store interface {
 		plan func(run *Run, cancelled []ToolCall) []EventDraft) (*Run, []Event, error)
 	// ActiveRuns returns every run in running or waiting state.
 	ActiveRuns(ctx context.Context) ([]Run, error)
+	// RunsToDrive returns the active runs something must happen to now:
+	// every run in running state, and every waiting run none of whose calls
+	// at its current step is requires_confirmation (its parked calls were
+	// all decided, expired or cancelled and nothing moved it on, as after a
+	// crash). A waiting run with a parked call at its current step is not
+	// among them: it waits for a decision, an expiry or a cancel. Finished
+	// runs never are. The work is one indexed query, not a read per run.
+	RunsToDrive(ctx context.Context) ([]Run, error)
 
 	// RecordStep atomically records one model step of a run: it requires the
 	// run to be running or waiting with Step == r.Step-1 (ECONFLICT
@@ -87,6 +95,11 @@ type Store interface {
 	PendingToolCalls(ctx context.Context, f PendingFilter) ([]ToolCall, error)
 	// DueToolCalls returns calls in requires_confirmation whose deadline is at or before now.
 	DueToolCalls(ctx context.Context, now time.Time) ([]ToolCall, error)
+	// NextDeadline returns the earliest RequiresApprovalAt of the calls in
+	// requires_confirmation, in UTC, or the zero time when none has a
+	// deadline: the instant the deadline timer is armed to. It reads one
+	// index entry, however many calls are parked.
+	NextDeadline(ctx context.Context) (time.Time, error)
 
 	// AppendEvents appends events to their conversations' logs.
 	AppendEvents(ctx context.Context, events []EventDraft) ([]Event, error)

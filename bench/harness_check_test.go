@@ -11,8 +11,8 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 )
 
-// These quick checks of the benchmark helpers are all that a plain
-// `go test ./bench/` runs.
+// These quick checks of the benchmark helpers, with TestParkedScaleSmoke,
+// are all that a plain `go test ./bench/` runs.
 
 func TestPercentile(t *testing.T) {
 	var ds []time.Duration

@@ -552,6 +552,9 @@ func report(b *testing.B, table string) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if agentdPath != "" {
+		os.RemoveAll(filepath.Dir(agentdPath)) // the binary agentdBinary built
+	}
 	tablesMu.Lock()
 	if len(tableOrder) > 0 {
 		fmt.Printf("\nhub wiring (all but BenchmarkHubWiring, which runs both): %s ($AGENTD_BENCH_WIRING: feed or direct)\n", benchWiring())

@@ -16,6 +16,8 @@
 #                         takes its own minimum number of samples)
 #   AGENTD_BENCH_SAMPLES  latency samples per side (default 200)
 #   AGENTD_BENCH_ROUNDS   fan-out rounds (default 20) and memory iterations (default 1)
+#   AGENTD_BENCH_PARKED   parked calls of BenchmarkParkedScale (default 2000; 100000 for the target)
+#   AGENTD_BENCH_DECISIONS decisions per server in BenchmarkParkedScale (default 20)
 #   AGENTD_BENCH_DIR      folder for the SQLite files (default: a temp folder)
 #   AGENTD_BENCH_WIRING   how the SSE hub is fed: direct (default, as serve.go)
 #                         or feed (from the event feed); HubWiring runs both

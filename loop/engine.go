@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -44,9 +45,17 @@ type Agent struct {
 type Options struct {
 	Clock  agentd.Clock   // default: the system clock
 	Logger zerolog.Logger // default: disabled
-	// ExpireEvery is the period of the background deadline sweep; 0 means
-	// one second, a negative value disables it (tests call ExpireDue).
+	// ExpireEvery governs the background expiry of parked calls: one timer
+	// armed to the earliest deadline in the store (docs/loop.md). A
+	// negative value disables it (tests then call ExpireDue); otherwise it
+	// is how long the expiry waits before retrying after the store failed
+	// (0 means one second). It is not a polling period: nothing is read
+	// while no deadline is due.
 	ExpireEvery time.Duration
+	// AfterFunc arms the deadline timer: it calls f once, in its own
+	// goroutine, after d. Default: time.AfterFunc. Tests pass a fake that
+	// fires when its clock is advanced.
+	AfterFunc func(d time.Duration, f func()) Timer
 	// MaxResultBytes bounds the tool result text sent to the model (default 16 KiB).
 	MaxResultBytes int
 }
@@ -72,16 +81,28 @@ type Engine struct {
 	wg     sync.WaitGroup
 
 	mu   sync.Mutex
-	runs map[string]*runState
+	runs map[string]*runState // runs with a driver
+	// drivers counts the driver goroutines alive (Drivers).
+	drivers  atomic.Int64
+	deadline deadlineTimer
+	// parkHook, when set (by tests), is called by a driver about to exit
+	// because its run waits only for people (stage "before", e.mu not
+	// held) and once it has left e.runs (stage "after").
+	parkHook func(runID, stage string)
 }
 
-// runState is the in-memory handle of an active run: its context (cancelled
-// by Cancel or shutdown) and the wake-up channel of its driver.
+// runState is the in-memory handle of a run with a driver: its context
+// (cancelled by Cancel, by shutdown, or when the driver exits), the wake-up
+// channel of its driver and the number of its tool goroutines.
 type runState struct {
 	id     string
 	ctx    context.Context
 	cancel context.CancelFunc
 	wake   chan struct{}
+	// tools counts the goroutines that claim or run a call of this run
+	// under ctx (goTool); guarded by Engine.mu. While it is not 0 the
+	// driver does not exit to wait for people.
+	tools int
 	// delegated caches the conversation's delegated flag (immutable) once
 	// the driver has read it.
 	delegated *bool
@@ -124,38 +145,31 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 func (e *Engine) ToolSpecs() []agentd.ToolSpec { return e.specs }
 
 // Start recovers state left by a previous process (SPEC §8) and starts the
-// deadline sweep.
+// background expiry of parked calls (unless Options.ExpireEvery is
+// negative), whose first pass expires the deadlines that passed while no
+// process ran. It starts a driver only for the runs that must move now:
+// parked runs cost nothing until something happens to them.
 func (e *Engine) Start(ctx context.Context) error {
+	expiry := e.opts.ExpireEvery >= 0
+	if expiry {
+		e.deadline.enable()
+	}
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	if e.opts.ExpireEvery > 0 {
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			t := time.NewTicker(e.opts.ExpireEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-e.ctx.Done():
-					return
-				case <-t.C:
-					if _, err := e.ExpireDue(e.ctx); err != nil && e.ctx.Err() == nil {
-						e.log.Error().Err(err).Msg("expire sweep")
-					}
-				}
-			}
-		}()
+	if expiry {
+		e.startExpiry()
 	}
 	return nil
 }
 
-// Close stops every run driver and tool process and waits for them. Calls
-// that were executing stay "executing" in the store; the next Start reports
-// them honestly.
+// Close stops every run driver, tool process and the deadline timer, and
+// waits for them. Calls that were executing stay "executing" in the store;
+// the next Start reports them honestly.
 func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
+	e.disarm()
 }
 
 // commit runs one store transaction that appends events for a conversation
@@ -194,44 +208,132 @@ func (e *Engine) emit(ctx context.Context, convID string, p agentd.EventPayload)
 	})
 }
 
-// runState returns the handle of an active run, starting its driver if
-// there is none.
+// ensureDriver returns the handle of a run, starting its driver if there
+// is none.
 func (e *Engine) ensureDriver(runID string) *runState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	rs, _ := e.driverLocked(runID, false)
+	return rs
+}
+
+// driverLocked returns the handle of a run and whether it is new: a run
+// without a driver gets one, which reads the store at once or, with
+// asleep, only once woken. e.mu must be held. A driver leaves e.runs when
+// it exits, under e.mu, so a handle found here belongs to a live driver.
+func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
 	if rs, ok := e.runs[runID]; ok {
-		return rs
+		return rs, false
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	rs := &runState{id: runID, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
 	e.runs[runID] = rs
 	e.wg.Add(1)
+	e.drivers.Add(1)
 	go func() {
 		defer e.wg.Done()
+		defer e.drivers.Add(-1)
 		defer func() {
 			e.mu.Lock()
-			delete(e.runs, runID)
+			if e.runs[runID] == rs {
+				delete(e.runs, runID)
+			}
 			e.mu.Unlock()
 			cancel()
 		}()
+		if asleep {
+			select {
+			case <-rs.wake:
+			case <-ctx.Done():
+				return
+			}
+		}
 		e.drive(rs)
 	}()
-	return rs
+	return rs, true
 }
 
-// wakeRun tells a run's driver that one of its calls changed.
+// wakeRun tells a run's driver that one of its calls changed, starting a
+// driver if the run has none (its driver exited while the run waited for
+// people).
 func (e *Engine) wakeRun(runID string) {
 	e.mu.Lock()
-	rs, ok := e.runs[runID]
-	e.mu.Unlock()
-	if !ok {
-		rs = e.ensureDriver(runID)
+	defer e.mu.Unlock()
+	e.wakeLocked(runID)
+}
+
+// wakeLocked is wakeRun with e.mu held.
+func (e *Engine) wakeLocked(runID string) {
+	rs, created := e.driverLocked(runID, false)
+	if created {
+		return // a new driver reads the store first anyway
 	}
 	select {
 	case rs.wake <- struct{}{}:
 	default:
 	}
 }
+
+// goTool runs fn in the background as a tool goroutine of run runID: the
+// run gets a driver if it has none, and that driver, counting fn among its
+// tools, keeps waiting (and its context, the one fn runs under, alive)
+// until fn has returned; then the driver is woken. Finding or starting the
+// driver and counting fn are one step under e.mu, so a driver that is
+// exiting either sees fn or is already gone (fn then gets a new one). A
+// driver started here sleeps until woken: nothing can move the run before
+// the tool ends, and the approval's fork is not kept waiting by its reads.
+func (e *Engine) goTool(runID string, fn func(rs *runState)) {
+	e.mu.Lock()
+	rs, _ := e.driverLocked(runID, true)
+	rs.tools++
+	e.wg.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.wg.Done()
+		defer func() {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			rs.tools--
+			if e.ctx.Err() == nil {
+				e.wakeLocked(runID)
+			}
+		}()
+		fn(rs)
+	}()
+}
+
+// park reports whether the driver of rs may exit because its run waits
+// only for people: no tool goroutine of it is counted, and nothing woke it
+// since it read the store. If so, rs leaves e.runs in the same step, so a
+// decision, an expiry or a cancel that comes after finds no driver and
+// starts one. woken reports that a wake-up arrived (and was consumed): the
+// driver must read the store again.
+func (e *Engine) park(rs *runState) (exit, woken bool) {
+	if e.parkHook != nil {
+		e.parkHook(rs.id, "before")
+	}
+	e.mu.Lock()
+	switch {
+	case rs.tools > 0:
+		e.mu.Unlock()
+		return false, false
+	case len(rs.wake) > 0:
+		<-rs.wake
+		e.mu.Unlock()
+		return false, true
+	}
+	delete(e.runs, rs.id)
+	e.mu.Unlock()
+	if e.parkHook != nil {
+		e.parkHook(rs.id, "after")
+	}
+	return true, false
+}
+
+// Drivers returns the number of run driver goroutines alive: the runs that
+// are being moved on or have tools in flight. A run that waits only for
+// people has none.
+func (e *Engine) Drivers() int { return int(e.drivers.Load()) }
 
 // keyedMutex is a set of mutexes by key whose entries are freed when unused.
 type keyedMutex struct {

@@ -23,9 +23,13 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeClock is the injected clock: deadline tests advance it, never sleep.
+// Its AfterFunc (loop.Options.AfterFunc) arms timers that fire when Advance
+// reaches them.
 type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu      sync.Mutex
+	now     time.Time
+	timers  []*fakeTimer
+	changed chan struct{} // signalled when timers change
 }
 
 func (c *fakeClock) Now() time.Time {
@@ -34,10 +38,106 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// Advance moves the clock on by d and fires the timers that are due.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.now = c.now.Add(d)
+	due := c.dueLocked()
 	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
+// fakeTimer is a timer of a fakeClock.
+type fakeTimer struct {
+	c  *fakeClock
+	at time.Time
+	f  func()
+}
+
+// AfterFunc arms a timer that calls f once the clock reaches now+d (at
+// once when d <= 0).
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) loop.Timer {
+	c.mu.Lock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	due := c.dueLocked()
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	c := t.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.timers {
+		if x == t {
+			c.timers = append(c.timers[:i], c.timers[i+1:]...)
+			c.signalLocked()
+			return true
+		}
+	}
+	return false
+}
+
+// dueLocked removes and returns the timers due at c.now.
+func (c *fakeClock) dueLocked() []*fakeTimer {
+	var due, keep []*fakeTimer
+	for _, t := range c.timers {
+		if t.at.After(c.now) {
+			keep = append(keep, t)
+		} else {
+			due = append(due, t)
+		}
+	}
+	c.timers = keep
+	c.signalLocked()
+	return due
+}
+
+func (c *fakeClock) signalLocked() {
+	if c.changed == nil {
+		c.changed = make(chan struct{}, 1)
+	}
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitArmed waits until the armed timers are due exactly at want (none
+// when want is empty).
+func (c *fakeClock) waitArmed(t *testing.T, want ...time.Time) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		c.mu.Lock()
+		if c.changed == nil {
+			c.changed = make(chan struct{}, 1)
+		}
+		ok := len(c.timers) == len(want)
+		for i := 0; ok && i < len(want); i++ {
+			ok = c.timers[i].at.Equal(want[i])
+		}
+		var got []time.Time
+		for _, x := range c.timers {
+			got = append(got, x.at)
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("armed timers %v, want %v", got, want)
+		}
+	}
 }
 
 // recorder is a Publisher that keeps every event and lets tests wait for one.

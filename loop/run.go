@@ -13,7 +13,11 @@ import (
 
 // drive is the one goroutine that advances a run: it calls the model when
 // every call of the current step is resolved, and otherwise waits to be
-// woken. It returns when the run is no longer active or its context ends.
+// woken while a tool of the run is in flight. When every unresolved call is
+// parked, nothing in this process can move the run, so the driver marks it
+// waiting and returns (park): the decision or expiry that moves it starts a
+// new driver (a cancel finishes the run in the store and needs none). It
+// also returns when the run is no longer active or its context ends.
 func (e *Engine) drive(rs *runState) {
 	log := e.log.With().Str("run_id", rs.id).Logger()
 	failures := 0
@@ -52,6 +56,14 @@ func (e *Engine) drive(rs *runState) {
 			if len(unresolved) > 0 {
 				if len(parked) > 0 && run.Status == agentd.RunRunning {
 					e.markWaiting(rs.ctx, run, parked)
+				}
+				if len(parked) == len(unresolved) {
+					exit, woken := e.park(rs)
+					if exit {
+						return
+					} else if woken {
+						continue
+					}
 				}
 				select {
 				case <-rs.wake:
@@ -232,7 +244,12 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		return err
 	}
 	for _, c := range auto {
-		e.start(rs, *c)
+		e.start(*c)
+	}
+	for _, c := range calls {
+		if c.Status == agentd.StatusRequiresConfirmation && c.RequiresApprovalAt != nil {
+			e.noteDeadline(*c.RequiresApprovalAt)
+		}
 	}
 	if len(calls) == 0 {
 		run.Usage.InputTokens += usage.InputTokens
@@ -341,15 +358,13 @@ func card(c *agentd.ToolCall) agentd.Card {
 	}
 }
 
-// start runs an approved call in the background: it first claims the call
-// (approved → executing, one durable commit with tool_call_started), so a
-// crash before the fork leaves it approved — recovery runs it — and a crash
-// after leaves it executing — recovery reports the outcome unknown. At most
-// once, never twice.
-func (e *Engine) start(rs *runState, c agentd.ToolCall) {
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+// start runs an approved call in the background, as a tool of its run's
+// driver (goTool): it first claims the call (approved → executing, one
+// durable commit with tool_call_started), so a crash before the fork leaves
+// it approved — recovery runs it — and a crash after leaves it executing —
+// recovery reports the outcome unknown. At most once, never twice.
+func (e *Engine) start(c agentd.ToolCall) {
+	e.goTool(c.RunID, func(rs *runState) {
 		if e.ctx.Err() != nil {
 			return // shutting down: stays approved, the next start runs it
 		}
@@ -368,21 +383,19 @@ func (e *Engine) start(rs *runState, c agentd.ToolCall) {
 			return // cancelled, or claimed elsewhere
 		}
 		e.run(rs, *claimed)
-	}()
+	})
 }
 
 // execute runs a call that is already executing (an idempotent call
-// interrupted by a restart) in the background.
-func (e *Engine) execute(rs *runState, c agentd.ToolCall) {
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		e.run(rs, c)
-	}()
+// interrupted by a restart) in the background, as a tool of its run's
+// driver.
+func (e *Engine) execute(c agentd.ToolCall) {
+	e.goTool(c.RunID, func(rs *runState) { e.run(rs, c) })
 }
 
-// run runs an executing call's tool and records its result. On shutdown
-// the call is left executing for recovery to report honestly.
+// run runs an executing call's tool and records its result; goTool then
+// wakes the driver. On shutdown the call is left executing for recovery to
+// report honestly.
 func (e *Engine) run(rs *runState, c agentd.ToolCall) {
 	t := e.agent.Tools
 	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
@@ -416,9 +429,7 @@ func (e *Engine) run(rs *runState, c agentd.ToolCall) {
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("record tool result")
-		return
 	}
-	e.wakeRun(c.RunID)
 }
 
 // toolResultText is what the model reads for a resolved call.

@@ -323,7 +323,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
 			Str("correlation_id", c.CorrelationID).Str("decision", decision).Bool("edited", u.Edit != nil).Msg("decision")
 		if updated.Status == agentd.StatusApproved {
-			e.start(e.ensureDriver(c.RunID), *updated)
+			e.start(*updated)
 		} else {
 			e.wakeRun(c.RunID)
 		}
@@ -479,11 +479,14 @@ func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// recover restores what a previous process left (SPEC §8): calls that were
-// executing are failed with "outcome unknown" unless their tool is
-// idempotent (then they run again); approved-but-unstarted calls (approved
-// by a person, or auto calls not yet claimed) run;
-// every active run gets its driver back. Parked calls keep their deadlines.
+// recover restores what a previous process left (SPEC §8), doing only
+// what must happen now: calls that were executing are failed with "outcome
+// unknown" unless their tool is idempotent (then they run again);
+// approved-but-unstarted calls (approved by a person, or auto calls not yet
+// claimed) run; the runs that must move on (Store.RunsToDrive: running, or
+// waiting with nothing parked at their step) get a driver. A run waiting
+// for a decision gets nothing: its calls keep their deadlines, which the
+// deadline timer covers, and a decision starts its driver.
 func (e *Engine) recover(ctx context.Context) error {
 	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
 	if err != nil {
@@ -492,10 +495,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	for _, c := range calls {
 		switch {
 		case c.Status == agentd.StatusApproved:
-			e.start(e.ensureDriver(c.RunID), c)
+			e.start(c)
 		case e.idempotent[c.Name]:
 			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
-			e.execute(e.ensureDriver(c.RunID), c)
+			e.execute(c)
 		default:
 			msg := "the server stopped while the tool was running; its outcome is unknown"
 			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
@@ -511,12 +514,12 @@ func (e *Engine) recover(ctx context.Context) error {
 			}
 		}
 	}
-	runs, err := e.store.ActiveRuns(ctx)
+	runs, err := e.store.RunsToDrive(ctx)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
-		e.ensureDriver(r.ID)
+		e.wakeRun(r.ID) // also wakes a driver started above for a call
 	}
 	return nil
 }

@@ -178,10 +178,29 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 
 // ActiveRuns returns every run in running or waiting state, oldest first.
 func (db *DB) ActiveRuns(ctx context.Context) ([]agentd.Run, error) {
+	return db.listRuns(ctx, `status IN ('running', 'waiting') ORDER BY created_at, rowid`)
+}
+
+// RunsToDrive implements agentd.Store.RunsToDrive, oldest first. The query
+// walks the partial index of active runs (runs_active, migration 0006) and,
+// for each waiting run, probes the partial index of parked calls
+// (tool_calls_parked) once: it reads no finished run and no call row, and
+// decodes only the runs it returns.
+func (db *DB) RunsToDrive(ctx context.Context) ([]agentd.Run, error) {
+	return db.listRuns(ctx, runsToDriveWhere)
+}
+
+// runsToDriveWhere selects RunsToDrive's runs; TestQueryPlans checks the
+// indexes it uses.
+const runsToDriveWhere = `status IN ('running', 'waiting') AND (status = 'running' OR NOT EXISTS (
+	SELECT 1 FROM tool_calls c WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation'))
+	ORDER BY created_at, rowid`
+
+// listRuns reads the runs matching where (which may end in ORDER BY).
+func (db *DB) listRuns(ctx context.Context, where string) ([]agentd.Run, error) {
 	var runs []agentd.Run
 	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+runColumns+` FROM runs
-			WHERE status IN ('running', 'waiting') ORDER BY created_at, rowid`)
+		rows, err := tx.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where)
 		if err != nil {
 			return err
 		}

@@ -168,6 +168,28 @@ func (db *DB) DueToolCalls(ctx context.Context, now time.Time) ([]agentd.ToolCal
 		ORDER BY requires_approval_at, rid`, n)
 }
 
+// NextDeadline returns the earliest RequiresApprovalAt of the calls in
+// requires_confirmation, in UTC, or the zero time when none has a deadline.
+// It reads the first entry of the index on (status, requires_approval_at).
+func (db *DB) NextDeadline(ctx context.Context) (time.Time, error) {
+	var at sql.NullInt64
+	err := db.readTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, nextDeadlineQuery).Scan(&at)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	} else if err != nil {
+		return time.Time{}, err
+	}
+	return decTime(at), nil
+}
+
+// nextDeadlineQuery is NextDeadline's query; TestQueryPlans checks that it
+// is answered from the index.
+const nextDeadlineQuery = `SELECT requires_approval_at FROM tool_calls
+	WHERE status = 'requires_confirmation' AND requires_approval_at IS NOT NULL
+	ORDER BY requires_approval_at LIMIT 1`
+
 // UpdateToolCall applies u if the call's status is in u.From, inserts
 // u.Decision if set, and appends events, in one transaction, and returns
 // the updated call with its decisions. Status is always set, Result and
