@@ -244,7 +244,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		return err
 	}
 	for _, c := range auto {
-		e.start(*c)
+		e.startCall(*c)
 	}
 	for _, c := range calls {
 		if c.Status == agentd.StatusRequiresConfirmation && c.RequiresApprovalAt != nil {
@@ -263,7 +263,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 // classify turns one model-selected call into a stored call and the events
 // that announce it with the step: confirmation_required (confirm) or
 // tool_call_refused (review, never, unknown, invalid). Auto calls are stored
-// approved and announced by start's tool_call_started.
+// approved and announced by startCall's tool_call_started.
 func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
 	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name], Delegated: delegated, TenantID: run.TenantID})
@@ -295,18 +295,6 @@ func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, i
 		c.Status = agentd.StatusApproved
 		return c, nil
 	}
-}
-
-func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
-	p := &agentd.ToolCallStartedPayload{
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
-	}
-	if c.Tier == agentd.TierConfirm && e.visible[c.Name] != nil && e.visible[c.Name].Kind == confirm.KindRequest {
-		// The approved side of the handshake (SPEC §3): the same call,
-		// performed as a confirmed write.
-		p.Intent = confirm.IntentConfirmedWrite
-	}
-	return e.event(c.ConversationID, p)
 }
 
 // confirmationRequired is the event of a parked call: the seed's fields
@@ -355,80 +343,6 @@ func card(c *agentd.ToolCall) agentd.Card {
 		Endpoint:       c.Endpoint,
 		PathTemplate:   nilIfEmpty(c.PathTemplate),
 		Arguments:      cardArguments(c),
-	}
-}
-
-// start runs an approved call in the background, as a tool of its run's
-// driver (goTool): it first claims the call (approved → executing, one
-// durable commit with tool_call_started), so a crash before the fork leaves
-// it approved — recovery runs it — and a crash after leaves it executing —
-// recovery reports the outcome unknown. At most once, never twice.
-func (e *Engine) start(c agentd.ToolCall) {
-	e.goTool(c.RunID, func(rs *runState) {
-		if e.ctx.Err() != nil {
-			return // shutting down: stays approved, the next start runs it
-		}
-		var claimed *agentd.ToolCall
-		err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-			cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
-				ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusExecuting, Now: e.clock.Now(),
-			}, []agentd.EventDraft{e.toolCallStarted(&c)})
-			claimed = cur
-			return evs, err
-		})
-		if err != nil {
-			if agentd.ErrorCode(err) != agentd.ECONFLICT && e.ctx.Err() == nil {
-				e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("claim approved call")
-			}
-			return // cancelled, or claimed elsewhere
-		}
-		e.run(rs, *claimed)
-	})
-}
-
-// execute runs a call that is already executing (an idempotent call
-// interrupted by a restart) in the background, as a tool of its run's
-// driver.
-func (e *Engine) execute(c agentd.ToolCall) {
-	e.goTool(c.RunID, func(rs *runState) { e.run(rs, c) })
-}
-
-// run runs an executing call's tool and records its result; goTool then
-// wakes the driver. On shutdown the call is left executing for recovery to
-// report honestly.
-func (e *Engine) run(rs *runState, c agentd.ToolCall) {
-	t := e.agent.Tools
-	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
-	var result json.RawMessage
-	var runErr error
-	if t == nil {
-		runErr = fmt.Errorf("tool %q is not registered", c.Name)
-	} else {
-		log.Info().Str("tool", c.Name).Msg("tool started")
-		result, runErr = t.Execute(rs.ctx, c)
-	}
-	if e.ctx.Err() != nil {
-		return // shutting down: recovery reports the outcome honestly
-	}
-	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting}, Now: e.clock.Now()}
-	p := &agentd.ToolCallResultPayload{RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name}
-	switch {
-	case runErr == nil:
-		u.Status, u.Result = agentd.StatusCompleted, result
-	case rs.ctx.Err() != nil:
-		u.Status, u.Error = agentd.StatusFailed, "the run was cancelled while the tool was running; its outcome is unknown"
-	default:
-		u.Status, u.Error = agentd.StatusFailed, runErr.Error()
-	}
-	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
-	log.Info().Str("status", string(u.Status)).Msg("tool finished")
-	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
-			[]agentd.EventDraft{e.event(c.ConversationID, p)})
-		return evs, err
-	})
-	if err != nil {
-		log.Error().Err(err).Msg("record tool result")
 	}
 }
 

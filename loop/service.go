@@ -323,7 +323,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
 			Str("correlation_id", c.CorrelationID).Str("decision", decision).Bool("edited", u.Edit != nil).Msg("decision")
 		if updated.Status == agentd.StatusApproved {
-			e.start(*updated)
+			e.startCall(*updated)
 		} else {
 			e.wakeRun(c.RunID)
 		}
@@ -495,10 +495,10 @@ func (e *Engine) recover(ctx context.Context) error {
 	for _, c := range calls {
 		switch {
 		case c.Status == agentd.StatusApproved:
-			e.start(c)
+			e.startCall(c)
 		case e.idempotent[c.Name]:
 			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
-			e.execute(c)
+			e.startCall(c)
 		default:
 			msg := "the server stopped while the tool was running; its outcome is unknown"
 			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {

@@ -1,0 +1,112 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+)
+
+// This file executes one tool call; run.go drives a run (model steps,
+// classification, waiting). A call enters here only through startCall.
+
+// startCall is the one entry point of a tool call's execution, whatever
+// released it: the model chose an auto call, a person approved a parked one,
+// or recovery found one. It runs in the background as a tool of its run's
+// driver (goTool). An approved call is first claimed (approved → executing,
+// one durable commit with tool_call_started), so a crash before the fork
+// leaves it approved — recovery runs it — and a crash after leaves it
+// executing — recovery reports the outcome unknown: at most once, never
+// twice. An executing call (an idempotent call interrupted by a restart,
+// which recovery re-runs) is run as it is.
+func (e *Engine) startCall(c agentd.ToolCall) {
+	e.goTool(c.RunID, func(rs *runState) {
+		if e.ctx.Err() != nil {
+			return // shutting down: the next start finds it where it is
+		}
+		if c.Status == agentd.StatusApproved {
+			claimed, ok := e.claim(c)
+			if !ok {
+				return // cancelled, or claimed elsewhere
+			}
+			c = *claimed
+		}
+		e.runCall(rs, c)
+	})
+}
+
+// claim moves an approved call to executing with its tool_call_started.
+// It reports false when the call is no longer approved (cancelled, claimed
+// elsewhere) or the store failed (logged).
+func (e *Engine) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
+	var claimed *agentd.ToolCall
+	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+		cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
+			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusExecuting, Now: e.clock.Now(),
+		}, []agentd.EventDraft{e.toolCallStarted(&c)})
+		claimed = cur
+		return evs, err
+	})
+	if err != nil {
+		if agentd.ErrorCode(err) != agentd.ECONFLICT && e.ctx.Err() == nil {
+			e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("claim approved call")
+		}
+		return nil, false
+	}
+	return claimed, true
+}
+
+// runCall runs an executing call's tool and records its result; goTool then
+// wakes the driver. On shutdown the call is left executing for recovery to
+// report honestly.
+func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
+	t := e.agent.Tools
+	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
+	var result json.RawMessage
+	var runErr error
+	if t == nil {
+		runErr = fmt.Errorf("tool %q is not registered", c.Name)
+	} else {
+		log.Info().Str("tool", c.Name).Msg("tool started")
+		result, runErr = t.Execute(rs.ctx, c)
+	}
+	if e.ctx.Err() != nil {
+		return // shutting down: recovery reports the outcome honestly
+	}
+	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting}, Now: e.clock.Now()}
+	p := &agentd.ToolCallResultPayload{RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name}
+	switch {
+	case runErr == nil:
+		u.Status, u.Result = agentd.StatusCompleted, result
+	case rs.ctx.Err() != nil:
+		u.Status, u.Error = agentd.StatusFailed, "the run was cancelled while the tool was running; its outcome is unknown"
+	default:
+		u.Status, u.Error = agentd.StatusFailed, runErr.Error()
+	}
+	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
+	log.Info().Str("status", string(u.Status)).Msg("tool finished")
+	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
+			[]agentd.EventDraft{e.event(c.ConversationID, p)})
+		return evs, err
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("record tool result")
+	}
+}
+
+// toolCallStarted is the event of a claimed call; an approved request-tool
+// write runs, and says so, as a confirmed_write.
+func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
+	p := &agentd.ToolCallStartedPayload{
+		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
+	}
+	if c.Tier == agentd.TierConfirm && e.visible[c.Name] != nil && e.visible[c.Name].Kind == confirm.KindRequest {
+		// The approved side of the handshake (SPEC §3): the same call,
+		// performed as a confirmed write.
+		p.Intent = confirm.IntentConfirmedWrite
+	}
+	return e.event(c.ConversationID, p)
+}
