@@ -105,7 +105,14 @@ func (c *Connection) Do(ctx context.Context, tg *confirm.Target, idempotencyKey 
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return nil, describeTransportError(err)
+		// A *url.Error quotes the URL of the last request, which after a
+		// same-origin redirect is the server's choice and may carry a secret.
+		err = describeTransportError(err)
+		var re *RedirectError
+		if errors.As(err, &re) {
+			return nil, re // already redacted
+		}
+		return nil, errors.New(c.redactString(err.Error()))
 	}
 	defer resp.Body.Close()
 	out := &Response{Status: resp.StatusCode, StatusText: c.redactString(statusText(resp)),
@@ -243,8 +250,7 @@ func statusText(resp *http.Response) string {
 }
 
 // describeTransportError keeps a refused redirect's own words and
-// otherwise returns err (a *url.Error names the method and URL, which
-// carry no secret: base_url has no userinfo).
+// otherwise returns err; Do redacts the text.
 func describeTransportError(err error) error {
 	var re *RedirectError
 	if errors.As(err, &re) {

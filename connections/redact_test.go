@@ -209,6 +209,8 @@ func TestCredentialsRedactedFromStatusAndRedirects(t *testing.T) {
 					fmt.Fprintf(conn, "HTTP/1.1 302 Found\r\nLocation: /elsewhere/%s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", token)
 				case "/api/abroad":
 					fmt.Fprintf(conn, "HTTP/1.1 302 Found\r\nLocation: http://%s.example.com/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", token)
+				case "/api/hop": // a same-origin redirect whose target then fails: the error quotes its URL
+					fmt.Fprintf(conn, "HTTP/1.1 302 Found\r\nLocation: /api/reset?t=%s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", token)
 				}
 			}()
 		}
@@ -216,7 +218,7 @@ func TestCredentialsRedactedFromStatusAndRedirects(t *testing.T) {
 	c := loadConn(t, `{"base_url":"http://`+ln.Addr().String()+`/api","auth":{"type":"bearer","token_env":"TOKEN"}}`,
 		map[string]string{"TOKEN": token}, nil)
 	rt := NewRequestTool([]*Connection{c})
-	for _, ep := range []string{"/status", "/away", "/abroad"} {
+	for _, ep := range []string{"/status", "/away", "/abroad", "/hop"} {
 		_, err := rt.Execute(context.Background(), requestCall(rt, "call_1", `{"connection":"api","method":"GET","endpoint":"`+ep+`","intent":"read"}`))
 		if err == nil || strings.Contains(err.Error(), secretValue) {
 			t.Errorf("%s: the model would read %v", ep, err)
