@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -35,6 +36,9 @@ func CheckKeys(doc []byte) error {
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
+			if len(stack) > 0 {
+				return errors.New("the JSON ends inside an object or array")
+			}
 			return nil
 		} else if err != nil {
 			return err
@@ -59,7 +63,7 @@ func CheckKeys(doc []byte) error {
 			continue
 		case string:
 			if top != nil && top.obj && top.key {
-				k := strings.ToLower(t)
+				k := foldKey(t)
 				if top.seen[k] {
 					return fmt.Errorf("the key %q appears twice in one object (keys that differ only by case count as the same)", t)
 				}
@@ -72,4 +76,24 @@ func CheckKeys(doc []byte) error {
 			top.key = true
 		}
 	}
+}
+
+// foldKey is the key as encoding/json compares field names: every rune
+// replaced by the smallest rune of its Unicode case-folding orbit (so "s",
+// "S" and "ſ" (U+017F), or "k", "K" and the Kelvin sign, are one key).
+func foldKey(k string) string {
+	var b strings.Builder
+	b.Grow(len(k))
+	for _, r := range k {
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
