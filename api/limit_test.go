@@ -71,3 +71,22 @@ func TestOversizedBodyGets413(t *testing.T) {
 	// The server is still healthy.
 	want(t, "healthz", s.do("GET", "/healthz", "", "", nil), http.StatusOK, "")
 }
+
+// TestOversizedBodyWithExpectContinue: a client that waits for
+// "100 Continue" gets the 413 before it sends its body.
+func TestOversizedBodyWithExpectContinue(t *testing.T) {
+	s := newServer(t, nil, api.Config{MaxBodyBytes: 256 << 10})
+	conv := s.createConversation("")
+	addr := strings.TrimPrefix(s.url, "http://")
+	conn, err := net.DialTimeout("tcp", addr, waitLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(waitLimit))
+	fmt.Fprintf(conn, "POST /v1/conversations/%s/messages HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n", conv, addr, 4<<20)
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "HTTP/1.1 413 Request Entity Too Large" {
+		t.Fatalf("status line %q (%v), want the 413 without a 100 Continue", line, err)
+	}
+}

@@ -207,7 +207,12 @@ func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // drain reads and discards up to drainBytes of body within drainTimeout.
+// A client that asked "Expect: 100-continue" has sent nothing yet: it gets
+// the 413 without being invited to upload the body first.
 func drain(c echo.Context, body io.Reader) {
+	if strings.EqualFold(c.Request().Header.Get("Expect"), "100-continue") {
+		return
+	}
 	rc := http.NewResponseController(c.Response())
 	_ = rc.SetReadDeadline(time.Now().Add(drainTimeout))
 	_, _ = io.CopyN(io.Discard, body, drainBytes)

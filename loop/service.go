@@ -553,6 +553,9 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, curso
 	}
 	f := agentd.PendingFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, After: cursor, Limit: limit + 1}
 	if !p.SeesAll() {
+		if p.KeyID == "" {
+			return []agentd.ToolCall{}, "", nil // no key, no conversations of its own (fail closed)
+		}
 		f.CreatedBy = p.KeyID // client and delegate keys: their own conversations
 	}
 	calls, err := e.store.PendingToolCalls(ctx, f)
