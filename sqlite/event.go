@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/agentd-dev/agentd"
@@ -19,7 +20,7 @@ func (db *DB) AppendEvents(ctx context.Context, events []agentd.EventDraft) ([]a
 	}
 	var out []agentd.Event
 	err := db.writeTx(ctx, func(tx *sql.Tx) (err error) {
-		out, err = appendEvents(ctx, tx, events)
+		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -80,6 +81,27 @@ func checkEvents(events []agentd.EventDraft) error {
 	return nil
 }
 
+// appendQueries are appendEvents' statements, prepared once on the write
+// connection (prepareAppend): the newest position, the conversation's next
+// sequence number, the insert.
+var appendQueries = [...]string{
+	`SELECT COALESCE(MAX(position), 0) FROM events`,
+	`UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`,
+	`INSERT INTO events (conversation_id, seq, position, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+}
+
+// prepareAppend prepares appendQueries on the write connection.
+func (db *DB) prepareAppend(ctx context.Context) error {
+	for i, q := range appendQueries {
+		st, err := db.writer.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare the event append: %w", err)
+		}
+		db.appendStmts[i] = st
+	}
+	return nil
+}
+
 // appendEvents appends drafts inside tx. Each event takes the next value of
 // its conversation's last_seq counter, which the same transaction
 // increments, so sequence numbers are gapless: a rollback undoes both. Its
@@ -89,12 +111,12 @@ func checkEvents(events []agentd.EventDraft) error {
 // can take or commit a position meanwhile and position order is commit
 // order. Each event row also records its conversation's tenant and project,
 // for EventsAfter's filters.
-func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) ([]agentd.Event, error) {
+func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) ([]agentd.Event, error) {
 	if len(drafts) == 0 {
 		return nil, nil
 	}
 	var pos int64
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(position), 0) FROM events`).Scan(&pos); err != nil {
+	if err := tx.StmtContext(ctx, db.appendStmts[0]).QueryRowContext(ctx).Scan(&pos); err != nil {
 		return nil, err
 	}
 	out := make([]agentd.Event, 0, len(drafts))
@@ -105,9 +127,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) (
 		}
 		e := agentd.Event{ConversationID: d.ConversationID, Type: d.Type, Data: d.Data}
 		var tenant, project string
-		err = tx.QueryRowContext(ctx, `
-			UPDATE conversations SET last_seq = last_seq + 1
-			WHERE id = ? RETURNING last_seq, tenant_id, project_id`, d.ConversationID).Scan(&e.Seq, &tenant, &project)
+		err = tx.StmtContext(ctx, db.appendStmts[1]).QueryRowContext(ctx, d.ConversationID).Scan(&e.Seq, &tenant, &project)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", d.ConversationID)
 		} else if err != nil {
@@ -115,9 +135,7 @@ func appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) (
 		}
 		pos++
 		e.Position = pos
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO events (conversation_id, seq, position, tenant_id, project_id, type, data)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := tx.StmtContext(ctx, db.appendStmts[2]).ExecContext(ctx,
 			e.ConversationID, e.Seq, e.Position, tenant, project, e.Type, data); err != nil {
 			return nil, err
 		}

@@ -32,7 +32,7 @@ func (db *DB) AddMessage(ctx context.Context, m *agentd.Message, events []agentd
 			return insertErr(err, "message", m.ID)
 		}
 		var err error
-		out, err = appendEvents(ctx, tx, events)
+		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {

@@ -79,7 +79,7 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 			msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
 			return insertErr(err, "message", msg.ID)
 		}
-		out, err = appendEvents(ctx, tx, events)
+		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -164,7 +164,7 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
 		}
-		out, err = appendEvents(ctx, tx, events)
+		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -343,7 +343,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 				return insertErr(err, "tool call", c.ID)
 			}
 		}
-		out, err = appendEvents(ctx, tx, events)
+		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -407,7 +407,7 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason, by string, now time.
 		if err := checkEvents(drafts); err != nil {
 			return err
 		}
-		out, err = appendEvents(ctx, tx, drafts)
+		out, err = db.appendEvents(ctx, tx, drafts)
 		return err
 	})
 	if err != nil {

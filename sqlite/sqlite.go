@@ -125,6 +125,9 @@ type DB struct {
 	reader *sql.DB
 	// feedStmts are EventsAfter's statements on the read pool (feedQueries).
 	feedStmts [len(feedQueries)]*sql.Stmt
+	// appendStmts are appendEvents' statements on the write connection
+	// (appendQueries): every commit that announces something runs them.
+	appendStmts [len(appendQueries)]*sql.Stmt
 }
 
 // Open opens (creating if needed) the SQLite database file at path and
@@ -196,6 +199,10 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
+	if err := db.prepareAppend(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := db.prepareFeed(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
@@ -227,7 +234,7 @@ func (db *DB) Ping(ctx context.Context) error {
 // Close waits for nothing else. Calling Close twice is harmless.
 func (db *DB) Close() error {
 	var errs []error
-	for _, st := range db.feedStmts {
+	for _, st := range append(db.feedStmts[:], db.appendStmts[:]...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -48,7 +48,7 @@ func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, eve
 			}
 		}
 		var err error
-		out, err = appendEvents(ctx, tx, events)
+		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -306,7 +306,7 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 				return insertErr(err, "decision", d.ID)
 			}
 		}
-		if out, err = appendEvents(ctx, tx, events); err != nil {
+		if out, err = db.appendEvents(ctx, tx, events); err != nil {
 			return err
 		}
 		call, err = getToolCall(ctx, tx, u.ID)
