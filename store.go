@@ -50,8 +50,6 @@ type Store interface {
 	// ENOTFOUND when there is no such run. On any error nothing is written.
 	CancelRun(ctx context.Context, runID, reason, by string, now time.Time,
 		plan func(run *Run, cancelled []ToolCall) []EventDraft) (*Run, []Event, error)
-	// ActiveRuns returns every run in running or waiting state.
-	ActiveRuns(ctx context.Context) ([]Run, error)
 	// RunsToDrive returns the active runs something must happen to now:
 	// every run in running state, and every waiting run none of whose calls
 	// at its current step is requires_confirmation (its parked calls were

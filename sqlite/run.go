@@ -176,11 +176,6 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 	return run, out, nil
 }
 
-// ActiveRuns returns every run in running or waiting state, oldest first.
-func (db *DB) ActiveRuns(ctx context.Context) ([]agentd.Run, error) {
-	return db.listRuns(ctx, `status IN ('running', 'waiting') ORDER BY created_at, rowid`)
-}
-
 // RunsToDrive implements agentd.Store.RunsToDrive, oldest first. The query
 // walks the partial index of active runs (runs_active, migration 0006) and,
 // for each waiting run, probes the partial index of parked calls

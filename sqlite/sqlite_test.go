@@ -130,7 +130,7 @@ func TestReopen(t *testing.T) {
 	if err != nil || string(gotConv.Metadata) != `{"k": "v"}` || !gotConv.CreatedAt.Equal(now) {
 		t.Fatalf("conversation after reopen = %+v, %v", gotConv, err)
 	}
-	active, err := db.ActiveRuns(ctx)
+	active, err := db.RunsToDrive(ctx)
 	if err != nil || len(active) != 1 || active[0].ID != run.ID {
 		t.Fatalf("active runs after reopen = %+v, %v", active, err)
 	}

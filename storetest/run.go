@@ -150,8 +150,8 @@ func testStartRunOneActive(t *testing.T, s agentd.Store) {
 	// A run made active again by UpdateRun while another is active is refused.
 	_, _, err = s.UpdateRun(ctx, agentd.RunUpdate{ID: first.ID, Status: agentd.RunRunning, Now: t0}, nil)
 	wantCode(t, err, agentd.ERUNACTIVE)
-	active, err := s.ActiveRuns(ctx)
-	noErr(t, err, "ActiveRuns")
+	active, err := s.RunsToDrive(ctx)
+	noErr(t, err, "RunsToDrive")
 	n := 0
 	for _, r := range active {
 		if r.ConversationID == conv.ID {
@@ -346,35 +346,6 @@ func testUpdateRunErrors(t *testing.T, s agentd.Store) {
 	noErr(t, err, "Run")
 	if got.Status != agentd.RunRunning {
 		t.Errorf("failed UpdateRun left status %s, want running", got.Status)
-	}
-}
-
-func testActiveRuns(t *testing.T, s agentd.Store) {
-	ctx := context.Background()
-	runs, err := s.ActiveRuns(ctx)
-	noErr(t, err, "ActiveRuns")
-	if len(runs) != 0 {
-		t.Fatalf("ActiveRuns on an empty store = %d runs", len(runs))
-	}
-
-	running := startRun(t, s, newConversation(t, s))
-	waiting := startRun(t, s, newConversation(t, s))
-	_, _, err = s.UpdateRun(ctx, agentd.RunUpdate{ID: waiting.ID, Status: agentd.RunWaiting, Now: t0}, nil)
-	noErr(t, err, "UpdateRun")
-	for _, end := range []agentd.RunStatus{agentd.RunCompleted, agentd.RunFailed, agentd.RunCancelled} {
-		r := startRun(t, s, newConversation(t, s))
-		_, _, err = s.UpdateRun(ctx, agentd.RunUpdate{ID: r.ID, Status: end, Now: t0}, nil)
-		noErr(t, err, "UpdateRun")
-	}
-
-	runs, err = s.ActiveRuns(ctx)
-	noErr(t, err, "ActiveRuns")
-	got := map[string]agentd.RunStatus{}
-	for _, r := range runs {
-		got[r.ID] = r.Status
-	}
-	if len(runs) != 2 || got[running.ID] != agentd.RunRunning || got[waiting.ID] != agentd.RunWaiting {
-		t.Fatalf("ActiveRuns = %v, want %s running and %s waiting", got, running.ID, waiting.ID)
 	}
 }
 

@@ -93,7 +93,6 @@ func Run(t *testing.T, b Backend) {
 		{"UpdateRun/Conflict", testUpdateRunConflict},
 		{"UpdateRun/AnyFrom", testUpdateRunAnyFrom},
 		{"UpdateRun/Errors", testUpdateRunErrors},
-		{"ActiveRuns", testActiveRuns},
 		{"RunsToDrive", testRunsToDrive},
 		{"RecordStep/Applies", testRecordStepApplies},
 		{"RecordStep/Conflict", testRecordStepConflict},
