@@ -178,11 +178,39 @@ func testEventsErrors(t *testing.T, s agentd.Store) {
 	}
 }
 
+// appendConcurrently has workers goroutines append rounds batches each, of 1
+// to 3 text_delta drafts to random conversations of convs (rng seeded with
+// the worker and seed), and calls check with each batch and what
+// AppendEvents returned for it; it returns when every worker is done. An
+// append error fails the test and stops that worker.
+func appendConcurrently(t *testing.T, s agentd.Store, convs []string, workers, rounds int, seed uint64, check func([]agentd.EventDraft, []agentd.Event)) {
+	t.Helper()
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), seed))
+			for r := range rounds {
+				var batch []agentd.EventDraft
+				for k := range 1 + rng.IntN(3) {
+					batch = append(batch, draft(convs[rng.IntN(len(convs))], agentd.EventTextDelta, fmt.Sprintf(`{"w":%d,"r":%d,"k":%d}`, w, r, k)))
+				}
+				evs, err := s.AppendEvents(ctx, batch)
+				if err != nil {
+					t.Errorf("AppendEvents: %v", err)
+					return
+				}
+				check(batch, evs)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // testEventsConcurrent appends from many goroutines, in batches that mix
 // conversations, and checks that every conversation's log is 1..N with each
 // event exactly once, as the appenders were told.
 func testEventsConcurrent(t *testing.T, s agentd.Store) {
-	ctx := context.Background()
 	convs := make([]string, 4)
 	for i := range convs {
 		convs[i] = newConversation(t, s).ID
@@ -194,45 +222,29 @@ func testEventsConcurrent(t *testing.T, s agentd.Store) {
 	}
 	var mu sync.Mutex
 	told := map[key]string{} // what AppendEvents returned
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 7))
-			for r := range rounds {
-				var batch []agentd.EventDraft
-				for k := range 1 + rng.IntN(3) {
-					batch = append(batch, draft(convs[rng.IntN(len(convs))], agentd.EventTextDelta, fmt.Sprintf(`{"w":%d,"r":%d,"k":%d}`, w, r, k)))
-				}
-				evs, err := s.AppendEvents(ctx, batch)
-				if err != nil {
-					t.Errorf("AppendEvents: %v", err)
-					return
-				}
-				if len(evs) != len(batch) {
-					t.Errorf("AppendEvents returned %d events for %d drafts", len(evs), len(batch))
-					return
-				}
-				last := map[string]int64{}
-				mu.Lock()
-				for i, e := range evs {
-					if e.ConversationID != batch[i].ConversationID || string(e.Data) != string(batch[i].Data) {
-						t.Errorf("event %d of a batch = %+v, want draft %+v", i, e, batch[i])
-					}
-					if e.Seq <= last[e.ConversationID] {
-						t.Errorf("batch seqs of %s not increasing: %d after %d", e.ConversationID, e.Seq, last[e.ConversationID])
-					}
-					last[e.ConversationID] = e.Seq
-					k := key{e.ConversationID, e.Seq}
-					if prev, dup := told[k]; dup {
-						t.Errorf("seq %d of %s given twice: %s and %s", e.Seq, e.ConversationID, prev, e.Data)
-					}
-					told[k] = string(e.Data)
-				}
-				mu.Unlock()
+	appendConcurrently(t, s, convs, workers, rounds, 7, func(batch []agentd.EventDraft, evs []agentd.Event) {
+		if len(evs) != len(batch) {
+			t.Errorf("AppendEvents returned %d events for %d drafts", len(evs), len(batch))
+			return
+		}
+		last := map[string]int64{}
+		mu.Lock()
+		defer mu.Unlock()
+		for i, e := range evs {
+			if e.ConversationID != batch[i].ConversationID || string(e.Data) != string(batch[i].Data) {
+				t.Errorf("event %d of a batch = %+v, want draft %+v", i, e, batch[i])
 			}
-		})
-	}
-	wg.Wait()
+			if e.Seq <= last[e.ConversationID] {
+				t.Errorf("batch seqs of %s not increasing: %d after %d", e.ConversationID, e.Seq, last[e.ConversationID])
+			}
+			last[e.ConversationID] = e.Seq
+			k := key{e.ConversationID, e.Seq}
+			if prev, dup := told[k]; dup {
+				t.Errorf("seq %d of %s given twice: %s and %s", e.Seq, e.ConversationID, prev, e.Data)
+			}
+			told[k] = string(e.Data)
+		}
+	})
 	if t.Failed() {
 		return
 	}

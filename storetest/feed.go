@@ -227,7 +227,6 @@ func testFeedLastPosition(t *testing.T, s agentd.Store) {
 // order: an event committed after a reader saw position P never has a
 // position below P (it would be skipped for good).
 func testFeedConcurrent(t *testing.T, s agentd.Store) {
-	ctx := context.Background()
 	convs := make([]string, 4)
 	for i := range convs {
 		convs[i] = newConversationIn(t, s, fmt.Sprintf("tenant-%d", i%2), "project").ID
@@ -235,38 +234,22 @@ func testFeedConcurrent(t *testing.T, s agentd.Store) {
 	const workers, rounds, readers = 12, 15, 3
 	var mu sync.Mutex
 	told := map[int64]agentd.Event{}
-	var writers sync.WaitGroup
-	for w := range workers {
-		writers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), 11))
-			for r := range rounds {
-				var batch []agentd.EventDraft
-				for k := range 1 + rng.IntN(3) {
-					batch = append(batch, draft(convs[rng.IntN(len(convs))], agentd.EventTextDelta, fmt.Sprintf(`{"w":%d,"r":%d,"k":%d}`, w, r, k)))
-				}
-				evs, err := s.AppendEvents(ctx, batch)
-				if err != nil {
-					t.Errorf("AppendEvents: %v", err)
-					return
-				}
-				mu.Lock()
-				for _, e := range evs {
-					if prev, dup := told[e.Position]; dup {
-						t.Errorf("position %d given twice: %s and %s", e.Position, prev.Data, e.Data)
-					}
-					told[e.Position] = e
-				}
-				mu.Unlock()
-			}
-		})
-	}
 	writersDone := make(chan struct{})
 	seen := make([][]agentd.Event, readers)
 	var readersWG sync.WaitGroup
 	for r := range readers {
 		readersWG.Go(func() { seen[r] = followUntil(t, s, writersDone, 1+5*r) })
 	}
-	writers.Wait()
+	appendConcurrently(t, s, convs, workers, rounds, 11, func(_ []agentd.EventDraft, evs []agentd.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range evs {
+			if prev, dup := told[e.Position]; dup {
+				t.Errorf("position %d given twice: %s and %s", e.Position, prev.Data, e.Data)
+			}
+			told[e.Position] = e
+		}
+	})
 	close(writersDone)
 	readersWG.Wait()
 	if t.Failed() {
