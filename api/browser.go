@@ -36,11 +36,11 @@ func (s *Server) guardBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		o, err := origin.Normalize(raw)
-		if err != nil || (!sameOrigin(o, r.Host) && !slices.Contains(s.cfg.CORSOrigins, o)) {
-			return agentd.Errorf(agentd.EFORBIDDEN, "requests from the origin %q are not allowed (list it in agentd.json cors_origins)", raw)
-		}
-		if sameOrigin(o, r.Host) {
+		if err == nil && sameOrigin(o, r.Host) {
 			return next(c)
+		}
+		if err != nil || !slices.Contains(s.cfg.CORSOrigins, o) {
+			return agentd.Errorf(agentd.EFORBIDDEN, "requests from the origin %q are not allowed (list it in agentd.json cors_origins)", raw)
 		}
 		h := c.Response().Header()
 		h.Add("Vary", "Origin")
