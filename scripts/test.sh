@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and test of agentd on a fresh machine: formatting, vet,
 # staticcheck (pinned in go.mod's tool block), and the race-enabled test
-# suite (real SQLite files, real subprocesses, the real binary on loopback).
+# suite (real SQLite files, real subprocesses, the real binary on loopback,
+# the real JavaScript SDK clients on Node 22, a real Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,10 @@ if go tool -n staticcheck >/dev/null 2>&1; then
   echo "== staticcheck"
   go tool staticcheck ./...
 fi
+
+echo "== JavaScript runtime, packages and browser for the SDK and browser tests"
+# shellcheck source=scripts/js.sh
+source scripts/js.sh
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m "$@" ./...
