@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/agentd-dev/agentd"
@@ -81,25 +80,12 @@ func checkEvents(events []agentd.EventDraft) error {
 	return nil
 }
 
-// appendQueries are appendEvents' statements, prepared once on the write
-// connection (prepareAppend): the conversation's next sequence number, the
+// appendEvents' statements: the conversation's next sequence number, the
 // insert (which takes the next position).
-var appendQueries = [...]string{
-	`UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`,
-	`INSERT INTO events (conversation_id, seq, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING position`,
-}
-
-// prepareAppend prepares appendQueries on the write connection.
-func (db *DB) prepareAppend(ctx context.Context) error {
-	for i, q := range appendQueries {
-		st, err := db.writer.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("prepare the event append: %w", err)
-		}
-		db.appendStmts[i] = st
-	}
-	return nil
-}
+var (
+	nextSeqQuery     = prepared(`UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`)
+	insertEventQuery = prepared(`INSERT INTO events (conversation_id, seq, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING position`)
+)
 
 // appendEvents appends drafts inside tx. Each event takes the next value of
 // its conversation's last_seq counter, which the same transaction
@@ -115,6 +101,7 @@ func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.Even
 	if len(drafts) == 0 {
 		return nil, nil
 	}
+	q := db.w(tx)
 	out := make([]agentd.Event, 0, len(drafts))
 	for _, d := range drafts {
 		data, err := encJSON("event data", d.Data)
@@ -123,13 +110,13 @@ func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.Even
 		}
 		e := agentd.Event{ConversationID: d.ConversationID, Type: d.Type, Data: d.Data}
 		var tenant, project string
-		err = tx.StmtContext(ctx, db.appendStmts[0]).QueryRowContext(ctx, d.ConversationID).Scan(&e.Seq, &tenant, &project)
+		err = q.QueryRowContext(ctx, nextSeqQuery, d.ConversationID).Scan(&e.Seq, &tenant, &project)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", d.ConversationID)
 		} else if err != nil {
 			return nil, err
 		}
-		if err := tx.StmtContext(ctx, db.appendStmts[1]).QueryRowContext(ctx,
+		if err := q.QueryRowContext(ctx, insertEventQuery,
 			e.ConversationID, e.Seq, tenant, project, e.Type, data).Scan(&e.Position); err != nil {
 			return nil, err
 		}
