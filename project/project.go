@@ -58,8 +58,10 @@ type Agent struct {
 	Tools           []string
 	ApprovalTimeout time.Duration
 	MaxTurns        int
-	// Workspace and Subagents are kept raw; nothing reads them yet.
-	Workspace json.RawMessage
+	// Workspace is the absolute folder of the file tools (agent.json
+	// "workspace", relative to the project folder); "" means none.
+	Workspace string
+	// Subagents is the raw "subagents" array; nothing reads it yet.
 	Subagents json.RawMessage
 }
 
@@ -125,7 +127,7 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
-	if p.Agent, err = parseAgent(data); err != nil {
+	if p.Agent, err = parseAgent(data, abs); err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
 
@@ -143,6 +145,28 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	return p, nil
 }
 
+// workspace resolves agent.json's "workspace": a folder, relative to the
+// project folder or absolute, that must exist.
+func workspace(projectDir string, raw json.RawMessage) (string, error) {
+	if jsonconf.IsNull(raw) {
+		return "", nil
+	}
+	var dir string
+	if err := json.Unmarshal(raw, &dir); err != nil || dir == "" {
+		return "", jsonconf.FieldErr("workspace", "must be a folder name, relative to the project folder or absolute")
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(projectDir, dir)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return "", jsonconf.FieldErr("workspace", "%v", err)
+	} else if !info.IsDir() {
+		return "", jsonconf.FieldErr("workspace", "%s is not a folder", dir)
+	}
+	return dir, nil
+}
+
 type agentFile struct {
 	Name            *string         `json:"name"`
 	SystemPrompt    string          `json:"system_prompt"`
@@ -154,7 +178,8 @@ type agentFile struct {
 	Subagents       json.RawMessage `json:"subagents"`
 }
 
-func parseAgent(data []byte) (Agent, error) {
+// parseAgent parses agent.json of the project in dir.
+func parseAgent(data []byte, dir string) (Agent, error) {
 	var f agentFile
 	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Agent{}, err
@@ -163,7 +188,6 @@ func parseAgent(data []byte) (Agent, error) {
 		SystemPrompt:    f.SystemPrompt,
 		ApprovalTimeout: agentd.DefaultApprovalTimeout,
 		MaxTurns:        agentd.DefaultMaxTurns,
-		Workspace:       compact(f.Workspace),
 		Subagents:       compact(f.Subagents),
 	}
 
@@ -215,6 +239,10 @@ func parseAgent(data []byte) (Agent, error) {
 			return Agent{}, jsonconf.FieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)
 		}
 		a.MaxTurns = *f.MaxTurns
+	}
+	var err error
+	if a.Workspace, err = workspace(dir, f.Workspace); err != nil {
+		return Agent{}, err
 	}
 	return a, nil
 }

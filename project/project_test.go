@@ -68,6 +68,9 @@ func TestLoadFull(t *testing.T) {
 	withTool(files, "hidden", `, "llm_callable": false`)
 	dir := writeProject(t, files)
 
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	p, err := Load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +86,7 @@ func TestLoadFull(t *testing.T) {
 		Tools:           []string{"refund", "lookup"},
 		ApprovalTimeout: 150 * time.Minute,
 		MaxTurns:        7,
-		Workspace:       json.RawMessage(`"ws"`),
+		Workspace:       filepath.Join(dir, "ws"),
 		Subagents:       json.RawMessage(`[{"name":"researcher"}]`),
 	}
 	if !reflect.DeepEqual(p.Agent, want) {
@@ -123,7 +126,7 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	a := p.Agent
 	if a.ApprovalTimeout != 15*time.Minute || a.MaxTurns != 20 || a.Tools != nil || a.SystemPrompt != "" ||
-		a.Provider != "script" || a.Workspace != nil || a.Subagents != nil {
+		a.Provider != "script" || a.Workspace != "" || a.Subagents != nil {
 		t.Errorf("Agent defaults = %+v", a)
 	}
 	if p.Server.MaxBodyBytes != 1<<20 || p.Server.APIKeys != nil || p.Server.Webhooks != nil {

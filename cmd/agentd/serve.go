@@ -19,6 +19,7 @@ import (
 	"github.com/agentd-dev/agentd/demo"
 	"github.com/agentd-dev/agentd/demo/billing"
 	"github.com/agentd-dev/agentd/feed"
+	"github.com/agentd-dev/agentd/files"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/model/anthropic"
 	"github.com/agentd-dev/agentd/model/openai"
@@ -65,7 +66,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("load project: %w", err)
 	}
-	agentTools, err := toolRegistry(proj)
+	var workspace *files.Source
+	if proj.Agent.Workspace != "" {
+		if workspace, err = files.Open(proj.Agent.Workspace, files.Options{}); err != nil {
+			return fmt.Errorf("load project: agent.json: %w", err)
+		}
+		defer workspace.Close()
+	}
+	agentTools, err := toolRegistry(proj, workspace)
 	if err != nil {
 		return fmt.Errorf("load project: %w", err)
 	}
@@ -224,11 +232,15 @@ func or(a, b string) string {
 
 // toolRegistry builds the project's one tool registry from its tool
 // sources — the command tools, the request tool, each connection's
-// operations — and returns the tools the agent's model sees. Its errors
-// are load errors: a name two sources define, an agent.json "tools" entry
-// no source has or the model may not see.
-func toolRegistry(proj *project.Project) (*registry.Toolset, error) {
+// operations, the workspace's file tools (nil: no workspace) — and returns
+// the tools the agent's model sees. Its errors are load errors: a name two
+// sources define, an agent.json "tools" entry no source has or the model
+// may not see.
+func toolRegistry(proj *project.Project, workspace *files.Source) (*registry.Toolset, error) {
 	sources := append([]loop.ToolSource{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
+	if workspace != nil {
+		sources = append(sources, workspace)
+	}
 	reg, err := registry.New(sources...)
 	if err != nil {
 		return nil, err
