@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/connections"
+	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/origin"
 	"github.com/agentd-dev/agentd/tools"
@@ -42,7 +43,10 @@ type Project struct {
 	// Connections are the project's connections (connections/<name>/),
 	// sorted by name; connections.Sources gives their tools.
 	Connections []*connections.Connection
-	Warnings    []string
+	// Hooks are the project's hooks (hooks/<name>/hook.json), in name
+	// order: the order they run in.
+	Hooks    []*hooks.Hook
+	Warnings []string
 }
 
 // Agent is the default agent of agent.json.
@@ -82,9 +86,6 @@ var (
 	sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// folders of SPEC §1.1 that this version does not load yet.
-var unsupportedFolders = []string{"hooks"}
-
 // Load reads and checks the project in dir. A project needs agent.json;
 // agentd.json, tools/ and connections/ are optional. getenv reads the
 // connections' secrets (nil means os.Getenv).
@@ -115,10 +116,8 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	for _, c := range p.Connections {
 		p.Warnings = append(p.Warnings, c.Warnings()...)
 	}
-	for _, name := range unsupportedFolders {
-		if info, err := os.Stat(filepath.Join(abs, name)); err == nil && info.IsDir() {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("%s/: not supported by this version, ignored", name))
-		}
+	if p.Hooks, err = hooks.LoadDir(filepath.Join(abs, "hooks")); err != nil {
+		return nil, err
 	}
 
 	data, err := os.ReadFile(filepath.Join(abs, "agent.json"))

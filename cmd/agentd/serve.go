@@ -20,6 +20,7 @@ import (
 	"github.com/agentd-dev/agentd/demo/billing"
 	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/files"
+	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/model/anthropic"
 	"github.com/agentd-dev/agentd/model/openai"
@@ -113,10 +114,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	events := feed.New(store, feed.Options{})
 	defer events.Close()
 	hub := sse.NewHub()
-	engine := loop.New(store, publishers{hub, events}, &loop.Agent{
+	agent := &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
-	}, loop.Options{Logger: log})
+	}
+	if len(proj.Hooks) > 0 {
+		agent.Hooks = hooks.New(proj.Hooks, log)
+	}
+	engine := loop.New(store, publishers{hub, events}, agent, loop.Options{Logger: log})
 	if err := engine.Start(ctx); err != nil {
 		return err
 	}
