@@ -71,6 +71,9 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	var runErr error
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
+	} else if c.Name == TaskTool && c.ServerID == SubagentsServerID {
+		log.Info().Str("tool", c.Name).Msg("subagent started")
+		result, runErr = e.runSubagent(rs.ctx, c)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
 		result, runErr = t.Execute(rs.ctx, c)

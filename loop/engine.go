@@ -42,6 +42,9 @@ type Agent struct {
 	// Hooks are the project's preToolUse and postToolUse hooks; nil means
 	// none.
 	Hooks Hooks
+	// Subagents are the subagents the task tool (TaskSource, listed in
+	// Tools) starts.
+	Subagents []*Subagent
 }
 
 // Options are the optional dependencies of an Engine.

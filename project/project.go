@@ -65,8 +65,8 @@ type Agent struct {
 	// Workspace is the absolute folder of the file tools (agent.json
 	// "workspace", relative to the project folder); "" means none.
 	Workspace string
-	// Subagents is the raw "subagents" array; nothing reads it yet.
-	Subagents json.RawMessage
+	// Subagents are agent.json's "subagents", in the order written.
+	Subagents []Subagent
 }
 
 // Server holds the settings of agentd.json.
@@ -187,7 +187,6 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 		SystemPrompt:    f.SystemPrompt,
 		ApprovalTimeout: agentd.DefaultApprovalTimeout,
 		MaxTurns:        agentd.DefaultMaxTurns,
-		Subagents:       compact(f.Subagents),
 	}
 
 	switch {
@@ -243,7 +242,70 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 	if a.Workspace, err = workspace(dir, f.Workspace); err != nil {
 		return Agent{}, err
 	}
+	if a.Subagents, err = parseSubagents(f.Subagents); err != nil {
+		return Agent{}, err
+	}
 	return a, nil
+}
+
+// Subagent is one entry of agent.json's "subagents" (SPEC §4.5).
+type Subagent struct {
+	Name         string
+	Description  string
+	SystemPrompt string
+	// Model is the raw "model" object; nil means the parent's model.
+	Model json.RawMessage
+	// Tools names the tools its model sees; nil means every llm_callable
+	// tool but the task tool. The tool registry checks the names.
+	Tools    []string
+	MaxTurns int
+}
+
+// DefaultSubagentMaxTurns is a subagent's max_turns when agent.json gives none.
+const DefaultSubagentMaxTurns = 6
+
+type subagentFile struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	SystemPrompt string          `json:"system_prompt"`
+	Model        json.RawMessage `json:"model"`
+	Tools        []string        `json:"tools"`
+	MaxTurns     *int            `json:"max_turns"`
+}
+
+func parseSubagents(raw json.RawMessage) ([]Subagent, error) {
+	if jsonconf.IsNull(raw) {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, jsonconf.FieldErr("subagents", "must be an array of objects")
+	}
+	var out []Subagent
+	seen := map[string]bool{}
+	for i, item := range list {
+		prefix := fmt.Sprintf("subagents[%d]", i)
+		var f subagentFile
+		if err := jsonconf.DecodeStrict(item, &f, prefix); err != nil {
+			return nil, err
+		}
+		switch {
+		case !namePattern.MatchString(f.Name):
+			return nil, jsonconf.FieldErr(prefix+".name", "must be 1 to 64 letters, digits, '_' or '-', got %q", f.Name)
+		case seen[f.Name]:
+			return nil, jsonconf.FieldErr(prefix+".name", "%q is used by another subagent", f.Name)
+		case f.MaxTurns != nil && *f.MaxTurns <= 0:
+			return nil, jsonconf.FieldErr(prefix+".max_turns", "must be at least 1, got %d", *f.MaxTurns)
+		}
+		seen[f.Name] = true
+		s := Subagent{Name: f.Name, Description: f.Description, SystemPrompt: f.SystemPrompt, Model: compact(f.Model),
+			Tools: f.Tools, MaxTurns: DefaultSubagentMaxTurns}
+		if f.MaxTurns != nil {
+			s.MaxTurns = *f.MaxTurns
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 type serverFile struct {

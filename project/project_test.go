@@ -87,7 +87,7 @@ func TestLoadFull(t *testing.T) {
 		ApprovalTimeout: 150 * time.Minute,
 		MaxTurns:        7,
 		Workspace:       filepath.Join(dir, "ws"),
-		Subagents:       json.RawMessage(`[{"name":"researcher"}]`),
+		Subagents:       []Subagent{{Name: "researcher", MaxTurns: DefaultSubagentMaxTurns}},
 	}
 	if !reflect.DeepEqual(p.Agent, want) {
 		t.Errorf("Agent = %+v\nwant    %+v", p.Agent, want)
