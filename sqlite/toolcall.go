@@ -14,13 +14,13 @@ import (
 const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params`
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256`
 
 var insertToolCall = prepared(`INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 
 // The tool-call statements run on every state change of a call, and the
 // reads of one call, a run's calls and a conversation's calls on every step
@@ -43,6 +43,11 @@ var (
 			WHERE id = ? AND status IN (SELECT value FROM json_each(?))`)
 	editCallQuery = prepared(`
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
+					method = ?, endpoint = ?, path_template = ?, params = ?
+				WHERE id = ?`)
+	reparkCallQuery = prepared(`
+				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
+					allowed_decisions = ?, diff = ?, state_sha256 = ?, requires_approval_at = ?,
 					method = ?, endpoint = ?, path_template = ?, params = ?
 				WHERE id = ?`)
 	insertDecisionQuery = prepared(`
@@ -139,7 +144,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	return []any{c.ID, c.TenantID, c.ProjectID, nullString(c.ConversationID), nullString(c.RunID),
 		c.CorrelationID, c.MessageID, c.Step, c.Index, c.Name, c.ServerID, arguments, c.ArgumentsSHA256, c.Tier, c.Reason,
 		c.Escalated, c.Status, c.Method, c.Endpoint, deadline, allowed, result, c.Error,
-		created, updated, c.ConnectionName, c.PathTemplate, params}, nil
+		created, updated, c.ConnectionName, c.PathTemplate, params, c.Diff, c.StateSHA256}, nil
 }
 
 // ToolCall returns one call with its decisions in the order they were
@@ -265,6 +270,10 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 			return nil, nil, err
 		}
 	}
+	repark, err := reparkArgs(u)
+	if err != nil {
+		return nil, nil, err
+	}
 	var d *agentd.Decision
 	var decidedArgs any
 	var decided any
@@ -317,6 +326,11 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 				return err
 			}
 		}
+		if n > 0 && repark != nil {
+			if _, err := q.ExecContext(ctx, reparkCallQuery, append(repark, u.ID)...); err != nil {
+				return err
+			}
+		}
 		if n == 0 {
 			cur, err := getToolCall(ctx, q, u.ID)
 			if err != nil {
@@ -345,6 +359,42 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 		return nil, nil, err
 	}
 	return call, out, nil
+}
+
+// reparkArgs checks u.Repark and returns its column values in the order
+// of UpdateToolCall's statement; nil without a Repark. A call is parked
+// again only into requires_confirmation, with a deadline and a digest.
+func reparkArgs(u agentd.CallUpdate) ([]any, error) {
+	r := u.Repark
+	if r == nil {
+		return nil, nil
+	}
+	switch {
+	case u.Status != agentd.StatusRequiresConfirmation:
+		return nil, agentd.Errorf(agentd.EINVALID, "a call is parked again only into requires_confirmation, not %q", u.Status)
+	case r.ArgumentsSHA256 == "":
+		return nil, agentd.Errorf(agentd.EINVALID, "a call parked again needs its arguments_sha256")
+	case r.RequiresApprovalAt.IsZero():
+		return nil, agentd.Errorf(agentd.EINVALID, "a call parked again needs its deadline")
+	}
+	args, err := encJSON("re-parked arguments", r.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	deadline, err := encTime("requires_approval_at", r.RequiresApprovalAt)
+	if err != nil {
+		return nil, err
+	}
+	allowed, err := json.Marshal(r.AllowedDecisions)
+	if err != nil {
+		return nil, err
+	}
+	params, err := encJSON("re-parked params", r.Params)
+	if err != nil {
+		return nil, err
+	}
+	return []any{args, r.ArgumentsSHA256, r.Tier, r.Reason, r.Escalated, string(allowed), r.Diff, r.StateSHA256, deadline,
+		r.Method, r.Endpoint, r.PathTemplate, params}, nil
 }
 
 // listToolCalls reads the calls matching where (which may end in ORDER BY)
@@ -430,7 +480,7 @@ func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 	if err := s.Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.ConversationID, &c.RunID,
 		&c.CorrelationID, &c.MessageID, &c.Step, &c.Index, &c.Name, &c.ServerID, &arguments, &c.ArgumentsSHA256, &c.Tier, &c.Reason,
 		&c.Escalated, &c.Status, &c.Method, &c.Endpoint, &deadline, &allowed, &result, &c.Error,
-		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params); err != nil {
+		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params, &c.Diff, &c.StateSHA256); err != nil {
 		return nil, err
 	}
 	c.Arguments = decJSON(arguments)
