@@ -355,7 +355,7 @@ export class AgentdConfirmation extends HTMLElement {
   _buttons(ev) {
     const allowed = ev.allowed_decisions || ['approve', 'deny'];
     const reasonId = 'agentd-reason-' + ev.tool_call_id;
-    this._reason = h('input', { id: reasonId, type: 'text', maxlength: '4096', placeholder: 'Reason (optional)', autocomplete: 'off' });
+    this._reason = h('input', { id: reasonId, type: 'text', maxlength: '4096', autocomplete: 'off' });
     const approve = h('button', { type: 'button', class: 'agentd-approve' }, 'Approve');
     const deny = h('button', { type: 'button', class: 'agentd-deny' }, 'Deny');
     approve.addEventListener('click', () => this.sendDecision({ decision: 'approve', reason: this._reason.value || undefined }));
