@@ -553,7 +553,6 @@ export class AgentdChat extends HTMLElement {
     this._stop();
     const es = new EventSource(this.client.streamURL(this._conv, this._seq));
     this._es = es;
-    es.onmessage = null;
     const onEvent = (e) => this._receive(e);
     for (const t of ['run_started', 'text_delta', 'message', 'tool_call_started', 'confirmation_required', 'confirmation_resolved',
       'tool_call_refused', 'tool_call_result', 'subagent_event', 'run_waiting', 'run_finished', 'error']) {
