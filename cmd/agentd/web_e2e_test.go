@@ -41,6 +41,8 @@ var webRules = `[
  {"when":{"user":"(?i)^xss"},"reply":{"text":` + jsonString(xssPayload+` and a <b>bold</b> claim`) + `,"tool_calls":[{"name":"note","arguments":{"text":` + jsonString(xssPayload) + `}}]}},
  {"when":{"user":"(?i)^memo"},"reply":{"text":"I'll change the memo of invoice INV-2002.","tool_calls":[{"name":"billing__updateInvoice","arguments":{"path":{"id":"INV-2002"},"body":{"memo":"Paid by bank transfer","amount":100}}}]}},
  {"when":{"user":"(?i)^slow"},"reply":{"text":"Replacing invoice INV-2001.","tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"PUT","endpoint":"/invoices/INV-2001","data":{"memo":"replaced"},"intent":"write"}}]}},
+ {"when":{"user":"(?i)^fix the notes"},"reply":{"text":"Moving the meeting to Tuesday.","tool_calls":[{"name":"edit_file","arguments":{"path":"notes.md","old_text":"Monday","new_text":"Tuesday"}}]}},
+ {"when":{"tool_result":"edit_file"},"reply":{"text":"edit_file {{status}}"}},
  {"when":{"tool_result":"pay","status":"completed"},"reply":{"text":"paid: {{result}}"}},
  {"when":{"tool_result":"pay","status":"denied"},"reply":{"text":"not paid, you said: {{reason}}"}},
  {"when":{"tool_result":"pay"},"reply":{"text":"pay {{status}}: {{reason}}"}},
@@ -73,6 +75,7 @@ const webPolicy = `{
 // other origins: one listed in cors_origins, one not.
 type webFixture struct {
 	base, execLog  string
+	workspace      string
 	api            *billing.API
 	allowed, other *httptest.Server
 }
@@ -111,7 +114,10 @@ func newWebFixture(t *testing.T) *webFixture {
 	must(t, os.WriteFile(filepath.Join(note, "tool.json"), []byte(`{"name":"note","description":"Write a note.","command":["/bin/sh","./run.sh"],
  "env":["AGENTD_TEST_LOG"],"exposure":{"kind":"requires-confirmation"},
  "parameters":{"type":"object","properties":{"text":{"type":"string","maxLength":500}},"required":["text"],"additionalProperties":false}}`), 0o644))
-	agent := fmt.Sprintf(`{"name":"web","model":{"provider":"script","script":{"rules":%s}},"max_turns":10}`, webRules)
+	must(t, os.MkdirAll(filepath.Join(dir, "ws"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "ws", "notes.md"), []byte("# Notes\nMeeting on Monday\n"), 0o644))
+	f.workspace = filepath.Join(dir, "ws")
+	agent := fmt.Sprintf(`{"name":"web","model":{"provider":"script","script":{"rules":%s}},"max_turns":10,"workspace":"ws"}`, webRules)
 	must(t, os.WriteFile(filepath.Join(dir, "agent.json"), []byte(agent), 0o644))
 	cdir := filepath.Join(dir, "connections", "billing")
 	must(t, os.MkdirAll(cdir, 0o755))
@@ -227,6 +233,10 @@ func TestWebChatInBrowser(t *testing.T) {
 		t.Fatalf("downstream writes %+v, want one PATCH of INV-2002", patches)
 	}
 	jsonEqual(t, "edited body", patches[0].Body, `{"memo":"Paid in cash","amount":90}`)
+	// The file edit approved on its diff card was written.
+	if b, err := os.ReadFile(filepath.Join(f.workspace, "notes.md")); err != nil || string(b) != "# Notes\nMeeting on Tuesday\n" {
+		t.Errorf("notes.md after the approved edit: %q %v", b, err)
+	}
 	if b, err := os.ReadFile(timings); err == nil {
 		t.Logf("timings: %s", b)
 	}

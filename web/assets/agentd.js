@@ -219,6 +219,21 @@ function pretty(v) {
   return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
 }
 
+// diffSection shows a card's diff; a unified diff line by line, marked as
+// added or removed (as text, like everything else).
+function diffSection(diff) {
+  const pre = h('pre', {});
+  if (typeof diff === 'string') {
+    for (const line of diff.replace(/\n$/, '').split('\n')) {
+      const cls = line.startsWith('+') && !line.startsWith('+++') ? 'agentd-add' : line.startsWith('-') && !line.startsWith('---') ? 'agentd-del' : undefined;
+      pre.append(h('span', { class: cls }, line + '\n'));
+    }
+  } else {
+    pre.append(pretty(diff));
+  }
+  return h('section', { class: 'agentd-diff', 'aria-label': 'Diff' }, h('h4', {}, 'Diff'), pre);
+}
+
 // cardFromToolCall turns a parked call (GET /v1/tool-calls/{id},
 // GET /v1/approvals) into the fields of a confirmation_required event.
 export function cardFromToolCall(c) {
@@ -231,7 +246,7 @@ export function cardFromToolCall(c) {
     requires_approval_at: c.requires_approval_at, allowed_decisions: c.allowed_decisions || ['approve', 'deny'],
     status: c.status, decisions: c.decisions || [],
     card: { connection_name: conn, method: c.method, endpoint: c.endpoint, path_template: c.path_template || null, diff: null,
-      arguments: conn ? c.params : c.arguments },
+      arguments: conn ? c.params : c.arguments, diff: c.diff || null },
   };
 }
 
@@ -310,9 +325,7 @@ export class AgentdConfirmation extends HTMLElement {
     if (ev.reason) body.push(h('p', { class: 'agentd-reason' }, ev.reason));
     if (ev.escalated) body.push(h('p', { class: 'agentd-sub' }, 'Escalated: the tier was raised for this call.'));
     body.push(this._arguments(conn ? (card.arguments || ev.params) : (card.arguments || ev.params), !!conn));
-    if (card.diff !== null && card.diff !== undefined) {
-      body.push(h('section', { class: 'agentd-diff', 'aria-label': 'Diff' }, h('h4', {}, 'Diff'), h('pre', {}, pretty(card.diff))));
-    }
+    if (card.diff !== null && card.diff !== undefined && card.diff !== '') body.push(diffSection(card.diff));
     this._countdown = h('p', { class: 'agentd-countdown', role: 'timer', 'aria-live': 'off' });
     this._status = h('p', { class: 'agentd-status', role: 'status', 'aria-live': 'polite' });
     this._error = h('p', { class: 'agentd-error', role: 'alert', hidden: true });

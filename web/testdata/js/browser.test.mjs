@@ -263,6 +263,22 @@ test('acceptance 3: Edit on a connection card; an invalid edit is refused by the
   await collect(page);
 });
 
+test('a file edit card shows its diff', async () => {
+  const page = await newPage();
+  await openChat(page);
+  await say(page, 'fix the notes');
+  const card = cards(page).nth(0);
+  await card.getByRole('heading', { name: 'edit_file' }).waitFor({ timeout: WAIT });
+  const diff = card.getByRole('region', { name: 'Diff' });
+  await diff.getByText('-Meeting on Monday', { exact: true }).waitFor();
+  await diff.getByText('+Meeting on Tuesday', { exact: true }).waitFor();
+  await card.screenshot({ path: join(cfg.screenshots, 'web-card-diff.png') });
+  await card.getByRole('button', { name: 'Approve' }).click();
+  await page.getByText('edit_file completed', { exact: true }).waitFor({ timeout: WAIT });
+  await assertClean(page);
+  await collect(page);
+});
+
 test('acceptance 4: <agentd-confirmation> on another origin works when it is in cors_origins, and is refused when not', async () => {
   const q = new URLSearchParams({ key: cfg.key, call: cfg.embedCall, chat: cfg.embedConversation });
   const page = await newPage();
