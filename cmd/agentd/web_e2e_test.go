@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -9,10 +10,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,6 +81,7 @@ const webPolicy = `{
 type webFixture struct {
 	base, execLog  string
 	workspace      string
+	proxy          *cutProxy
 	api            *billing.API
 	allowed, other *httptest.Server
 }
@@ -134,7 +140,76 @@ func newWebFixture(t *testing.T) *webFixture {
 	b, _ := json.Marshal(map[string]any{"api_keys": keys, "cors_origins": []string{f.allowed.URL}})
 	must(t, os.WriteFile(filepath.Join(dir, "agentd.json"), b, 0o644))
 	f.base, _ = startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog, "BILLING_TOKEN": billingToken})
+	target, err := url.Parse(f.base)
+	must(t, err)
+	f.proxy = &cutProxy{rp: httputil.NewSingleHostReverseProxy(target), base: f.base}
+	ps := httptest.NewServer(f.proxy)
+	t.Cleanup(ps.Close)
+	f.proxy.url = ps.URL
 	return f
+}
+
+// cutProxy stands between a page and the server and ends the first stream
+// it carries right after its first confirmation_required, as a network
+// would; the browser's EventSource then reconnects by itself, with
+// Last-Event-ID. It records that header of every stream request.
+type cutProxy struct {
+	rp        *httputil.ReverseProxy
+	base, url string
+	mu        sync.Mutex
+	streams   []string // Last-Event-ID of each stream request
+	cutAfter  int64    // the id of the last event the cut stream passed
+}
+
+func (p *cutProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasSuffix(r.URL.Path, "/events") {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	p.mu.Lock()
+	p.streams = append(p.streams, r.Header.Get("Last-Event-ID"))
+	first := len(p.streams) == 1
+	p.mu.Unlock()
+	if !first {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, p.base+r.URL.RequestURI(), nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	resp, err := streamClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	var id int64
+	typ := ""
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintf(w, "%s\n", line)
+		_ = rc.Flush()
+		switch {
+		case strings.HasPrefix(line, "id: "):
+			id, _ = strconv.ParseInt(line[4:], 10, 64)
+		case strings.HasPrefix(line, "event: "):
+			typ = line[7:]
+		case line == "" && typ == "confirmation_required":
+			p.mu.Lock()
+			p.cutAfter = id
+			p.mu.Unlock()
+			return // the stream ends here, cleanly
+		case line == "":
+			typ = ""
+		}
+	}
 }
 
 // embedPage is another site's page with an <agentd-confirmation> for the
@@ -196,6 +271,7 @@ func TestWebChatInBrowser(t *testing.T) {
 	cfg, _ := json.Marshal(map[string]string{
 		"base": f.base, "key": webClientKey, "chromium": chromium, "screenshots": shots, "timings": timings,
 		"allowedOrigin": f.allowed.URL, "otherOrigin": f.other.URL,
+		"proxy":             f.proxy.url,
 		"embedConversation": embedConv, "embedCall": embedCall, "refusedCall": refusedCall,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -233,6 +309,14 @@ func TestWebChatInBrowser(t *testing.T) {
 		t.Fatalf("downstream writes %+v, want one PATCH of INV-2002", patches)
 	}
 	jsonEqual(t, "edited body", patches[0].Body, `{"memo":"Paid in cash","amount":90}`)
+	// The cut stream was resumed by the browser itself, after the last event
+	// it had received.
+	f.proxy.mu.Lock()
+	streams, cut := f.proxy.streams, f.proxy.cutAfter
+	f.proxy.mu.Unlock()
+	if len(streams) < 2 || streams[0] != "" || streams[1] != strconv.FormatInt(cut, 10) {
+		t.Errorf("stream requests through the cutting proxy had Last-Event-ID %q, want \"\" then %d", streams, cut)
+	}
 	// The file edit approved on its diff card was written.
 	if b, err := os.ReadFile(filepath.Join(f.workspace, "notes.md")); err != nil || string(b) != "# Notes\nMeeting on Tuesday\n" {
 		t.Errorf("notes.md after the approved edit: %q %v", b, err)

@@ -263,6 +263,27 @@ test('acceptance 3: Edit on a connection card; an invalid edit is refused by the
   await collect(page);
 });
 
+test('a stream cut after a card resumes by itself with Last-Event-ID; nothing is shown twice', async () => {
+  const page = await newPage();
+  await page.goto(cfg.proxy + '/');
+  const key = page.getByRole('textbox', { name: 'API key' });
+  await key.waitFor({ timeout: WAIT });
+  await key.fill(cfg.key);
+  await key.press('Enter');
+  await say(page, 'pay 5');
+  const card = cards(page).nth(0);
+  await card.waitFor({ timeout: WAIT });
+  // The proxy ended the stream after the card; run_waiting comes on the reconnect.
+  await page.getByText('Waiting for approval.').waitFor({ timeout: WAIT });
+  await card.getByRole('button', { name: 'Deny' }).click();
+  await page.getByText(/^not paid/).waitFor({ timeout: WAIT });
+  const s = await page.evaluate(() => [...document.querySelectorAll('.agentd-log > [data-seq]')].map((e) => Number(e.dataset.seq)));
+  assert.equal(new Set(s).size, s.length, 'no event rendered twice');
+  assert.equal(await page.getByText('Waiting for approval.').count(), 1);
+  assert.equal(await cards(page).count(), 1);
+  await assertClean(page);
+});
+
 test('a file edit card shows its diff', async () => {
   const page = await newPage();
   await openChat(page);
