@@ -1,6 +1,7 @@
 package api
 
 import (
+	"github.com/agentd-dev/agentd/web"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 )
@@ -18,6 +19,14 @@ func (s *Server) routes() {
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
+
+	// The web chat (package web): the page and its files, public like any
+	// static file; what they show comes from the API with the user's key.
+	page := echo.WrapHandler(web.Handler())
+	for _, p := range web.Paths {
+		e.GET(p, page)
+		e.HEAD(p, page)
+	}
 
 	// Routes with their middleware, not echo groups: a group with
 	// middleware also routes every other method and path under its prefix
