@@ -11,6 +11,8 @@ type DecisionRequest struct {
 	Reason          string
 	Arguments       json.RawMessage
 	ArgumentsSHA256 string
+	// Via is the door the decision came through (ViaSingle when empty).
+	Via string
 }
 
 // ConversationDetail is a conversation with its messages and tool calls

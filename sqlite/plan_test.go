@@ -4,19 +4,49 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
 )
 
 // TestQueryPlans pins the indexes of the queries whose cost must not grow
-// with the number of parked calls or finished runs: NextDeadline reads one
+// with the number of parked calls, finished runs or audit entries (none
+// sorts: each reads its index in id order): NextDeadline reads one
 // entry of tool_calls_status; RunsToDrive walks runs_active (active runs
 // only) and decides each waiting run from tool_calls_parked, without
 // reading a call row.
 func TestQueryPlans(t *testing.T) {
 	db := openTest(t)
+	pending := func(f agentd.PendingFilter) string {
+		w, _, err := pendingWhere(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return `SELECT ` + toolCallColumns + ` FROM tool_calls WHERE ` + w + ` ORDER BY id LIMIT ?`
+	}
+	audit := func(f agentd.AuditFilter) string {
+		w, _, err := auditWhere(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return `SELECT ` + auditColumns + ` FROM audit WHERE ` + w + ` ORDER BY id LIMIT ?`
+	}
 	for _, c := range []struct {
 		name, query string
 		want        []string
 	}{
+		// GET /v1/approvals: each filter reads its own index of parked
+		// calls, in id order, so a first page costs a page however many
+		// calls are parked.
+		{"ParkedCount", parkedCountQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
+		{"Pending", pending(agentd.PendingFilter{}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
+		{"Pending/tool_name", pending(agentd.PendingFilter{ToolName: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_name"}},
+		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_server"}},
+		{"Pending/conversation_id", pending(agentd.PendingFilter{ConversationID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_conversation"}},
+		{"Pending/expires_before", pending(agentd.PendingFilter{ExpiresBefore: time.Now()}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
+		{"Audit", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p"}), []string{"SEARCH audit USING INDEX audit_tenant"}},
+		{"Audit/tool_call_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x"}), []string{"SEARCH audit USING INDEX audit_tool_call"}},
+		{"Audit/conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{"SEARCH audit USING INDEX audit_conversation"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},
@@ -41,7 +71,8 @@ func TestQueryPlans(t *testing.T) {
 				t.Errorf("%s: plan lacks %q:\n%s", c.name, w, got)
 			}
 		}
-		if strings.Contains(got, "SCAN runs") || strings.Contains(got, "SCAN tool_calls") || strings.Contains(got, "SCAN c") {
+		if strings.Contains(got, "SCAN runs") || strings.Contains(got, "SCAN tool_calls") || strings.Contains(got, "SCAN c") ||
+			strings.Contains(got, "SCAN audit") || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan scans a table:\n%s", c.name, got)
 		}
 	}

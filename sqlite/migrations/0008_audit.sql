@@ -1,0 +1,61 @@
+-- 0008: the audit log, bulk decisions and the filters of the pending list.
+--
+-- Decisions record the role of the API key that made them and the door they
+-- came through (single, bulk, protocol; deadline and cancel for expiries and
+-- cancellations).
+--
+-- The audit table is written in the transaction of the fact each entry
+-- records (docs/audit.md). Entries are immutable; ids increase in commit
+-- order (the single writer) and are never reused (AUTOINCREMENT), so they
+-- are the cursor of GET /v1/audit.
+
+ALTER TABLE decisions ADD COLUMN role TEXT NOT NULL DEFAULT '';
+ALTER TABLE decisions ADD COLUMN via TEXT NOT NULL DEFAULT '';
+
+CREATE TABLE audit (
+	id                      INTEGER PRIMARY KEY AUTOINCREMENT,
+	kind                    TEXT NOT NULL,
+	tenant_id               TEXT NOT NULL,
+	project_id              TEXT NOT NULL,
+	conversation_id         TEXT NOT NULL,
+	run_id                  TEXT NOT NULL,
+	tool_call_id            TEXT NOT NULL,
+	tool_name               TEXT NOT NULL,
+	key_id                  TEXT NOT NULL,
+	role                    TEXT NOT NULL,
+	via                     TEXT NOT NULL,
+	decision                TEXT NOT NULL,
+	reason                  TEXT NOT NULL,
+	tier                    TEXT NOT NULL,
+	escalated               INTEGER NOT NULL,
+	arguments_sha256        TEXT NOT NULL,
+	edited_arguments_sha256 TEXT NOT NULL,
+	connection              TEXT NOT NULL,
+	method                  TEXT NOT NULL,
+	endpoint                TEXT NOT NULL,
+	outcome                 TEXT NOT NULL,
+	created_at              INTEGER
+) STRICT;
+
+-- GET /v1/audit: a tenant and project's entries, paged by id; by call and
+-- by conversation.
+CREATE INDEX audit_tenant ON audit (tenant_id, project_id, id);
+CREATE INDEX audit_tool_call ON audit (tenant_id, project_id, tool_call_id, id);
+CREATE INDEX audit_conversation ON audit (tenant_id, project_id, conversation_id, id);
+
+CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+BEGIN
+	SELECT RAISE(ABORT, 'audit entries are immutable');
+END;
+
+CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+BEGIN
+	SELECT RAISE(ABORT, 'audit entries are immutable');
+END;
+
+-- GET /v1/approvals?tool_name=…, ?server_id=…, ?conversation_id=…: parked
+-- calls only, so the indexes hold what is pending now, not the history.
+-- (expires_before filters the id range of the index in use.)
+CREATE INDEX tool_calls_parked_name ON tool_calls (tenant_id, project_id, name, id) WHERE status = 'requires_confirmation';
+CREATE INDEX tool_calls_parked_server ON tool_calls (tenant_id, project_id, server_id, id) WHERE status = 'requires_confirmation';
+CREATE INDEX tool_calls_parked_conversation ON tool_calls (tenant_id, project_id, conversation_id, id) WHERE status = 'requires_confirmation';
