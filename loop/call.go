@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
@@ -66,11 +67,14 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
 	var result json.RawMessage
 	var runErr error
+	var took time.Duration
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
+		began := time.Now()
 		result, runErr = t.Execute(rs.ctx, c)
+		took = time.Since(began)
 	}
 	if e.ctx.Err() != nil {
 		return // shutting down: recovery reports the outcome honestly
@@ -94,7 +98,10 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("record tool result")
+		return
 	}
+	e.obs.ToolExecuted(c.Name, u.Status, took)
+	e.obs.ToolCallFinished(u.Status, c.Tier)
 }
 
 // toolCallStarted is the event of a claimed call; an approved request-tool
