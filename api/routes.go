@@ -1,6 +1,9 @@
 package api
 
-import "github.com/labstack/echo/v4/middleware"
+import (
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
 
 // routes is every route of the API in one place. No timeout or body-dump
 // middleware is used anywhere: SSE routes must not have them (SPEC §10).
@@ -15,6 +18,10 @@ func (s *Server) routes() {
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
+	if s.cfg.Metrics != nil {
+		// Unauthenticated, like the probes (docs/metrics.md).
+		e.GET("/metrics", echo.WrapHandler(s.cfg.Metrics))
+	}
 
 	v1 := e.Group("/v1")
 	authed := v1.Group("", s.authenticate(false))
@@ -26,6 +33,8 @@ func (s *Server) routes() {
 	authed.GET("/tool-calls/:id", s.handleGetToolCall)
 	authed.POST("/tool-calls/:id/approval", s.handleApproval)
 	authed.GET("/approvals", s.handleListApprovals)
+	authed.POST("/approvals", s.handleBulkApprovals)
+	authed.GET("/audit", s.handleAudit)
 	authed.GET("/tools", s.handleListTools)
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
 
