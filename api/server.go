@@ -54,7 +54,8 @@ type Connections interface {
 	// namespace idempotencyKey downstream and must be allowed to use the
 	// connection; a delegate role is a delegated caller). args are the
 	// request tool's arguments. It returns the answer to encode and
-	// whether it is a preview (nothing was sent). Errors: ENOTFOUND
+	// whether it is a preview (nothing was sent). Errors: EFORBIDDEN (a
+	// role other than operator, delegate, admin), ENOTFOUND
 	// (unknown connection, or one the caller's tenant may not use),
 	// EINVALID (bad arguments), EFORBIDDEN (refused by the policy),
 	// EUNAVAILABLE (the downstream request failed).

@@ -85,7 +85,8 @@ type Result struct {
 // (see namespacedKey); empty means a fresh one. It returns {"preview":
 // Preview} or a Result, and whether it is a preview.
 //
-// Errors: ENOTFOUND (no such connection on this path, or one whose
+// Errors: EFORBIDDEN (a caller whose role is not operator, delegate or
+// admin), ENOTFOUND (no such connection on this path, or one whose
 // tenant_ids do not list the caller's tenant: the two read the same),
 // EINVALID (bad arguments, unsafe endpoint, forbidden header or header
 // value), EFORBIDDEN (refused by the policy: review, never, a write
@@ -112,7 +113,7 @@ func (d *Durable) record(ctx context.Context, name string, args json.RawMessage,
 	e.Method, e.Endpoint = agentd.TruncateUTF8(asked.Method, 16), agentd.TruncateUTF8(asked.Endpoint, 2048)
 	if dec != nil {
 		e.Tier, e.ArgumentsSHA256 = dec.Tier, dec.Digest
-		if dec.Method != "" {
+		if dec.Connection != "" && !dec.Invalid {
 			e.Method, e.Endpoint = dec.Method, dec.Endpoint
 		}
 	}
@@ -133,6 +134,11 @@ func (d *Durable) record(ctx context.Context, name string, args json.RawMessage,
 // request is Request without the audit entry; dec is the classification
 // when the request got that far.
 func (d *Durable) request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (any, bool, *confirm.Decision, error) {
+	switch caller.Role {
+	case agentd.RoleOperator, agentd.RoleDelegate, agentd.RoleAdmin:
+	default:
+		return nil, false, nil, agentd.Errorf(agentd.EFORBIDDEN, "the durable request path needs an operator or delegate key")
+	}
 	var conn *Connection
 	if d != nil && d.tool != nil {
 		conn = d.tool.conns[name]
