@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"slices"
-	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -107,12 +106,9 @@ func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEn
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	where, args, err := auditWhere(f)
-	if err != nil {
-		return nil, err
-	}
+	where, args := auditWhere(f)
 	var out []agentd.AuditEntry
-	err = db.readTx(ctx, func(tx *sql.Tx) error {
+	err := db.readTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+auditColumns+` FROM audit WHERE `+where+` ORDER BY id LIMIT ?`,
 			append(args, limit)...)
 		if err != nil {
@@ -138,7 +134,7 @@ func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEn
 // auditWhere is Audit's condition and its parameters: only the filters
 // that are set, so that a call's or a conversation's entries are read from
 // their own index (TestQueryPlans).
-func auditWhere(f agentd.AuditFilter) (string, []any, error) {
+func auditWhere(f agentd.AuditFilter) (string, []any) {
 	where := `tenant_id = ? AND project_id = ? AND id > ?`
 	args := []any{f.TenantID, f.ProjectID, f.After}
 	add := func(cond string, v any) {
@@ -154,16 +150,11 @@ func auditWhere(f agentd.AuditFilter) (string, []any, error) {
 	if f.ConversationID != "" {
 		add(`conversation_id = ?`, f.ConversationID)
 	}
-	for _, b := range []struct {
-		cond string
-		t    time.Time
-	}{{`created_at >= ?`, f.Since}, {`created_at < ?`, f.Until}} {
-		v, err := encTime("audit time bound", b.t)
-		if err != nil {
-			return "", nil, err
-		} else if v != nil {
-			add(b.cond, v)
-		}
+	if !f.Since.IsZero() {
+		add(`created_at >= ?`, encBound(f.Since))
 	}
-	return where, args, nil
+	if !f.Until.IsZero() {
+		add(`created_at < ?`, encBound(f.Until))
+	}
+	return where, args
 }

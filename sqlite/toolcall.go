@@ -157,17 +157,14 @@ func (db *DB) PendingToolCalls(ctx context.Context, f agentd.PendingFilter) ([]a
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	where, args, err := pendingWhere(f)
-	if err != nil {
-		return nil, err
-	}
+	where, args := pendingWhere(f)
 	return db.listToolCalls(ctx, where+` ORDER BY id LIMIT ?`, append(args, limit)...)
 }
 
 // pendingWhere is PendingToolCalls' condition and its parameters, with
 // only the filters that are set, so that each is served by its index
 // (TestQueryPlans).
-func pendingWhere(f agentd.PendingFilter) (string, []any, error) {
+func pendingWhere(f agentd.PendingFilter) (string, []any) {
 	where := `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation' AND id > ?`
 	args := []any{f.TenantID, f.ProjectID, f.After}
 	add := func(cond string, v ...any) {
@@ -184,17 +181,13 @@ func pendingWhere(f agentd.PendingFilter) (string, []any, error) {
 		add(`conversation_id = ?`, f.ConversationID)
 	}
 	if !f.ExpiresBefore.IsZero() {
-		v, err := encTime("expires_before", f.ExpiresBefore)
-		if err != nil {
-			return "", nil, err
-		}
-		add(`requires_approval_at < ?`, v)
+		add(`requires_approval_at < ?`, encBound(f.ExpiresBefore))
 	}
 	if f.CreatedBy != "" {
 		add(`conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND project_id = ? AND created_by = ?)`,
 			f.TenantID, f.ProjectID, f.CreatedBy)
 	}
-	return where, args, nil
+	return where, args
 }
 
 // ParkedCount implements agentd.Store.ParkedCount from the index on

@@ -162,6 +162,9 @@ func testPendingFilters(t *testing.T, s agentd.Store) {
 	// A call without a deadline never expires, so it is never "before".
 	wantIDs(t, "expires before +5m", list(agentd.PendingFilter{ExpiresBefore: at(5 * time.Minute)}), pay.ID, mail.ID)
 	wantIDs(t, "expires before exactly +1m", list(agentd.PendingFilter{ExpiresBefore: at(time.Minute)}))
+	// Bounds past what a time column holds are clamped, not refused.
+	wantIDs(t, "expires before year 2999", list(agentd.PendingFilter{ExpiresBefore: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}), pay.ID, refund.ID, mail.ID)
+	wantIDs(t, "expires before year 1000", list(agentd.PendingFilter{ExpiresBefore: time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)}))
 	wantIDs(t, "pay in conversation 2", list(agentd.PendingFilter{ToolName: "pay", ConversationID: conv2.ID}), pay2.ID)
 	wantIDs(t, "billing after pay", list(agentd.PendingFilter{ServerID: "billing", After: pay.ID}), refund.ID, pay2.ID)
 	wantIDs(t, "unknown tool", list(agentd.PendingFilter{ToolName: "nope"}))
@@ -312,6 +315,9 @@ func testAuditFilters(t *testing.T, s agentd.Store) {
 	}
 	if es := get(agentd.AuditFilter{Since: at(3 * time.Minute)}); len(es) != 2 {
 		t.Errorf("since +3m: %d entries, want 2", len(es))
+	}
+	if es := get(agentd.AuditFilter{Since: time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}); len(es) != 3 {
+		t.Errorf("from year 1000 to 2999: %d entries, want 3", len(es))
 	}
 	page := get(agentd.AuditFilter{Limit: 2})
 	if len(page) != 2 {
