@@ -265,3 +265,47 @@ func TestAuditRoles(t *testing.T) {
 		}
 	}
 }
+
+// Edited arguments in a batch are re-validated and re-classified as in a
+// single approval: an edit that escalates fails its item (and, atomic, the
+// whole batch, refusal included); without atomic it refuses that call
+// only, and the good edit runs as edited.
+func TestDecideBatchEdits(t *testing.T) {
+	f := newPark(t, "", parkOpts{})
+	calls := []string{}
+	for i := range 2 {
+		f.send(t, "refund")
+		calls = append(calls, f.parked(t, i+1))
+	}
+	edit := func(id, amount string) agentd.BatchDecisionItem {
+		return agentd.BatchDecisionItem{ToolCallID: id, Approve: true, Arguments: []byte(
+			`{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"amount":` + amount + `},"intent":"write"}`)}
+	}
+	items := []agentd.BatchDecisionItem{edit(calls[0], "7"), edit(calls[1], "500")}
+	got, err := f.engine.DecideBatch(context.Background(), f.p, items, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantResults(t, got, calls, agentd.BatchNotApplied, agentd.EFORBIDDEN)
+	for _, id := range calls {
+		if st := callStatus(t, f, id); st != agentd.StatusRequiresConfirmation {
+			t.Fatalf("after a failed atomic batch of edits %s is %s", id, st)
+		}
+	}
+	got, err = f.engine.DecideBatch(context.Background(), f.p, items, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantResults(t, got, calls, agentd.BatchApplied, agentd.EFORBIDDEN)
+	if got[0].Decision.EditedArgumentsSHA256 == "" {
+		t.Errorf("the edited approval records no edited digest: %+v", got[0].Decision)
+	}
+	f.rec.wait(t, agentd.EventRunFinished, 2)
+	if st := callStatus(t, f, calls[1]); st != agentd.StatusRefused {
+		t.Errorf("the escalating edit left the call %s, want refused", st)
+	}
+	c, err := f.engine.ToolCall(context.Background(), f.p, calls[0])
+	if err != nil || c.Status != agentd.StatusCompleted || !strings.Contains(string(c.Arguments), `"amount":7`) {
+		t.Errorf("the edited call: %+v %v, want completed with amount 7", c, err)
+	}
+}
