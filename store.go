@@ -105,9 +105,9 @@ type Store interface {
 	ToolCallsByStatus(ctx context.Context, statuses ...CallStatus) ([]ToolCall, error)
 	// PendingToolCalls returns up to f.Limit calls of f's tenant and project
 	// (and, when f.CreatedBy is set, of conversations that key created) in
-	// requires_confirmation with ID > f.After that match f's other filters,
-	// in ID order (ids are time-ordered), with decisions: the reconcile
-	// list of parked approvals.
+	// requires_confirmation after f.After that match f's other filters, in
+	// ID order (ids are time-ordered; by deadline with f.ExpiresBefore),
+	// with decisions: the reconcile list of parked approvals.
 	PendingToolCalls(ctx context.Context, f PendingFilter) ([]ToolCall, error)
 	// ParkedCount returns how many calls are in requires_confirmation, of
 	// every tenant: one index count (the parked-calls gauge reads it on
@@ -226,7 +226,9 @@ type PendingFilter struct {
 	// calls with that tool name, server id or conversation.
 	ToolName, ServerID, ConversationID string
 	// ExpiresBefore, when not zero, keeps only calls whose deadline is
-	// before it.
+	// before it, and orders them by deadline, then ID: After then names the
+	// last call of the previous page, and the page goes on after its
+	// deadline and ID.
 	ExpiresBefore time.Time
 	// After is the cursor: only calls with a greater ID.
 	After string

@@ -31,7 +31,7 @@ func TestQueryPlans(t *testing.T) {
 	}
 	pending := func(f agentd.PendingFilter) string {
 		w, args := pendingWhere(f)
-		return inline(`SELECT `+toolCallColumns+` FROM tool_calls WHERE `+w+` ORDER BY id LIMIT ?`, args)
+		return inline(`SELECT `+toolCallColumns+` FROM tool_calls WHERE `+w+` LIMIT ?`, args)
 	}
 	audit := func(f agentd.AuditFilter) string {
 		w, args := auditWhere(f)
@@ -49,7 +49,8 @@ func TestQueryPlans(t *testing.T) {
 		{"Pending/tool_name", pending(agentd.PendingFilter{ToolName: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_name"}},
 		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_server"}},
 		{"Pending/conversation_id", pending(agentd.PendingFilter{ConversationID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_conversation"}},
-		{"Pending/expires_before", pending(agentd.PendingFilter{ExpiresBefore: time.Now()}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
+		{"Pending/expires_before", pending(agentd.PendingFilter{ExpiresBefore: time.Now()}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_deadline"}},
+		{"Pending/expires_before/page 2", pending(agentd.PendingFilter{ExpiresBefore: time.Now(), After: "call_x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_deadline"}},
 		{"Audit", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p"}), []string{"SEARCH audit USING INDEX audit_tenant"}},
 		{"Audit/tool_call_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x"}), []string{"SEARCH audit USING INDEX audit_tool_call"}},
 		{"Audit/conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{"SEARCH audit USING INDEX audit_conversation"}},

@@ -158,18 +158,32 @@ func (db *DB) PendingToolCalls(ctx context.Context, f agentd.PendingFilter) ([]a
 		limit = 1000
 	}
 	where, args := pendingWhere(f)
-	return db.listToolCalls(ctx, where+` ORDER BY id LIMIT ?`, append(args, limit)...)
+	return db.listToolCalls(ctx, where+` LIMIT ?`, append(args, limit)...)
 }
 
-// pendingWhere is PendingToolCalls' condition and its parameters, with
-// only the filters that are set, so that each is served by its index
-// (TestQueryPlans).
+// pendingWhere is PendingToolCalls' condition, with its ORDER BY, and its
+// parameters, with only the filters that are set, so that each is served
+// by its index (TestQueryPlans). With ExpiresBefore the calls come by
+// deadline, then id, from the index of parked deadlines (the cursor is the
+// last call's id: the page goes on after its deadline and id); otherwise
+// by id.
 func pendingWhere(f agentd.PendingFilter) (string, []any) {
-	where := `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation' AND id > ?`
-	args := []any{f.TenantID, f.ProjectID, f.After}
+	where := `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation'`
+	args := []any{f.TenantID, f.ProjectID}
 	add := func(cond string, v ...any) {
 		where += ` AND ` + cond
 		args = append(args, v...)
+	}
+	order := ` ORDER BY id`
+	switch {
+	case !f.ExpiresBefore.IsZero():
+		add(`requires_approval_at < ?`, encBound(f.ExpiresBefore))
+		if f.After != "" {
+			add(`(requires_approval_at, id) > ((SELECT requires_approval_at FROM tool_calls WHERE id = ?), ?)`, f.After, f.After)
+		}
+		order = ` ORDER BY requires_approval_at, id`
+	default:
+		add(`id > ?`, f.After)
 	}
 	if f.ToolName != "" {
 		add(`name = ?`, f.ToolName)
@@ -180,14 +194,11 @@ func pendingWhere(f agentd.PendingFilter) (string, []any) {
 	if f.ConversationID != "" {
 		add(`conversation_id = ?`, f.ConversationID)
 	}
-	if !f.ExpiresBefore.IsZero() {
-		add(`requires_approval_at < ?`, encBound(f.ExpiresBefore))
-	}
 	if f.CreatedBy != "" {
 		add(`conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND project_id = ? AND created_by = ?)`,
 			f.TenantID, f.ProjectID, f.CreatedBy)
 	}
-	return where, args
+	return where + order, args
 }
 
 // ParkedCount implements agentd.Store.ParkedCount from the index on

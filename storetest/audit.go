@@ -149,6 +149,7 @@ func testPendingFilters(t *testing.T, s agentd.Store) {
 	refund := mk(run, 1, "refund", "billing", time.Hour)
 	mail := mk(run2, 0, "mail", "mailer", 2*time.Minute)
 	pay2 := mk(run2, 1, "pay", "billing", 0)
+	soon := mk(run2, 2, "mail", "mailer", 30*time.Second) // created last, due first
 	list := func(f agentd.PendingFilter) []string {
 		t.Helper()
 		f.TenantID, f.ProjectID, f.Limit = conv.TenantID, conv.ProjectID, 10
@@ -158,12 +159,15 @@ func testPendingFilters(t *testing.T, s agentd.Store) {
 	}
 	wantIDs(t, "tool_name pay", list(agentd.PendingFilter{ToolName: "pay"}), pay.ID, pay2.ID)
 	wantIDs(t, "server_id billing", list(agentd.PendingFilter{ServerID: "billing"}), pay.ID, refund.ID, pay2.ID)
-	wantIDs(t, "conversation 2", list(agentd.PendingFilter{ConversationID: conv2.ID}), mail.ID, pay2.ID)
-	// A call without a deadline never expires, so it is never "before".
-	wantIDs(t, "expires before +5m", list(agentd.PendingFilter{ExpiresBefore: at(5 * time.Minute)}), pay.ID, mail.ID)
-	wantIDs(t, "expires before exactly +1m", list(agentd.PendingFilter{ExpiresBefore: at(time.Minute)}))
+	wantIDs(t, "conversation 2", list(agentd.PendingFilter{ConversationID: conv2.ID}), mail.ID, pay2.ID, soon.ID)
+	// By deadline, then id; a call without a deadline never expires, so it
+	// is never "before". The cursor is the last call of the page.
+	wantIDs(t, "expires before +5m", list(agentd.PendingFilter{ExpiresBefore: at(5 * time.Minute)}), soon.ID, pay.ID, mail.ID)
+	wantIDs(t, "expires before +5m after soon", list(agentd.PendingFilter{ExpiresBefore: at(5 * time.Minute), After: soon.ID}), pay.ID, mail.ID)
+	wantIDs(t, "expires before +5m after pay", list(agentd.PendingFilter{ExpiresBefore: at(5 * time.Minute), After: pay.ID}), mail.ID)
+	wantIDs(t, "expires before exactly +30s", list(agentd.PendingFilter{ExpiresBefore: at(30 * time.Second)}))
 	// Bounds past what a time column holds are clamped, not refused.
-	wantIDs(t, "expires before year 2999", list(agentd.PendingFilter{ExpiresBefore: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}), pay.ID, refund.ID, mail.ID)
+	wantIDs(t, "expires before year 2999", list(agentd.PendingFilter{ExpiresBefore: time.Date(2999, 1, 1, 0, 0, 0, 0, time.UTC)}), soon.ID, pay.ID, mail.ID, refund.ID)
 	wantIDs(t, "expires before year 1000", list(agentd.PendingFilter{ExpiresBefore: time.Date(1000, 1, 1, 0, 0, 0, 0, time.UTC)}))
 	wantIDs(t, "pay in conversation 2", list(agentd.PendingFilter{ToolName: "pay", ConversationID: conv2.ID}), pay2.ID)
 	wantIDs(t, "billing after pay", list(agentd.PendingFilter{ServerID: "billing", After: pay.ID}), refund.ID, pay2.ID)
@@ -173,8 +177,8 @@ func testPendingFilters(t *testing.T, s agentd.Store) {
 	wantIDs(t, "tool_name pay after deny", list(agentd.PendingFilter{ToolName: "pay"}), pay2.ID)
 	n, err := s.ParkedCount(ctx)
 	noErr(t, err, "ParkedCount")
-	if n != 3 {
-		t.Errorf("ParkedCount = %d, want 3", n)
+	if n != 4 {
+		t.Errorf("ParkedCount = %d, want 4", n)
 	}
 }
 

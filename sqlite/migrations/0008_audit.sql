@@ -55,7 +55,9 @@ END;
 
 -- GET /v1/approvals?tool_name=…, ?server_id=…, ?conversation_id=…: parked
 -- calls only, so the indexes hold what is pending now, not the history.
--- (expires_before filters the id range of the index in use.)
+-- ?expires_before=… lists by deadline, from its own index, so a first page
+-- is one range however few or many calls match.
 CREATE INDEX tool_calls_parked_name ON tool_calls (tenant_id, project_id, name, id) WHERE status = 'requires_confirmation';
 CREATE INDEX tool_calls_parked_server ON tool_calls (tenant_id, project_id, server_id, id) WHERE status = 'requires_confirmation';
 CREATE INDEX tool_calls_parked_conversation ON tool_calls (tenant_id, project_id, conversation_id, id) WHERE status = 'requires_confirmation';
+CREATE INDEX tool_calls_parked_deadline ON tool_calls (tenant_id, project_id, requires_approval_at, id) WHERE status = 'requires_confirmation';
