@@ -531,9 +531,13 @@ func parkedTable(cfg parkedConfig, large, small parkedFigures) string {
 	row(fmt.Sprintf("GET /v1/approvals page p50 (%d; 50 calls vs 1)", large.page.n), ms(large.page.p50), ms(small.page.p50), "ms")
 	row("GET /v1/approvals page p99", ms(large.page.p99), ms(small.page.p99), "ms")
 	for _, q := range filterQueries {
-		row("  filtered by "+q.name+" p99", ms(large.filtered[q.name].p99), ms(small.filtered[q.name].p99), "ms")
+		l, sm := large.filtered[q.name], small.filtered[q.name]
+		row("  by "+q.name+" p50", ms(l.p50), ms(sm.p50), "ms")
+		row("  by "+q.name+" p99", ms(l.p99), ms(sm.p99), "ms")
 	}
-	row("GET /metrics scrape p99", ms(large.filtered["/metrics scrape"].p99), ms(small.filtered["/metrics scrape"].p99), "ms")
+	l, sm := large.filtered["/metrics scrape"], small.filtered["/metrics scrape"]
+	row("GET /metrics scrape p50", ms(l.p50), ms(sm.p50), "ms")
+	row("GET /metrics scrape p99", ms(l.p99), ms(sm.p99), "ms")
 	row(fmt.Sprintf("decision: POST → tool start p50 (%d)", large.decide.n), ms(large.decide.p50), ms(small.decide.p50), "ms")
 	row("decision: POST → tool start max", ms(large.decide.max), ms(small.decide.max), "ms")
 	row("decision: POST round trip p50", ms(large.rtt.p50), ms(small.rtt.p50), "ms")
