@@ -16,16 +16,18 @@ const auditColumns = `id, kind, tenant_id, project_id, conversation_id, run_id, 
 	key_id, role, via, decision, reason, tier, escalated, arguments_sha256, edited_arguments_sha256,
 	connection, method, endpoint, outcome, created_at`
 
-// insertAudit writes e inside tx and returns its id.
-func insertAudit(ctx context.Context, tx *sql.Tx, e *agentd.AuditEntry) (int64, error) {
+const insertAuditQuery = `INSERT INTO audit (kind, tenant_id, project_id, conversation_id, run_id,
+	tool_call_id, tool_name, key_id, role, via, decision, reason, tier, escalated, arguments_sha256,
+	edited_arguments_sha256, connection, method, endpoint, outcome, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertAudit writes e inside tx (a write transaction) and returns its id.
+func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e *agentd.AuditEntry) (int64, error) {
 	at, err := encTime("audit time", e.CreatedAt)
 	if err != nil {
 		return 0, err
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO audit (kind, tenant_id, project_id, conversation_id, run_id,
-		tool_call_id, tool_name, key_id, role, via, decision, reason, tier, escalated, arguments_sha256,
-		edited_arguments_sha256, connection, method, endpoint, outcome, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	res, err := tx.StmtContext(ctx, db.appendStmts[3]).ExecContext(ctx,
 		e.Kind, e.TenantID, e.ProjectID, e.ConversationID, e.RunID, e.ToolCallID, e.ToolName, e.KeyID, e.Role,
 		e.Via, e.Decision, e.Reason, e.Tier, e.Escalated, e.ArgumentsSHA256, e.EditedArgumentsSHA256,
 		e.Connection, e.Method, e.Endpoint, e.Outcome, at)
@@ -43,7 +45,7 @@ func callEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
 }
 
 // auditDecision records decision d on call c.
-func auditDecision(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall, d *agentd.Decision) error {
+func (db *DB) auditDecision(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall, d *agentd.Decision) error {
 	kind := agentd.AuditDecision
 	switch d.Decision {
 	case agentd.DecisionExpired:
@@ -54,13 +56,13 @@ func auditDecision(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall, d *agent
 	e := callEntry(kind, c)
 	e.KeyID, e.Role, e.Via, e.Decision, e.Reason = d.DecidedBy, d.Role, d.Via, d.Decision, d.Reason
 	e.ArgumentsSHA256, e.EditedArgumentsSHA256, e.CreatedAt = d.ArgumentsSHA256, d.EditedArgumentsSHA256, d.CreatedAt
-	_, err := insertAudit(ctx, tx, e)
+	_, err := db.insertAudit(ctx, tx, e)
 	return err
 }
 
 // auditCall records that call c, as now stored, was refused or parked
 // escalated; any other state records nothing.
-func auditCall(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall) error {
+func (db *DB) auditCall(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall) error {
 	var e *agentd.AuditEntry
 	switch {
 	case c.Status == agentd.StatusRefused:
@@ -76,7 +78,7 @@ func auditCall(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall) error {
 		return nil
 	}
 	e.KeyID = "system"
-	_, err := insertAudit(ctx, tx, e)
+	_, err := db.insertAudit(ctx, tx, e)
 	return err
 }
 
@@ -88,7 +90,7 @@ func (db *DB) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.Audi
 		return e, agentd.Errorf(agentd.EINVALID, "an audit entry needs its tenant and project")
 	}
 	err := db.writeTx(ctx, func(tx *sql.Tx) (err error) {
-		e.ID, err = insertAudit(ctx, tx, &e)
+		e.ID, err = db.insertAudit(ctx, tx, &e)
 		return err
 	})
 	e.CreatedAt = e.CreatedAt.UTC()

@@ -83,11 +83,13 @@ func checkEvents(events []agentd.EventDraft) error {
 
 // appendQueries are appendEvents' statements, prepared once on the write
 // connection (prepareAppend): the newest position, the conversation's next
-// sequence number, the insert.
+// sequence number, the insert; and the audit entry's insert (audit.go),
+// which every decision's commit runs too.
 var appendQueries = [...]string{
 	`SELECT COALESCE(MAX(position), 0) FROM events`,
 	`UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`,
 	`INSERT INTO events (conversation_id, seq, position, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	insertAuditQuery,
 }
 
 // prepareAppend prepares appendQueries on the write connection.

@@ -334,7 +334,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 			if err != nil {
 				return err
 			}
-			if err := insertToolCalls(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
+			if err := db.insertToolCalls(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
 				return err
 			}
 		}
@@ -396,7 +396,7 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 				d.ID, c.ID, reason, d.DecidedBy, c.ArgumentsSHA256, at, d.Role, d.Via); err != nil {
 				return err
 			}
-			if err := auditDecision(ctx, tx, &c, d); err != nil {
+			if err := db.auditDecision(ctx, tx, &c, d); err != nil {
 				return err
 			}
 		}

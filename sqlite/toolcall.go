@@ -42,7 +42,7 @@ func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, eve
 	}
 	var out []agentd.Event
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		if err := insertToolCalls(ctx, tx, calls, rows); err != nil {
+		if err := db.insertToolCalls(ctx, tx, calls, rows); err != nil {
 			return err
 		}
 		var err error
@@ -57,12 +57,12 @@ func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, eve
 
 // insertToolCalls inserts calls, whose column values are rows
 // (toolCallArgs), with the audit entries of the refused and the escalated.
-func insertToolCalls(ctx context.Context, tx *sql.Tx, calls []*agentd.ToolCall, rows [][]any) error {
+func (db *DB) insertToolCalls(ctx context.Context, tx *sql.Tx, calls []*agentd.ToolCall, rows [][]any) error {
 	for i, args := range rows {
 		if _, err := tx.ExecContext(ctx, insertToolCall, args...); err != nil {
 			return insertErr(err, "tool call", calls[i].ID)
 		}
-		if err := auditCall(ctx, tx, calls[i]); err != nil {
+		if err := db.auditCall(ctx, tx, calls[i]); err != nil {
 			return err
 		}
 	}
@@ -271,7 +271,7 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 	var call *agentd.ToolCall
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		if call, err = p.apply(ctx, tx); err != nil {
+		if call, err = p.apply(ctx, db, tx); err != nil {
 			return err
 		}
 		out, err = db.appendEvents(ctx, tx, events)
@@ -308,7 +308,7 @@ func (db *DB) UpdateToolCalls(ctx context.Context, us []agentd.CallUpdate, event
 	var out []agentd.Event
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		for i, p := range ps {
-			c, err := p.apply(ctx, tx)
+			c, err := p.apply(ctx, db, tx)
 			if err != nil {
 				return err
 			}
@@ -398,7 +398,7 @@ func prepareUpdate(u agentd.CallUpdate) (*preparedUpdate, error) {
 // apply performs the update inside tx, with its decision and audit
 // entries, and returns the call as updated; ECONFLICT with the current
 // call when its status does not match.
-func (p *preparedUpdate) apply(ctx context.Context, tx *sql.Tx) (*agentd.ToolCall, error) {
+func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd.ToolCall, error) {
 	u := p.u
 	res, err := tx.ExecContext(ctx, `
 		UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
@@ -444,12 +444,12 @@ func (p *preparedUpdate) apply(ctx context.Context, tx *sql.Tx) (*agentd.ToolCal
 		return nil, err
 	}
 	if p.d != nil {
-		if err := auditDecision(ctx, tx, call, p.d); err != nil {
+		if err := db.auditDecision(ctx, tx, call, p.d); err != nil {
 			return nil, err
 		}
 	}
 	if u.Status == agentd.StatusRefused || u.Status == agentd.StatusRequiresConfirmation {
-		if err := auditCall(ctx, tx, call); err != nil {
+		if err := db.auditCall(ctx, tx, call); err != nil {
 			return nil, err
 		}
 	}

@@ -5,15 +5,15 @@
 -- cancellations).
 --
 -- The audit table is written in the transaction of the fact each entry
--- records (docs/audit.md). Entries are immutable; ids increase in commit
--- order (the single writer) and are never reused (AUTOINCREMENT), so they
--- are the cursor of GET /v1/audit.
+-- records (docs/audit.md). Entries are immutable (no row is ever deleted,
+-- so a rowid is never reused); ids increase in commit order (the single
+-- writer), so they are the cursor of GET /v1/audit.
 
 ALTER TABLE decisions ADD COLUMN role TEXT NOT NULL DEFAULT '';
 ALTER TABLE decisions ADD COLUMN via TEXT NOT NULL DEFAULT '';
 
 CREATE TABLE audit (
-	id                      INTEGER PRIMARY KEY AUTOINCREMENT,
+	id                      INTEGER PRIMARY KEY,
 	kind                    TEXT NOT NULL,
 	tenant_id               TEXT NOT NULL,
 	project_id              TEXT NOT NULL,
