@@ -373,6 +373,11 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 	}
 	f := agentd.PendingFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, After: q.Cursor, Limit: limit + 1,
 		ToolName: q.ToolName, ServerID: q.ServerID, ConversationID: q.ConversationID, ExpiresBefore: q.ExpiresBefore}
+	if t := e.visible[q.ToolName]; t != nil && f.ServerID == "" {
+		// A tool's calls all carry its server id (classify): naming it
+		// lets the store read the server's parked calls only.
+		f.ServerID = t.ServerID
+	}
 	if !p.SeesAll() {
 		if p.KeyID == "" {
 			return []agentd.ToolCall{}, "", nil // no key, no conversations of its own (fail closed)

@@ -46,9 +46,9 @@ func TestQueryPlans(t *testing.T) {
 		// calls are parked.
 		{"ParkedCount", parkedCountQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"Pending", pending(agentd.PendingFilter{}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
-		{"Pending/tool_name", pending(agentd.PendingFilter{ToolName: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_name"}},
-		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_server"}},
-		{"Pending/conversation_id", pending(agentd.PendingFilter{ConversationID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_conversation"}},
+		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool"}},
+		{"Pending/server_id+tool_name", pending(agentd.PendingFilter{ServerID: "x", ToolName: "y"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool (tenant_id=? AND project_id=? AND server_id=? AND id>?)"}},
+		{"Conversation/conversation_id", pending(agentd.PendingFilter{ConversationID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_conversation"}},
 		{"Pending/expires_before", pending(agentd.PendingFilter{ExpiresBefore: time.Now()}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_deadline"}},
 		{"Pending/expires_before/page 2", pending(agentd.PendingFilter{ExpiresBefore: time.Now(), After: "call_x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_deadline"}},
 		{"Audit", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p"}), []string{"SEARCH audit USING INDEX audit_tenant"}},

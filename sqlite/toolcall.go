@@ -163,12 +163,20 @@ func (db *DB) PendingToolCalls(ctx context.Context, f agentd.PendingFilter) ([]a
 
 // pendingWhere is PendingToolCalls' condition, with its ORDER BY, and its
 // parameters, with only the filters that are set, so that each is served
-// by its index (TestQueryPlans). With ExpiresBefore the calls come by
+// by its index (TestQueryPlans): ServerID (with or without ToolName) by
+// the parked calls' (server_id, id, name) index, ConversationID by the
+// conversation's calls. ToolName alone walks the tenant's parked calls:
+// the engine names the tool's server with it. With ExpiresBefore the calls come by
 // deadline, then id, from the index of parked deadlines (the cursor is the
 // last call's id: the page goes on after its deadline and id); otherwise
 // by id.
 func pendingWhere(f agentd.PendingFilter) (string, []any) {
 	where := `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation'`
+	if f.ConversationID != "" && f.ExpiresBefore.IsZero() && f.ServerID == "" {
+		// A conversation's few calls, from its own index: "+" keeps the
+		// planner off the indexes of the tenant's parked calls.
+		where = `+tenant_id = ? AND +project_id = ? AND +status = 'requires_confirmation'`
+	}
 	args := []any{f.TenantID, f.ProjectID}
 	add := func(cond string, v ...any) {
 		where += ` AND ` + cond

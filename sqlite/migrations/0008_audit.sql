@@ -53,11 +53,13 @@ BEGIN
 	SELECT RAISE(ABORT, 'audit entries are immutable');
 END;
 
--- GET /v1/approvals?tool_name=…, ?server_id=…, ?conversation_id=…: parked
--- calls only, so the indexes hold what is pending now, not the history.
--- ?expires_before=… lists by deadline, from its own index, so a first page
--- is one range however few or many calls match.
-CREATE INDEX tool_calls_parked_name ON tool_calls (tenant_id, project_id, name, id) WHERE status = 'requires_confirmation';
-CREATE INDEX tool_calls_parked_server ON tool_calls (tenant_id, project_id, server_id, id) WHERE status = 'requires_confirmation';
-CREATE INDEX tool_calls_parked_conversation ON tool_calls (tenant_id, project_id, conversation_id, id) WHERE status = 'requires_confirmation';
+-- GET /v1/approvals filters. Every index that holds parked calls only is
+-- changed by every decision (the call leaves it), so there are two: one for
+-- server_id, in id order, that also holds the tool name (the engine names a
+-- tool's server with its name, so tool_name reads the server's range and
+-- checks the name in the index) and one for expires_before, which
+-- lists by deadline, so a first page is one range however few or many calls
+-- match. conversation_id is served by tool_calls_conversation (a
+-- conversation has few calls).
+CREATE INDEX tool_calls_parked_tool ON tool_calls (tenant_id, project_id, server_id, id, name) WHERE status = 'requires_confirmation';
 CREATE INDEX tool_calls_parked_deadline ON tool_calls (tenant_id, project_id, requires_approval_at, id) WHERE status = 'requires_confirmation';
