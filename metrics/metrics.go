@@ -72,7 +72,9 @@ func NewLoop(reg prometheus.Registerer, parked ParkedCounter) *Loop {
 func (m *Loop) RunStarted() { m.runsStarted.Inc() }
 
 // RunFinished implements loop.Observer.
-func (m *Loop) RunFinished(status agentd.RunStatus) { m.runsFinished.WithLabelValues(string(status)).Inc() }
+func (m *Loop) RunFinished(status agentd.RunStatus) {
+	m.runsFinished.WithLabelValues(string(status)).Inc()
+}
 
 // ToolCallFinished implements loop.Observer.
 func (m *Loop) ToolCallFinished(status agentd.CallStatus, tier agentd.Tier) {
