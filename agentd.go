@@ -244,6 +244,10 @@ type Decision struct {
 	Decision   string `json:"decision"`
 	Reason     string `json:"reason,omitempty"`
 	DecidedBy  string `json:"decided_by"`
+	// Role is the role of the API key that decided ("" for the server's
+	// own expiries); Via the door the decision came through (Via*).
+	Role string `json:"role,omitempty"`
+	Via  string `json:"via,omitempty"`
 	// ArgumentsSHA256 is the digest of the arguments the decision applies to.
 	ArgumentsSHA256 string `json:"arguments_sha256"`
 	// An approval with edited arguments records them and their digest.

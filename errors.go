@@ -18,6 +18,7 @@ const (
 	ETOOLARGE     = "too_large"    // 413: body over the limit
 	EMISDIRECTED  = "misdirected"  // 421: dev mode answers only loopback Host names
 	EUNSUPPORTED  = "unsupported"  // 415
+	ENOTAPPLIED   = "not_applied"  // 409: an atomic batch's item, not applied because another failed
 	EINTERNAL     = "internal"     // 500
 	EUNAVAILABLE  = "unavailable"  // 503
 )

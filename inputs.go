@@ -1,6 +1,9 @@
 package agentd
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // DecisionRequest is a person's decision on a parked call as it arrives
 // (SPEC §5 "Approval rules"): Decision is "approve", "edit" or "deny";
@@ -11,6 +14,8 @@ type DecisionRequest struct {
 	Reason          string
 	Arguments       json.RawMessage
 	ArgumentsSHA256 string
+	// Via is the door the decision came through (ViaSingle when empty).
+	Via string
 }
 
 // ConversationDetail is a conversation with its messages and tool calls
@@ -19,4 +24,28 @@ type ConversationDetail struct {
 	Conversation *Conversation
 	Messages     []Message
 	ToolCalls    []ToolCall
+}
+
+// PendingQuery is a page of GET /v1/approvals: the cursor (a tool call id),
+// the page size and the filters (SPEC §5).
+type PendingQuery struct {
+	Cursor         string
+	Limit          int
+	ToolName       string
+	ServerID       string
+	ConversationID string
+	// ExpiresBefore, when set, keeps the calls whose deadline is before it.
+	ExpiresBefore time.Time
+}
+
+// AuditQuery is a page of GET /v1/audit: the cursor (an entry id, 0 for
+// the first page), the page size and the filters.
+type AuditQuery struct {
+	Cursor         int64
+	Limit          int
+	Kind           string
+	ToolCallID     string
+	ConversationID string
+	// Since and Until bound the entries' time: Since <= at < Until.
+	Since, Until time.Time
 }

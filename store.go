@@ -23,6 +23,15 @@ import (
 //
 // Lookups by id do no tenant check; callers compare TenantID/ProjectID and
 // answer ENOTFOUND on mismatch.
+//
+// The audit log (AuditEntry) is written by the store itself, in the
+// transaction of the fact it records, so no fact commits without its entry
+// and no entry without its fact: every decision inserted (by UpdateToolCall,
+// UpdateToolCalls or CancelRun) gets an entry of kind decision (approved,
+// denied), expiry or cancellation with the decision's DecidedBy, Role, Via,
+// reason and digests; every call stored as refused (inserted, or moved
+// there by an update) gets a refusal; every call stored in
+// requires_confirmation with Escalated gets an escalation.
 type Store interface {
 	// CreateConversation inserts c. EINVALID if c.ID is empty.
 	CreateConversation(ctx context.Context, c *Conversation) error
@@ -43,12 +52,13 @@ type Store interface {
 	// CancelRun cancels an active run in one transaction: the run becomes
 	// cancelled with reason; every call of the run that has not started
 	// (requires_confirmation or approved) becomes cancelled, and each one
-	// that was requires_confirmation gets a "cancelled" decision by `by`;
+	// that was requires_confirmation gets a "cancelled" decision by `by`
+	// (DecidedBy its key id, Role its role, Via ViaCancel);
 	// then the events returned by plan (given the cancelled run and those
 	// calls as they were before) are appended. It returns the run and the
 	// events. ECONFLICT, with the current run, when the run is not active;
 	// ENOTFOUND when there is no such run. On any error nothing is written.
-	CancelRun(ctx context.Context, runID, reason, by string, now time.Time,
+	CancelRun(ctx context.Context, runID, reason string, by Actor, now time.Time,
 		plan func(run *Run, cancelled []ToolCall) []EventDraft) (*Run, []Event, error)
 	// RunsToDrive returns the active runs something must happen to now:
 	// every run in running state, and every waiting run none of whose calls
@@ -84,13 +94,25 @@ type Store interface {
 	// u.Decision if set, and appends events, atomically. ECONFLICT, with
 	// the current call returned, when the status does not match.
 	UpdateToolCall(ctx context.Context, u CallUpdate, events []EventDraft) (*ToolCall, []Event, error)
+	// UpdateToolCalls applies every update as UpdateToolCall would, and
+	// appends events, all in one transaction: all or nothing. It returns
+	// the updated calls in the order of us. ECONFLICT (naming the call)
+	// when any call's status is not in its From, ENOTFOUND when a call does
+	// not exist, EINVALID as UpdateToolCall, or when two updates name the
+	// same call; on any error nothing is written.
+	UpdateToolCalls(ctx context.Context, us []CallUpdate, events []EventDraft) ([]ToolCall, []Event, error)
 	// ToolCallsByStatus returns every call in one of the statuses.
 	ToolCallsByStatus(ctx context.Context, statuses ...CallStatus) ([]ToolCall, error)
 	// PendingToolCalls returns up to f.Limit calls of f's tenant and project
 	// (and, when f.CreatedBy is set, of conversations that key created) in
-	// requires_confirmation with ID > f.After, in ID order (ids are
-	// time-ordered), with decisions: the reconcile list of parked approvals.
+	// requires_confirmation after f.After that match f's other filters, in
+	// ID order (ids are time-ordered; by deadline with f.ExpiresBefore),
+	// with decisions: the reconcile list of parked approvals.
 	PendingToolCalls(ctx context.Context, f PendingFilter) ([]ToolCall, error)
+	// ParkedCount returns how many calls are in requires_confirmation, of
+	// every tenant: one index count (the parked-calls gauge reads it on
+	// every scrape).
+	ParkedCount(ctx context.Context) (int64, error)
 	// DueToolCalls returns calls in requires_confirmation whose deadline is at or before now.
 	DueToolCalls(ctx context.Context, now time.Time) ([]ToolCall, error)
 	// NextDeadline returns the earliest RequiresApprovalAt of the calls in
@@ -127,6 +149,15 @@ type Store interface {
 	// name, when pos is negative, or when pos is past LastPosition (no
 	// consumer can have processed an event that has not committed).
 	SetConsumerPosition(ctx context.Context, name string, pos int64) error
+
+	// AppendAudit appends an entry the store does not write by itself (a
+	// durable-path request) and returns it with its ID. EINVALID when its
+	// Kind is not one of AuditKinds or TenantID or ProjectID is empty.
+	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)
+	// Audit returns up to f.Limit entries of f's tenant and project that
+	// match f, with ID > f.After, in ID order. EINVALID when f.TenantID or
+	// f.ProjectID is empty or f.Kind is set and not one of AuditKinds.
+	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error
@@ -213,6 +244,14 @@ type PendingFilter struct {
 	// CreatedBy, when set, keeps only calls of conversations created by
 	// that API key id (what a client key may list).
 	CreatedBy string
+	// ToolName, ServerID and ConversationID, when set, keep only the
+	// calls with that tool name, server id or conversation.
+	ToolName, ServerID, ConversationID string
+	// ExpiresBefore, when not zero, keeps only calls whose deadline is
+	// before it, and orders them by deadline, then ID: After then names the
+	// last call of the previous page, and the page goes on after its
+	// deadline and ID.
+	ExpiresBefore time.Time
 	// After is the cursor: only calls with a greater ID.
 	After string
 	// Limit bounds the result (1..1000; other values mean 1000).

@@ -18,6 +18,7 @@ var statusOf = map[string]int{
 	agentd.EEXPIRED:      http.StatusConflict,
 	agentd.ESTALE:        http.StatusConflict,
 	agentd.ERUNACTIVE:    http.StatusConflict,
+	agentd.ENOTAPPLIED:   http.StatusConflict,
 	agentd.ETOOLARGE:     http.StatusRequestEntityTooLarge,
 	agentd.EMISDIRECTED:  http.StatusMisdirectedRequest,
 	agentd.EUNSUPPORTED:  http.StatusUnsupportedMediaType,

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
@@ -135,11 +136,47 @@ func (f *fakeService) Decide(ctx context.Context, p agentd.Principal, id string,
 	return &agentd.Decision{ID: "dec_1", ToolCallID: id, Decision: agentd.DecisionApproved, DecidedBy: p.KeyID}, nil
 }
 
-func (f *fakeService) PendingApprovals(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.ToolCall, string, error) {
-	if err := f.record("PendingApprovals", p, cursor, limit); err != nil {
+func (f *fakeService) PendingApprovals(ctx context.Context, p agentd.Principal, q agentd.PendingQuery) ([]agentd.ToolCall, string, error) {
+	if err := f.record("PendingApprovals", p, q.Cursor, q); err != nil {
 		return nil, "", err
 	}
 	return []agentd.ToolCall{}, "", nil
+}
+
+// DecideBatch answers each item applied (approved or denied as asked),
+// but an item whose tool call id is "ghost" failed as not found.
+func (f *fakeService) DecideBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem, atomic bool) ([]agentd.BatchDecisionResult, error) {
+	if err := f.record("DecideBatch", p, fmt.Sprint(atomic), items); err != nil {
+		return nil, err
+	}
+	out := make([]agentd.BatchDecisionResult, len(items))
+	for i, it := range items {
+		if it.ToolCallID == "ghost" {
+			out[i] = agentd.BatchDecisionResult{ToolCallID: it.ToolCallID, Status: agentd.BatchFailed,
+				Error: agentd.NewItemError(agentd.Errorf(agentd.ENOTFOUND, "tool call not found"))}
+			continue
+		}
+		d := agentd.DecisionDenied
+		if it.Approve {
+			d = agentd.DecisionApproved
+		}
+		out[i] = agentd.BatchDecisionResult{ToolCallID: it.ToolCallID, Status: agentd.BatchApplied,
+			Decision: &agentd.Decision{ID: fmt.Sprintf("dec_%d", i), ToolCallID: it.ToolCallID, Decision: d, DecidedBy: p.KeyID, Via: agentd.ViaBulk}}
+	}
+	return out, nil
+}
+
+// Audit answers one decision entry and, when the query has no cursor, the
+// next cursor 7.
+func (f *fakeService) Audit(ctx context.Context, p agentd.Principal, q agentd.AuditQuery) ([]agentd.AuditEntry, int64, error) {
+	if err := f.record("Audit", p, "", q); err != nil {
+		return nil, 0, err
+	}
+	next := int64(7)
+	if q.Cursor != 0 {
+		next = 0
+	}
+	return []agentd.AuditEntry{{ID: 7, Kind: agentd.AuditDecision, TenantID: p.TenantID, ProjectID: p.ProjectID, KeyID: p.KeyID}}, next, nil
 }
 
 func (f *fakeService) ToolSpecs() []agentd.ToolSpec {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/sse"
@@ -119,32 +120,133 @@ func (s *Server) handleApproval(c echo.Context) error {
 	if err := decode(c, &req, false); err != nil {
 		return err
 	}
-	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), agentd.DecisionRequest(req))
+	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), agentd.DecisionRequest{
+		Decision: req.Decision, Reason: req.Reason, Arguments: req.Arguments, ArgumentsSHA256: req.ArgumentsSHA256,
+		Via: agentd.ViaSingle,
+	})
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
 }
 
+// bulkApprovalRequest is the body of POST /v1/approvals.
+type bulkApprovalRequest struct {
+	Approvals []bulkApprovalItem `json:"approvals"`
+	Atomic    bool               `json:"atomic"`
+}
+
+type bulkApprovalItem struct {
+	ToolCallID      string          `json:"tool_call_id"`
+	Approve         *bool           `json:"approve"`
+	Reason          string          `json:"reason,omitempty"`
+	Arguments       json.RawMessage `json:"arguments,omitempty"`
+	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
+}
+
+// handleBulkApprovals is POST /v1/approvals: 200 with one result per item,
+// in request order, whatever became of each (docs/api.md).
+func (s *Server) handleBulkApprovals(c echo.Context) error {
+	var req bulkApprovalRequest
+	if err := decode(c, &req, false); err != nil {
+		return err
+	}
+	if req.Approvals == nil {
+		return agentd.Errorf(agentd.EINVALID, `"approvals" is required: a list of {tool_call_id, approve}`)
+	}
+	items := make([]agentd.BatchDecisionItem, len(req.Approvals))
+	for i, it := range req.Approvals {
+		if it.ToolCallID == "" || it.Approve == nil {
+			return agentd.Errorf(agentd.EINVALID, `approvals[%d] needs "tool_call_id" and "approve" (true or false)`, i)
+		}
+		items[i] = agentd.BatchDecisionItem{ToolCallID: it.ToolCallID, Approve: *it.Approve, Reason: it.Reason,
+			Arguments: it.Arguments, ArgumentsSHA256: it.ArgumentsSHA256}
+	}
+	results, err := s.engine.DecideBatch(c.Request().Context(), principal(c), items, req.Atomic)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"atomic": req.Atomic, "results": results})
+}
+
 // handleListApprovals is the reconcile list: GET /v1/approvals?status=pending
-// [&limit=N][&cursor=ID]. Only pending approvals are listed.
+// [&limit=N][&cursor=ID][&tool_name=…][&server_id=…][&conversation_id=…]
+// [&expires_before=RFC 3339]. Only pending approvals are listed.
 func (s *Server) handleListApprovals(c echo.Context) error {
 	if st := c.QueryParam("status"); st != "" && st != "pending" {
 		return agentd.Errorf(agentd.EINVALID, `status must be "pending"`)
 	}
-	limit := 0
-	if l := c.QueryParam("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 100 {
-			return agentd.Errorf(agentd.EINVALID, "limit must be an integer between 1 and 100")
-		}
-		limit = n
+	q := agentd.PendingQuery{Cursor: c.QueryParam("cursor"), ToolName: c.QueryParam("tool_name"),
+		ServerID: c.QueryParam("server_id"), ConversationID: c.QueryParam("conversation_id")}
+	var err error
+	if q.Limit, err = queryLimit(c); err != nil {
+		return err
 	}
-	calls, next, err := s.engine.PendingApprovals(c.Request().Context(), principal(c), c.QueryParam("cursor"), limit)
+	if q.ExpiresBefore, err = queryTime(c, "expires_before"); err != nil {
+		return err
+	}
+	calls, next, err := s.engine.PendingApprovals(c.Request().Context(), principal(c), q)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"approvals": calls, "next_cursor": next})
+}
+
+// handleAudit is GET /v1/audit[?kind=…][&tool_call_id=…][&conversation_id=…]
+// [&since=RFC 3339][&until=RFC 3339][&cursor=N][&limit=N] (operator, admin).
+func (s *Server) handleAudit(c echo.Context) error {
+	q := agentd.AuditQuery{Kind: c.QueryParam("kind"), ToolCallID: c.QueryParam("tool_call_id"),
+		ConversationID: c.QueryParam("conversation_id")}
+	var err error
+	if q.Limit, err = queryLimit(c); err != nil {
+		return err
+	}
+	if q.Since, err = queryTime(c, "since"); err != nil {
+		return err
+	}
+	if q.Until, err = queryTime(c, "until"); err != nil {
+		return err
+	}
+	if cur := c.QueryParam("cursor"); cur != "" {
+		if q.Cursor, err = strconv.ParseInt(cur, 10, 64); err != nil || q.Cursor < 0 {
+			return agentd.Errorf(agentd.EINVALID, "cursor must be the next_cursor of a previous page")
+		}
+	}
+	entries, next, err := s.engine.Audit(c.Request().Context(), principal(c), q)
+	if err != nil {
+		return err
+	}
+	cursor := ""
+	if next > 0 {
+		cursor = strconv.FormatInt(next, 10)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"entries": entries, "next_cursor": cursor})
+}
+
+// queryLimit is the limit query parameter: 0 when absent, else 1..100.
+func queryLimit(c echo.Context) (int, error) {
+	l := c.QueryParam("limit")
+	if l == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > 100 {
+		return 0, agentd.Errorf(agentd.EINVALID, "limit must be an integer between 1 and 100")
+	}
+	return n, nil
+}
+
+// queryTime is an RFC 3339 query parameter: the zero time when absent.
+func queryTime(c echo.Context, name string) (time.Time, error) {
+	v := c.QueryParam(name)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return time.Time{}, agentd.Errorf(agentd.EINVALID, "%s must be an RFC 3339 time such as 2026-12-01T12:00:00Z", name)
+	}
+	return t, nil
 }
 
 type toolView struct {
@@ -176,6 +278,8 @@ func (s *Server) handleEvents(c echo.Context) error {
 	if err != nil {
 		return agentd.Errorf(agentd.EINVALID, "%v", err)
 	}
+	s.m.streams.Inc()
+	defer s.m.streams.Dec()
 	err = sse.Serve(ctx, c.Response(), s.hub, s.store, conv.ID, last, sse.Options{Heartbeat: s.cfg.Heartbeat})
 	if err != nil && !c.Response().Committed {
 		return fmt.Errorf("stream: %w", err)
@@ -200,14 +304,10 @@ type connectionRequest struct {
 // handleConnectionRequest is the durable/workflow request path (SPEC §2.3):
 // no approval prompt; a confirm-tier write answers a preview object, a
 // confirmed_write runs; review and never are refused (403). Operator,
-// delegate and admin keys only.
+// delegate and admin keys only: Connections checks the role, so a refused
+// caller is in the audit log too.
 func (s *Server) handleConnectionRequest(c echo.Context) error {
 	p := principal(c)
-	switch p.Role {
-	case agentd.RoleOperator, agentd.RoleDelegate, agentd.RoleAdmin:
-	default:
-		return agentd.Errorf(agentd.EFORBIDDEN, "the durable request path needs an operator or delegate key")
-	}
 	if s.cfg.Connections == nil {
 		return agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", c.Param("name"))
 	}

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
@@ -25,6 +26,7 @@ func TestHandlersRefuseBadBodies(t *testing.T) {
 		"/v1/conversations/" + conv + "/messages",
 		"/v1/runs/run_01a23125-0000-7000-8000-000000000001/cancel",
 		"/v1/tool-calls/" + someCall + "/approval",
+		"/v1/approvals",
 	}
 	bodies := map[string]string{
 		"malformed":     `{"content":`,
@@ -73,7 +75,8 @@ func TestApprovalBodyReachesService(t *testing.T) {
 	body := `{"decision":"edit","reason":"smaller","arguments":{"amount":3},"arguments_sha256":"` + strings.Repeat("a", 64) + `"}`
 	want(t, "approval", s.do("POST", "/v1/tool-calls/"+someCall+"/approval", "", body, nil), http.StatusOK, "")
 	got := fake.last()
-	wantReq := agentd.DecisionRequest{Decision: "edit", Reason: "smaller", Arguments: json.RawMessage(`{"amount":3}`), ArgumentsSHA256: strings.Repeat("a", 64)}
+	wantReq := agentd.DecisionRequest{Decision: "edit", Reason: "smaller", Arguments: json.RawMessage(`{"amount":3}`),
+		ArgumentsSHA256: strings.Repeat("a", 64), Via: agentd.ViaSingle}
 	if got.method != "Decide" || got.id != someCall || !reflect.DeepEqual(got.req, wantReq) {
 		t.Fatalf("service got %+v, want Decide(%s, %+v)", got, someCall, wantReq)
 	}
@@ -85,7 +88,7 @@ func TestErrorTable(t *testing.T) {
 	s, fake := newFakeServer(t, nil, api.Config{})
 	for code, status := range map[string]int{
 		agentd.EINVALID: 400, agentd.EUNAUTHORIZED: 401, agentd.EFORBIDDEN: 403, agentd.ENOTFOUND: 404,
-		agentd.ECONFLICT: 409, agentd.EEXPIRED: 409, agentd.ESTALE: 409, agentd.ERUNACTIVE: 409,
+		agentd.ECONFLICT: 409, agentd.EEXPIRED: 409, agentd.ESTALE: 409, agentd.ERUNACTIVE: 409, agentd.ENOTAPPLIED: 409,
 		agentd.ETOOLARGE: 413, agentd.EUNSUPPORTED: 415, agentd.EMISDIRECTED: 421, agentd.EINTERNAL: 500, agentd.EUNAVAILABLE: 503,
 	} {
 		fake.fail = &agentd.Error{Code: code, Message: "safe words for " + code, Detail: errors.New("secret detail")}
@@ -142,7 +145,8 @@ func TestPrincipalFromKey(t *testing.T) {
 // TestApprovalsQuery: the list's query is checked before the service.
 func TestApprovalsQuery(t *testing.T) {
 	s, fake := newFakeServer(t, nil, api.Config{})
-	for _, q := range []string{"?limit=0", "?limit=101", "?limit=x", "?status=approved"} {
+	for _, q := range []string{"?limit=0", "?limit=101", "?limit=x", "?status=approved", "?expires_before=tomorrow",
+		"?expires_before=2026-12-01", "?expires_before=2026-12-01T12:00:00"} {
 		before := fake.count()
 		want(t, q, s.do("GET", "/v1/approvals"+q, "", "", nil), http.StatusBadRequest, agentd.EINVALID)
 		if fake.count() != before {
@@ -150,7 +154,98 @@ func TestApprovalsQuery(t *testing.T) {
 		}
 	}
 	want(t, "good query", s.do("GET", "/v1/approvals?status=pending&limit=7&cursor="+someCall, "", "", nil), http.StatusOK, "")
-	if got := fake.last(); got.method != "PendingApprovals" || got.id != someCall || got.req != 7 {
+	if got := fake.last(); got.method != "PendingApprovals" || got.req != (agentd.PendingQuery{Cursor: someCall, Limit: 7}) {
 		t.Fatalf("service got %+v", got)
+	}
+	conv := "conv_01a23125-0000-7000-8000-000000000001"
+	want(t, "filters", s.do("GET", "/v1/approvals?tool_name=pay&server_id=billing&conversation_id="+conv+
+		"&expires_before=2026-12-01T12:30:00%2B01:00", "", "", nil), http.StatusOK, "")
+	wantQ := agentd.PendingQuery{ToolName: "pay", ServerID: "billing", ConversationID: conv,
+		ExpiresBefore: time.Date(2026, 12, 1, 11, 30, 0, 0, time.UTC)}
+	if got, ok := fake.last().req.(agentd.PendingQuery); !ok || !got.ExpiresBefore.Equal(wantQ.ExpiresBefore) ||
+		got.ToolName != wantQ.ToolName || got.ServerID != wantQ.ServerID || got.ConversationID != wantQ.ConversationID {
+		t.Fatalf("service got %+v, want %+v", fake.last().req, wantQ)
+	}
+}
+
+// TestBulkApprovals: the body's items reach the service as the domain's
+// items, in order; the answer is 200 with one result per item; a body
+// without the required fields is 400 before the service.
+func TestBulkApprovals(t *testing.T) {
+	s, fake := newFakeServer(t, nil, api.Config{})
+	body := `{"approvals":[{"tool_call_id":"` + someCall + `","approve":true,"reason":"ok","arguments":{"a":1},"arguments_sha256":"` +
+		strings.Repeat("b", 64) + `"},{"tool_call_id":"ghost","approve":false}],"atomic":true}`
+	r := s.do("POST", "/v1/approvals", "", body, nil)
+	want(t, "bulk", r, http.StatusOK, "")
+	got := fake.last()
+	wantItems := []agentd.BatchDecisionItem{
+		{ToolCallID: someCall, Approve: true, Reason: "ok", Arguments: []byte(`{"a":1}`), ArgumentsSHA256: strings.Repeat("b", 64)},
+		{ToolCallID: "ghost"},
+	}
+	if got.method != "DecideBatch" || got.id != "true" || !reflect.DeepEqual(got.req, wantItems) {
+		t.Fatalf("service got %+v, want DecideBatch(atomic, %+v)", got, wantItems)
+	}
+	var out struct {
+		Atomic  bool `json:"atomic"`
+		Results []struct {
+			ToolCallID string           `json:"tool_call_id"`
+			Status     string           `json:"status"`
+			Decision   *agentd.Decision `json:"decision"`
+			Error      *struct{ Code, Message string }
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil {
+		t.Fatal(err)
+	}
+	if !out.Atomic || len(out.Results) != 2 || out.Results[0].Status != "applied" || out.Results[0].Decision == nil ||
+		out.Results[1].Status != "failed" || out.Results[1].Error == nil || out.Results[1].Error.Code != agentd.ENOTFOUND {
+		t.Fatalf("bulk answer %s", r.body)
+	}
+	before := fake.count()
+	for name, body := range map[string]string{
+		"no approvals":    `{"atomic":true}`,
+		"no approve":      `{"approvals":[{"tool_call_id":"` + someCall + `"}]}`,
+		"no tool_call_id": `{"approvals":[{"approve":true}]}`,
+		"approve string":  `{"approvals":[{"tool_call_id":"x","approve":"yes"}]}`,
+		"decision field":  `{"approvals":[{"tool_call_id":"x","decision":"approve"}]}`,
+	} {
+		want(t, name, s.do("POST", "/v1/approvals", "", body, nil), http.StatusBadRequest, agentd.EINVALID)
+	}
+	if fake.count() != before {
+		t.Error("a bad bulk body reached the service")
+	}
+	fake.fail = agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
+	want(t, "refused batch", s.do("POST", "/v1/approvals", "", `{"approvals":[{"tool_call_id":"x","approve":true}]}`, nil),
+		http.StatusForbidden, agentd.EFORBIDDEN)
+}
+
+// TestAuditQuery: the audit's filters reach the service parsed; bad ones
+// are 400 before it; the cursor round-trips.
+func TestAuditQuery(t *testing.T) {
+	s, fake := newFakeServer(t, nil, api.Config{})
+	for _, q := range []string{"?limit=0", "?since=yesterday", "?until=2026-12-01", "?cursor=x", "?cursor=-1"} {
+		before := fake.count()
+		want(t, q, s.do("GET", "/v1/audit"+q, "", "", nil), http.StatusBadRequest, agentd.EINVALID)
+		if fake.count() != before {
+			t.Errorf("%s reached the service", q)
+		}
+	}
+	r := s.do("GET", "/v1/audit?kind=decision&tool_call_id="+someCall+"&since=2026-12-01T00:00:00Z&until=2026-12-02T00:00:00Z&limit=5", "", "", nil)
+	want(t, "audit", r, http.StatusOK, "")
+	wantQ := agentd.AuditQuery{Kind: "decision", ToolCallID: someCall, Limit: 5,
+		Since: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)}
+	if got := fake.last(); got.method != "Audit" || !reflect.DeepEqual(got.req, wantQ) {
+		t.Fatalf("service got %+v, want %+v", got.req, wantQ)
+	}
+	var page struct {
+		Entries []agentd.AuditEntry `json:"entries"`
+		Next    string              `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &page); err != nil || len(page.Entries) != 1 || page.Next != "7" {
+		t.Fatalf("audit page %s (%v)", r.body, err)
+	}
+	want(t, "page 2", s.do("GET", "/v1/audit?cursor="+page.Next, "", "", nil), http.StatusOK, "")
+	if got := fake.last().req.(agentd.AuditQuery); got.Cursor != 7 {
+		t.Errorf("cursor reached the service as %d", got.Cursor)
 	}
 }

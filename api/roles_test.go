@@ -122,3 +122,56 @@ func TestRepeatedDecisionWithStaleDigest(t *testing.T) {
 	}
 	want(t, "repeat without digest", s.do("POST", "/v1/tool-calls/"+call+"/approval", "", `{"decision":"approve"}`, nil), http.StatusOK, "")
 }
+
+// TestBulkAndAuditRoles: in a bulk decision another tenant's or another
+// client's call reads as a call that does not exist (same message), a
+// delegate's batch is 403; the audit log is for operator and admin keys,
+// of their own tenant, and records who decided through which door.
+func TestBulkAndAuditRoles(t *testing.T) {
+	s := newServer(t, roleKeys, api.Config{})
+	conv := s.createConversation("k-alice")
+	call, _ := s.parkedCall("k-alice", conv)
+	ghost := "call_01a23125-0000-7000-8000-00000000dead"
+	batch := `{"approvals":[{"tool_call_id":"` + call + `","approve":false},{"tool_call_id":"` + ghost + `","approve":false}]}`
+	for _, key := range []string{"k-bob", "k-other"} {
+		r := s.do("POST", "/v1/approvals", key, batch, nil)
+		want(t, key+" bulk", r, http.StatusOK, "")
+		var out struct {
+			Results []agentd.BatchDecisionResult `json:"results"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &out); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Results) != 2 || out.Results[0].Error == nil || out.Results[0].Error.Code != agentd.ENOTFOUND ||
+			*out.Results[0].Error != *out.Results[1].Error {
+			t.Errorf("%s: results %s; another's call must read as a ghost", key, r.body)
+		}
+	}
+	want(t, "delegate bulk", s.do("POST", "/v1/approvals", "k-robot", batch, nil), http.StatusForbidden, agentd.EFORBIDDEN)
+	if c := s.toolCall("k-alice", call); c.Status != agentd.StatusRequiresConfirmation {
+		t.Fatalf("refused batches changed the call: %s", c.Status)
+	}
+	want(t, "operator bulk", s.do("POST", "/v1/approvals", "k-op", `{"approvals":[{"tool_call_id":"`+call+`","approve":false,"reason":"no"}]}`, nil), http.StatusOK, "")
+
+	for _, key := range []string{"k-alice", "k-robot"} {
+		want(t, key+" audit", s.do("GET", "/v1/audit", key, "", nil), http.StatusForbidden, agentd.EFORBIDDEN)
+	}
+	audit := func(key, query string) []agentd.AuditEntry {
+		t.Helper()
+		r := s.do("GET", "/v1/audit"+query, key, "", nil)
+		want(t, key+" audit", r, http.StatusOK, "")
+		var page struct{ Entries []agentd.AuditEntry }
+		if err := json.Unmarshal([]byte(r.body), &page); err != nil {
+			t.Fatal(err)
+		}
+		return page.Entries
+	}
+	es := audit("k-admin", "?kind=decision&tool_call_id="+call)
+	if len(es) != 1 || es[0].KeyID != "op" || es[0].Role != agentd.RoleOperator || es[0].Via != agentd.ViaBulk ||
+		es[0].Decision != agentd.DecisionDenied || es[0].Reason != "no" || es[0].ConversationID != conv {
+		t.Fatalf("audit = %+v, want op's bulk denial", es)
+	}
+	if es := audit("k-other", ""); len(es) != 0 {
+		t.Errorf("another tenant's admin reads %d entries", len(es))
+	}
+}

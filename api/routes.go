@@ -19,6 +19,10 @@ func (s *Server) routes() {
 
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
+	if s.cfg.Metrics != nil {
+		// Unauthenticated, like the probes (docs/metrics.md).
+		e.GET("/metrics", echo.WrapHandler(s.cfg.Metrics))
+	}
 
 	// The web chat (package web): the page and its files, public like any
 	// static file; what they show comes from the API with the user's key.
@@ -41,6 +45,8 @@ func (s *Server) routes() {
 	authed.GET("/tool-calls/:id", s.handleGetToolCall)
 	authed.POST("/tool-calls/:id/approval", s.handleApproval)
 	authed.GET("/approvals", s.handleListApprovals)
+	authed.POST("/approvals", s.handleBulkApprovals)
+	authed.GET("/audit", s.handleAudit)
 	authed.GET("/tools", s.handleListTools)
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
 

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -38,6 +39,12 @@ type Config struct {
 	// may call the API, normalized as by internal/origin.Normalize
 	// (agentd.json cors_origins). Every other Origin gets 403.
 	CORSOrigins []string
+	// Registerer, when set, gets the API's own collectors: requests by
+	// route template, method and status, their durations, open SSE streams.
+	Registerer prometheus.Registerer
+	// Metrics serves GET /metrics (unauthenticated, like the probes:
+	// docs/metrics.md says why); nil: no such route.
+	Metrics http.Handler
 }
 
 // Connections is the durable/workflow request path (SPEC §2.3).
@@ -47,7 +54,8 @@ type Connections interface {
 	// namespace idempotencyKey downstream and must be allowed to use the
 	// connection; a delegate role is a delegated caller). args are the
 	// request tool's arguments. It returns the answer to encode and
-	// whether it is a preview (nothing was sent). Errors: ENOTFOUND
+	// whether it is a preview (nothing was sent). Errors: EFORBIDDEN (a
+	// role other than operator, delegate, admin), ENOTFOUND
 	// (unknown connection, or one the caller's tenant may not use),
 	// EINVALID (bad arguments), EFORBIDDEN (refused by the policy),
 	// EUNAVAILABLE (the downstream request failed).
@@ -81,9 +89,18 @@ type Service interface {
 	// that may not decide (or an edit that escalates), ECONFLICT, EEXPIRED,
 	// ESTALE as SPEC §5 says.
 	Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error)
+	// DecideBatch applies bulk decisions, each as Decide would, and returns
+	// one result per item in order; with atomic, all or none. The batch's
+	// own errors: EFORBIDDEN (a delegate key), EINVALID (no items, more
+	// than agentd.MaxBatchDecisions, a call named twice).
+	DecideBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem, atomic bool) ([]agentd.BatchDecisionResult, error)
 	// PendingApprovals returns a page (limit 1..100, 0 = 50) of the parked
-	// calls p reaches after cursor, and the next cursor ("" at the end).
-	PendingApprovals(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.ToolCall, string, error)
+	// calls p reaches that match q, and the next cursor ("" at the end).
+	PendingApprovals(ctx context.Context, p agentd.Principal, q agentd.PendingQuery) ([]agentd.ToolCall, string, error)
+	// Audit returns a page (limit 1..100, 0 = 50) of the audit log of p's
+	// tenant and project that matches q, and the next cursor (0 at the
+	// end). EFORBIDDEN unless p is an operator or admin key.
+	Audit(ctx context.Context, p agentd.Principal, q agentd.AuditQuery) ([]agentd.AuditEntry, int64, error)
 	// ToolSpecs are the tools the agent's model sees.
 	ToolSpecs() []agentd.ToolSpec
 	// ToolTier is a tool's base tier and server id ("per_call" for the
@@ -100,6 +117,7 @@ type Server struct {
 	keys   map[string]agentd.APIKey // by SHA-256
 	echo   *echo.Echo
 	log    zerolog.Logger
+	m      *httpMetrics
 }
 
 // New returns the API server for one service.
@@ -107,7 +125,8 @@ func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
 	}
-	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger}
+	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger,
+		m: newHTTPMetrics(cfg.Registerer)}
 	for _, k := range cfg.Keys {
 		s.keys[strings.ToLower(k.SHA256)] = k
 	}
@@ -116,6 +135,9 @@ func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	e.HTTPErrorHandler = s.handleError
 	s.echo = e
 	s.routes()
+	for _, r := range e.Routes() {
+		s.m.routes[r.Path] = true
+	}
 	return s
 }
 
@@ -233,8 +255,10 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			ev = s.log.Error()
 		}
 		p := principal(c)
+		took := time.Since(start)
 		ev.Str("method", c.Request().Method).Str("path", c.Request().URL.Path).Int("status", c.Response().Status).
-			Dur("duration", time.Since(start)).Str("tenant_id", p.TenantID).Str("key_id", p.KeyID).Msg("request")
+			Dur("duration", took).Str("tenant_id", p.TenantID).Str("key_id", p.KeyID).Msg("request")
+		s.m.observe(c.Path(), c.Request().Method, c.Response().Status, took)
 		return nil
 	}
 }

@@ -24,11 +24,14 @@ import (
 	"github.com/agentd-dev/agentd/api"
 	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/metrics"
 	"github.com/agentd-dev/agentd/model/script"
 	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 )
 
@@ -346,13 +349,17 @@ func startAgentdWired(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 		inst.feedsHub, inst.stopFeed = true, followFeed(tb, store, inst.events, w)
 		pub = inst.events
 	}
+	// Metrics as cmd/agentd/serve.go registers them: the approval path pays
+	// for its observer and the HTTP collectors too.
+	promReg := prometheus.NewRegistry()
 	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolset,
-	}, loop.Options{Logger: zerolog.Nop()})
+	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount)})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	srvAPI := api.New(engine, hub, store, api.Config{Logger: zerolog.Nop()})
+	srvAPI := api.New(engine, hub, store, api.Config{Logger: zerolog.Nop(), Registerer: promReg,
+		Metrics: promhttp.HandlerFor(promReg, promhttp.HandlerOpts{})})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)

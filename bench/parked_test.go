@@ -101,7 +101,24 @@ type parkedFigures struct {
 	fds          int             // open files after the last start
 	afterRSS     int64           // bytes, after the pages and decisions
 	page         summary
-	decide, rtt  summary
+	// filtered are first pages of GET /v1/approvals with one filter each
+	// (filterQueries), and a scrape of /metrics (its parked gauge counts
+	// every parked call).
+	filtered    map[string]summary
+	decide, rtt summary
+}
+
+// filterQueries are the filtered first pages BenchmarkParkedScale
+// measures, by name; %s is the conversation of the first seeded call. The
+// ones that match nothing are the worst case: nothing stops the walk of
+// the index early.
+var filterQueries = []struct{ name, query string }{
+	{"tool_name (all match)", "?tool_name=mark"},
+	{"tool_name (none match)", "?tool_name=nope"},
+	{"server_id (none match)", "?server_id=nope"},
+	{"conversation_id (one match)", "?conversation_id=%s"},
+	{"expires_before (all match)", "?expires_before=2999-01-01T00:00:00Z"},
+	{"expires_before (none match)", "?expires_before=2000-01-01T00:00:00Z"},
 }
 
 // parkedScale seeds the two databases, then starts and measures the large
@@ -193,6 +210,7 @@ func (s parkedServer) measure(data string, starts int, cfg parkedConfig, ids []s
 		}
 	}
 	f.page = summarize(pages)
+	f.filtered = s.filteredPages(p.base, ids[0], cfg.pages)
 
 	var lat, rtt []time.Duration
 	for i := range cfg.decisions {
@@ -209,6 +227,48 @@ func (s parkedServer) measure(data string, starts int, cfg parkedConfig, ids []s
 	f.decide, f.rtt = summarize(lat), summarize(rtt)
 	f.afterRSS = procStatus(s.tb, p.cmd.Process.Pid, "VmRSS")
 	return f
+}
+
+// filteredPages measures n requests of each of filterQueries and of
+// /metrics.
+func (s parkedServer) filteredPages(base, firstID string, n int) map[string]summary {
+	var call struct {
+		ConversationID string `json:"conversation_id"`
+	}
+	s.get(base+"/v1/tool-calls/"+firstID, &call)
+	out := map[string]summary{}
+	for _, q := range filterQueries {
+		url := base + "/v1/approvals" + q.query
+		if strings.Contains(url, "%s") {
+			url = fmt.Sprintf(url, call.ConversationID)
+		}
+		var ds []time.Duration
+		for range n {
+			t0 := time.Now()
+			var body struct {
+				Approvals []json.RawMessage `json:"approvals"`
+			}
+			s.get(url, &body)
+			ds = append(ds, time.Since(t0))
+		}
+		out[q.name] = summarize(ds)
+	}
+	var ds []time.Duration
+	for range n {
+		t0 := time.Now()
+		resp, err := s.client.Get(base + "/metrics")
+		if err != nil {
+			s.tb.Fatalf("GET /metrics: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		ds = append(ds, time.Since(t0))
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "agentd_parked_tool_calls ") {
+			s.tb.Fatalf("GET /metrics: %d %.200s", resp.StatusCode, b)
+		}
+	}
+	out["/metrics scrape"] = summarize(ds)
+	return out
 }
 
 // process is a running server.
@@ -470,6 +530,14 @@ func parkedTable(cfg parkedConfig, large, small parkedFigures) string {
 	row("open files after start", float64(large.fds), float64(small.fds), "")
 	row(fmt.Sprintf("GET /v1/approvals page p50 (%d; 50 calls vs 1)", large.page.n), ms(large.page.p50), ms(small.page.p50), "ms")
 	row("GET /v1/approvals page p99", ms(large.page.p99), ms(small.page.p99), "ms")
+	for _, q := range filterQueries {
+		l, sm := large.filtered[q.name], small.filtered[q.name]
+		row("  by "+q.name+" p50", ms(l.p50), ms(sm.p50), "ms")
+		row("  by "+q.name+" p99", ms(l.p99), ms(sm.p99), "ms")
+	}
+	l, sm := large.filtered["/metrics scrape"], small.filtered["/metrics scrape"]
+	row("GET /metrics scrape p50", ms(l.p50), ms(sm.p50), "ms")
+	row("GET /metrics scrape p99", ms(l.p99), ms(sm.p99), "ms")
 	row(fmt.Sprintf("decision: POST → tool start p50 (%d)", large.decide.n), ms(large.decide.p50), ms(small.decide.p50), "ms")
 	row("decision: POST → tool start max", ms(large.decide.max), ms(small.decide.max), "ms")
 	row("decision: POST round trip p50", ms(large.rtt.p50), ms(small.rtt.p50), "ms")

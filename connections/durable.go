@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 )
 
 // Durable is the durable/workflow request path, POST
@@ -21,12 +23,36 @@ import (
 // here is the caller's role and the downstream API's own authorization —
 // the docs say so. It serves the connections that expose the request tool.
 type Durable struct {
-	tool *RequestTool
+	tool  *RequestTool
+	audit AuditLog
+	log   zerolog.Logger
+	clock agentd.Clock
+}
+
+// AuditLog is where the durable path records each request it answers
+// (agentd.Store implements it).
+type AuditLog interface {
+	AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error)
+}
+
+// DurableOption configures NewDurable.
+type DurableOption func(*Durable)
+
+// WithAudit records every request the durable path answers in a, as an
+// audit entry of kind connection_request (who, connection, method,
+// endpoint, outcome), after the answer is known; a failure to record is
+// logged on log (the request's own log line stays the record then).
+func WithAudit(a AuditLog, log zerolog.Logger) DurableOption {
+	return func(d *Durable) { d.audit, d.log = a, log }
 }
 
 // NewDurable returns the durable path over conns.
-func NewDurable(conns []*Connection) *Durable {
-	return &Durable{tool: NewRequestTool(conns)}
+func NewDurable(conns []*Connection, opts ...DurableOption) *Durable {
+	d := &Durable{tool: NewRequestTool(conns), clock: agentd.SystemClock{}, log: zerolog.Nop()}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
 
 // Preview is what a confirm-tier write answers on the durable path.
@@ -59,35 +85,82 @@ type Result struct {
 // (see namespacedKey); empty means a fresh one. It returns {"preview":
 // Preview} or a Result, and whether it is a preview.
 //
-// Errors: ENOTFOUND (no such connection on this path, or one whose
+// Errors: EFORBIDDEN (a caller whose role is not operator, delegate or
+// admin), ENOTFOUND (no such connection on this path, or one whose
 // tenant_ids do not list the caller's tenant: the two read the same),
 // EINVALID (bad arguments, unsafe endpoint, forbidden header or header
 // value), EFORBIDDEN (refused by the policy: review, never, a write
 // declared as a read), EUNAVAILABLE (the downstream request failed or
 // redirected elsewhere).
 func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (any, bool, error) {
+	out, preview, dec, err := d.request(ctx, name, args, caller, idempotencyKey)
+	if d != nil && d.audit != nil {
+		d.record(ctx, name, args, caller, dec, out, preview, err)
+	}
+	return out, preview, err
+}
+
+// record appends the audit entry of one answered request.
+func (d *Durable) record(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal,
+	dec *confirm.Decision, out any, preview bool, reqErr error) {
+	e := agentd.AuditEntry{Kind: agentd.AuditConnectionRequest, TenantID: caller.TenantID, ProjectID: caller.ProjectID,
+		KeyID: caller.KeyID, Role: caller.Role, Connection: name, CreatedAt: d.clock.Now()}
+	var asked struct {
+		Method   string `json:"method"`
+		Endpoint string `json:"endpoint"`
+	}
+	_ = json.Unmarshal(args, &asked)
+	e.Method, e.Endpoint = agentd.TruncateUTF8(asked.Method, 16), agentd.TruncateUTF8(asked.Endpoint, 2048)
+	if dec != nil {
+		e.Tier, e.ArgumentsSHA256 = dec.Tier, dec.Digest
+		if dec.Connection != "" && !dec.Invalid {
+			e.Method, e.Endpoint = dec.Method, dec.Endpoint
+		}
+	}
+	switch r, _ := out.(Result); {
+	case reqErr != nil:
+		e.Outcome, e.Reason = agentd.ErrorCode(reqErr), agentd.ErrorMessage(reqErr)
+	case preview:
+		e.Outcome = "preview"
+	default:
+		e.Outcome, e.Reason = "performed", fmt.Sprintf("downstream status %d", r.Status)
+	}
+	if _, err := d.audit.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
+		d.log.Error().Err(err).Str("connection", name).Str("key_id", caller.KeyID).Str("outcome", e.Outcome).
+			Msg("durable connection request not recorded in the audit log")
+	}
+}
+
+// request is Request without the audit entry; dec is the classification
+// when the request got that far.
+func (d *Durable) request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (any, bool, *confirm.Decision, error) {
+	switch caller.Role {
+	case agentd.RoleOperator, agentd.RoleDelegate, agentd.RoleAdmin:
+	default:
+		return nil, false, nil, agentd.Errorf(agentd.EFORBIDDEN, "the durable request path needs an operator or delegate key")
+	}
 	var conn *Connection
 	if d != nil && d.tool != nil {
 		conn = d.tool.conns[name]
 	}
 	if conn == nil || !conn.Confirm().AllowsTenant(caller.TenantID) {
-		return nil, false, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
+		return nil, false, nil, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
 	}
 	dec := confirm.Decide(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Decision(),
 		Delegated: caller.Role == agentd.RoleDelegate, TenantID: caller.TenantID, Mode: confirm.ModeDurable})
 	switch {
 	case dec.Connection != "" && dec.Connection != name:
-		return nil, false, agentd.Errorf(agentd.EINVALID, "the arguments name connection %q, not %q", dec.Connection, name)
+		return nil, false, &dec, agentd.Errorf(agentd.EINVALID, "the arguments name connection %q, not %q", dec.Connection, name)
 	case dec.Invalid:
-		return nil, false, agentd.Errorf(agentd.EINVALID, "%s", dec.Why)
+		return nil, false, &dec, agentd.Errorf(agentd.EINVALID, "%s", dec.Why)
 	case dec.Refused:
-		return nil, false, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, dec.Why)
+		return nil, false, &dec, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, dec.Why)
 	case dec.Preview:
 		return map[string]Preview{"preview": {
 			Connection: dec.Connection, Method: dec.Method, Endpoint: dec.Endpoint, PathTemplate: dec.PathTemplate,
 			Arguments: dec.Params, ArgumentsSHA256: dec.Digest, Tier: dec.Tier, Reason: dec.Reason,
 			Instruction: `Nothing was sent. This write needs confirmation: call again with "intent": "confirmed_write" to perform it.`,
-		}}, true, nil
+		}}, true, &dec, nil
 	}
 	tg := dec.Target
 	key := ""
@@ -101,13 +174,13 @@ func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage
 	if err != nil {
 		var re *RedirectError
 		if errors.As(err, &re) {
-			return nil, false, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
+			return nil, false, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
 		}
-		return nil, false, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
+		return nil, false, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
 	}
 	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
 	r.Body = shapeBody(resp, conn.maxResponse)
-	return r, false, nil
+	return r, false, &dec, nil
 }
 
 // namespacedKey is the Idempotency-Key sent downstream for a durable-path

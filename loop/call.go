@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
@@ -69,6 +70,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
 	var result json.RawMessage
 	var runErr error
+	var took time.Duration
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else if c.Name == TaskTool && c.ServerID == SubagentsServerID {
@@ -76,7 +78,9 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		result, runErr = e.runSubagent(rs.ctx, c)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
+		began := time.Now()
 		result, runErr = t.Execute(rs.ctx, c)
+		took = time.Since(began)
 	}
 	if e.ctx.Err() != nil {
 		return // shutting down: recovery reports the outcome honestly
@@ -100,7 +104,10 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("record tool result")
+		return
 	}
+	e.obs.ToolExecuted(c.Name, u.Status, took)
+	e.obs.ToolCallFinished(u.Status, c.Tier)
 	if e.agent.Hooks != nil {
 		if err := e.agent.Hooks.PostToolUse(rs.ctx, hookCall(c, PhaseExecute), u.Status, u.Result, u.Error); err != nil {
 			log.Warn().Err(err).Msg("postToolUse hook failed")

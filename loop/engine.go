@@ -64,6 +64,8 @@ type Options struct {
 	AfterFunc func(d time.Duration, f func()) Timer
 	// MaxResultBytes bounds the tool result text sent to the model (default 16 KiB).
 	MaxResultBytes int
+	// Observer is told what the engine does, for metrics (nil: nobody).
+	Observer Observer
 }
 
 // Engine runs the agent loop for every conversation of one agent.
@@ -74,6 +76,7 @@ type Engine struct {
 	clock agentd.Clock
 	log   zerolog.Logger
 	opts  Options
+	obs   Observer
 
 	specs   []agentd.ToolSpec
 	visible map[string]*confirm.Tool
@@ -127,6 +130,9 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 	if opts.MaxResultBytes <= 0 {
 		opts.MaxResultBytes = 16 << 10
 	}
+	if opts.Observer == nil {
+		opts.Observer = nopObserver{}
+	}
 	if agent.ApprovalTimeout <= 0 {
 		agent.ApprovalTimeout = agentd.DefaultApprovalTimeout
 	}
@@ -134,7 +140,7 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 		agent.MaxTurns = agentd.DefaultMaxTurns
 	}
 	e := &Engine{
-		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts,
+		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
 		visible: map[string]*confirm.Tool{}, defs: map[string]ToolDef{}, idempotent: map[string]bool{},
 		runs: map[string]*runState{},
 	}

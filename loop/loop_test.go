@@ -478,6 +478,10 @@ func TestImportRules(t *testing.T) {
 		"github.com/agentd-dev/agentd/web":            {"github.com/agentd-dev/agentd", "github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite"},
 		"github.com/agentd-dev/agentd/loop":           {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/hooks", "github.com/agentd-dev/agentd/files", "os/exec"},
 		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
+		// The metrics are collectors over the domain's types: no store, no
+		// HTTP framework, no engine (the loop reports to them).
+		"github.com/agentd-dev/agentd/metrics": {"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/api",
+			"github.com/labstack/echo/v4", "github.com/agentd-dev/agentd/loop", "modernc.org/sqlite"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {

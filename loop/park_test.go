@@ -412,7 +412,7 @@ func TestRestartWithParkedRunsStartsNoDriver(t *testing.T) {
 	if n := f.tool.count(); n != 1 {
 		t.Fatalf("the tool ran %d times, want 1", n)
 	}
-	pending, _, err := f.engine.PendingApprovals(context.Background(), f.p, "", 100)
+	pending, _, err := f.engine.PendingApprovals(context.Background(), f.p, agentd.PendingQuery{Limit: 100})
 	if err != nil || len(pending) != 100 {
 		t.Fatalf("pending approvals: %d, %v", len(pending), err)
 	}

@@ -160,7 +160,9 @@ func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 		}, []agentd.EventDraft{e.event(run.ConversationID, p)})
 		return evs, err
 	})
-	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+	if err == nil {
+		e.obs.RunFinished(status)
+	} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
 		e.log.Error().Err(err).Str("run_id", run.ID).Msg("finish run")
 	}
 }
@@ -194,6 +196,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		rs.delegated = &c.Delegated
 	}
 	msgID := agentd.NewID(agentd.PrefixMessage)
+	began := time.Now()
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
 		System: e.agent.System, Messages: history, Tools: e.specs,
 	}, func(delta string) {
@@ -209,6 +212,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
+	e.obs.ModelStep(time.Since(began))
 	step := run.Step + 1
 	now := e.clock.Now()
 	var msg *agentd.Message
@@ -244,6 +248,11 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	}
 	for _, c := range auto {
 		e.startCall(*c)
+	}
+	for _, c := range calls {
+		if c.Status == agentd.StatusRefused {
+			e.obs.ToolCallFinished(agentd.StatusRefused, c.Tier)
+		}
 	}
 	for _, c := range calls {
 		if c.Status == agentd.StatusRequiresConfirmation && c.RequiresApprovalAt != nil {

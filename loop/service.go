@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/confirm"
 )
 
 // MaxMessageBytes bounds a user message.
@@ -135,6 +133,7 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 		return nil, err
 	}
 	e.log.Info().Str("conversation_id", conv.ID).Str("run_id", run.ID).Str("correlation_id", run.CorrelationID).Msg("run started")
+	e.obs.RunStarted()
 	e.ensureDriver(run.ID)
 	return run, nil
 }
@@ -169,18 +168,17 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 		return nil, err
 	}
 	const reason = "cancelled"
-	by := p.KeyID
-	if by == "" {
-		by = "anonymous"
-	}
+	by := agentd.Actor{KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role}
 	var updated *agentd.Run
+	var cancelled []agentd.ToolCall
 	err = e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		cur, evs, err := e.store.CancelRun(ctx, id, reason, by, e.clock.Now(), func(r *agentd.Run, calls []agentd.ToolCall) []agentd.EventDraft {
 			var drafts []agentd.EventDraft
+			cancelled = calls
 			for _, c := range calls {
 				if c.Status == agentd.StatusRequiresConfirmation {
 					drafts = append(drafts, e.resolvedEvent(c, &agentd.Decision{Decision: agentd.DecisionCancelled,
-						Reason: "the run was cancelled", DecidedBy: by, ArgumentsSHA256: c.ArgumentsSHA256}))
+						Reason: "the run was cancelled", DecidedBy: by.KeyID, ArgumentsSHA256: c.ArgumentsSHA256}))
 					continue
 				}
 				drafts = append(drafts, e.event(c.ConversationID, &agentd.ToolCallResultPayload{
@@ -205,6 +203,14 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 		return nil, err
 	}
 	e.log.Info().Str("run_id", id).Str("conversation_id", run.ConversationID).Msg("run cancelled")
+	now := e.clock.Now()
+	for _, c := range cancelled {
+		if c.Status == agentd.StatusRequiresConfirmation {
+			e.obs.Decided(agentd.DecisionCancelled, agentd.ViaCancel, now.Sub(c.UpdatedAt))
+		}
+		e.obs.ToolCallFinished(agentd.StatusCancelled, c.Tier)
+	}
+	e.obs.RunFinished(agentd.RunCancelled)
 	e.mu.Lock()
 	if rs, ok := e.runs[id]; ok {
 		rs.cancel()
@@ -231,207 +237,6 @@ func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*
 	return c, nil
 }
 
-// Decide applies an approval decision to a parked call (SPEC §5 "Approval
-// rules"). It returns the stored decision: every repeat of the same
-// decision returns the same record. An approval starts the same call with
-// the same arguments; the model is not called in between.
-//
-// Errors: EFORBIDDEN (a delegate key), EINVALID (bad decision, edited
-// arguments the card does not allow), ENOTFOUND, ECONFLICT (decided
-// otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
-// ESTALE (digest differs, also on a repeat).
-func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
-	if !p.MayDecide() {
-		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
-	}
-	var want agentd.CallStatus
-	switch req.Decision {
-	case "approve":
-		want = agentd.StatusApproved
-	case "edit":
-		if len(req.Arguments) == 0 {
-			return nil, agentd.Errorf(agentd.EINVALID, `decision "edit" needs the replacement "arguments"`)
-		}
-		want = agentd.StatusApproved
-	case "deny":
-		if len(req.Arguments) > 0 {
-			return nil, agentd.Errorf(agentd.EINVALID, `"arguments" may only come with an approval`)
-		}
-		want = agentd.StatusDenied
-	default:
-		return nil, agentd.Errorf(agentd.EINVALID, `decision must be "approve", "edit" or "deny"`)
-	}
-	if len(req.Reason) > 4096 {
-		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than 4096 bytes")
-	}
-	if req.ArgumentsSHA256 != "" && !isHex64(req.ArgumentsSHA256) {
-		return nil, agentd.Errorf(agentd.EINVALID, "arguments_sha256 must be 64 lowercase hex characters")
-	}
-	decision := agentd.DecisionApproved
-	if want == agentd.StatusDenied {
-		decision = agentd.DecisionDenied
-	}
-	decidedBy := p.KeyID
-	if decidedBy == "" {
-		decidedBy = "anonymous"
-	}
-	for attempt := 0; attempt < 5; attempt++ {
-		c, err := e.ToolCall(ctx, p, id)
-		if err != nil {
-			return nil, err
-		}
-		if c.Status != agentd.StatusRequiresConfirmation {
-			return settled(c, decision, req.ArgumentsSHA256, e.effectiveDigest(c, req.Arguments))
-		}
-		now := e.clock.Now()
-		if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
-			if err := e.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
-				return nil, err
-			}
-			return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", c.RequiresApprovalAt.UTC().Format(time.RFC3339))
-		}
-		if req.ArgumentsSHA256 != "" && req.ArgumentsSHA256 != c.ArgumentsSHA256 {
-			return nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
-		}
-		dec := &agentd.Decision{
-			ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: decision, Reason: req.Reason,
-			DecidedBy: decidedBy, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
-		}
-		u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: want, Decision: dec, Now: now}
-		drafts := []agentd.EventDraft{e.resolvedEvent(*c, dec)}
-		if want == agentd.StatusDenied {
-			u.Error = "denied by " + decidedBy
-		}
-		var refusal error
-		if len(req.Arguments) > 0 {
-			if refusal, err = e.edit(ctx, c, req.Arguments, &u, &drafts); err != nil {
-				return nil, err
-			}
-		}
-		var updated *agentd.ToolCall
-		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-			cur, evs, err := e.store.UpdateToolCall(ctx, u, drafts)
-			updated = cur
-			return evs, err
-		})
-		if agentd.ErrorCode(err) == agentd.ECONFLICT {
-			continue // decided concurrently: answer from the stored decision
-		}
-		if err != nil {
-			return nil, err
-		}
-		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
-			Str("correlation_id", c.CorrelationID).Str("decision", decision).Bool("edited", u.Edit != nil).Msg("decision")
-		if updated.Status == agentd.StatusApproved {
-			e.startCall(*updated)
-		} else {
-			e.wakeRun(c.RunID)
-		}
-		if refusal != nil {
-			return nil, refusal
-		}
-		return dec, nil
-	}
-	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is being decided concurrently; retry")
-}
-
-// edit re-validates and re-classifies an approval's replacement arguments
-// (SPEC §5) and turns u into the edited approval. Arguments that are not
-// valid are EINVALID and change nothing. An edit that escalates the call
-// (or that the policy refuses) makes the call refused, not run: u then
-// records the approval and the refusal, and refusal is the EFORBIDDEN the
-// approver gets.
-func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMessage, u *agentd.CallUpdate, drafts *[]agentd.EventDraft) (refusal error, err error) {
-	if !slices.Contains(c.AllowedDecisions, "edit") {
-		return nil, agentd.Errorf(agentd.EINVALID, "this call does not allow editing its arguments")
-	}
-	conv, err := e.store.Conversation(ctx, c.ConversationID)
-	if err != nil {
-		return nil, err
-	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
-	if d.Invalid {
-		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", d.Why)
-	}
-	if d.Digest == c.ArgumentsSHA256 {
-		return nil, nil // the same arguments: a plain approval
-	}
-	if d.Connection != c.ConnectionName || d.Method != c.Method || d.PathTemplate != c.PathTemplate {
-		// allow_edit is the approving endpoint's: an edit may change what
-		// is sent there, not send it elsewhere.
-		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments may not change the connection, method or endpoint (%s %s on %q)",
-			c.Method, cmp.Or(c.PathTemplate, c.Endpoint), c.ConnectionName)
-	}
-	u.Decision.EditedArguments, u.Decision.EditedArgumentsSHA256 = d.Arguments, d.Digest
-	reason := d.Reason
-	if !d.Refused {
-		reason = c.Reason // approved as edited; the card's reason stands
-	}
-	u.Edit = &agentd.CallEdit{Arguments: d.Arguments, ArgumentsSHA256: d.Digest, Tier: d.Tier, Reason: reason,
-		Escalated: d.Escalated || c.Escalated, Method: d.Method, Endpoint: d.Endpoint, PathTemplate: d.PathTemplate, Params: d.Params}
-	(*drafts)[0] = e.resolvedEvent(*c, u.Decision)
-	if !d.Refused {
-		return nil, nil
-	}
-	u.Status, u.Error = agentd.StatusRefused, d.Reason
-	*drafts = append(*drafts, e.event(c.ConversationID, &agentd.ToolCallRefusedPayload{
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID,
-		Tier: d.Tier, Reason: d.Reason, Escalated: true,
-	}))
-	return editRefused(d.Reason), nil
-}
-
-// editRefused is what an approver hears when the edited arguments were
-// refused; reason is the refusal the call recorded (the model reads the
-// same), so the first answer and every repeat read alike.
-func editRefused(reason string) error {
-	return agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run. %s", reason)
-}
-
-// effectiveDigest is the digest an approval's edited arguments would run
-// with ("" without arguments; "-" for arguments that are not valid), so a
-// repeat compares like with like.
-func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) string {
-	if len(args) == 0 {
-		return ""
-	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
-	if d.Invalid || d.Digest == "" {
-		return "-"
-	}
-	return d.Digest
-}
-
-// settled answers a decision on a call that is no longer pending: the
-// stored decision when it is the same (for an edit: the same effective
-// arguments) and seen for the same digest (sawDigest, when given), else a
-// conflict.
-func settled(c *agentd.ToolCall, decision, sawDigest, editedDigest string) (*agentd.Decision, error) {
-	if c.Status == agentd.StatusExpired {
-		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
-	}
-	if n := len(c.Decisions); n > 0 {
-		d := c.Decisions[n-1]
-		if sawDigest != "" && sawDigest != d.ArgumentsSHA256 {
-			return nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the arguments the call was decided on (%s)", d.ArgumentsSHA256)
-		}
-		if d.Decision == decision {
-			switch {
-			case d.EditedArgumentsSHA256 != "" && editedDigest != d.EditedArgumentsSHA256:
-				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with edited arguments (%s)", d.EditedArgumentsSHA256)
-			case d.EditedArgumentsSHA256 == "" && editedDigest != "" && editedDigest != d.ArgumentsSHA256:
-				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with other arguments")
-			}
-			if c.Status == agentd.StatusRefused {
-				return nil, editRefused(c.Error)
-			}
-			return &d, nil
-		}
-		return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already %s", d.Decision)
-	}
-	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is not awaiting confirmation (status %s)", c.Status)
-}
-
 func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.EventDraft {
 	return e.event(c.ConversationID, &agentd.ConfirmationResolvedPayload{
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Decision: d.Decision, Reason: d.Reason,
@@ -446,7 +251,7 @@ func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
 	const reason = "the approval request expired before anyone decided; nothing was done"
 	now := e.clock.Now()
 	dec := &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: agentd.DecisionExpired,
-		Reason: reason, DecidedBy: "system", ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
+		Reason: reason, DecidedBy: "system", Via: agentd.ViaDeadline, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
 			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusExpired, Error: reason, Decision: dec, Now: now,
@@ -455,6 +260,8 @@ func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
 	})
 	if err == nil {
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("approval expired")
+		e.obs.Decided(agentd.DecisionExpired, agentd.ViaDeadline, now.Sub(c.UpdatedAt))
+		e.obs.ToolCallFinished(agentd.StatusExpired, c.Tier)
 		e.wakeRun(c.RunID)
 	}
 	return err
@@ -511,6 +318,8 @@ func (e *Engine) recover(ctx context.Context) error {
 			})
 			if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
 				return fmt.Errorf("fail interrupted call %s: %w", c.ID, err)
+			} else if err == nil {
+				e.obs.ToolCallFinished(agentd.StatusFailed, c.Tier)
 			}
 		}
 	}
@@ -536,22 +345,39 @@ func isHex64(s string) bool {
 	return true
 }
 
-// PendingApprovals returns up to limit (1..100, default 50) parked calls of
-// the principal's tenant and project after the cursor (a tool call id; ""
-// for the first page), and the cursor of the next page ("" at the end).
-func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.ToolCall, string, error) {
+// PendingApprovals returns up to q.Limit (1..100, default 50) parked
+// calls of the principal's tenant and project that match q's filters,
+// after its cursor (a tool call id; "" for the first page), and the cursor
+// of the next page ("" at the end). EINVALID for a limit out of range, a
+// cursor or conversation id that is not one, or a tool name or server id
+// longer than 256 bytes.
+func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q agentd.PendingQuery) ([]agentd.ToolCall, string, error) {
+	limit := q.Limit
 	if limit == 0 {
 		limit = 50
 	}
 	if limit < 1 || limit > 100 {
 		return nil, "", agentd.Errorf(agentd.EINVALID, "limit must be between 1 and 100")
 	}
-	if cursor != "" {
-		if err := agentd.CheckID(agentd.PrefixToolCall, "cursor", cursor); err != nil {
-			return nil, "", err
+	for _, id := range []struct{ prefix, what, v string }{
+		{agentd.PrefixToolCall, "cursor", q.Cursor}, {agentd.PrefixConversation, "conversation_id", q.ConversationID},
+	} {
+		if id.v != "" {
+			if err := agentd.CheckID(id.prefix, id.what, id.v); err != nil {
+				return nil, "", err
+			}
 		}
 	}
-	f := agentd.PendingFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, After: cursor, Limit: limit + 1}
+	if len(q.ToolName) > 256 || len(q.ServerID) > 256 {
+		return nil, "", agentd.Errorf(agentd.EINVALID, "tool_name and server_id are at most 256 bytes")
+	}
+	f := agentd.PendingFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, After: q.Cursor, Limit: limit + 1,
+		ToolName: q.ToolName, ServerID: q.ServerID, ConversationID: q.ConversationID, ExpiresBefore: q.ExpiresBefore}
+	if t := e.visible[q.ToolName]; t != nil && f.ServerID == "" {
+		// A tool's calls all carry its server id (classify): naming it
+		// lets the store read the server's parked calls only.
+		f.ServerID = t.ServerID
+	}
 	if !p.SeesAll() {
 		if p.KeyID == "" {
 			return []agentd.ToolCall{}, "", nil // no key, no conversations of its own (fail closed)
@@ -571,6 +397,54 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, curso
 		calls = []agentd.ToolCall{}
 	}
 	return calls, next, nil
+}
+
+// Audit returns up to q.Limit (1..100, default 50) entries of the audit
+// log of the principal's tenant and project that match q, after its cursor
+// (an entry id; 0 for the first page), and the cursor of the next page (0
+// at the end). Operator and admin keys only (EFORBIDDEN otherwise);
+// EINVALID for an unknown kind, a malformed id, a limit out of range.
+func (e *Engine) Audit(ctx context.Context, p agentd.Principal, q agentd.AuditQuery) ([]agentd.AuditEntry, int64, error) {
+	if !p.SeesAll() {
+		return nil, 0, agentd.Errorf(agentd.EFORBIDDEN, "the audit log needs an operator or admin key")
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 1 || limit > 100 {
+		return nil, 0, agentd.Errorf(agentd.EINVALID, "limit must be between 1 and 100")
+	}
+	if q.Kind != "" && !slices.Contains(agentd.AuditKinds, q.Kind) {
+		return nil, 0, agentd.Errorf(agentd.EINVALID, "kind must be one of %s", strings.Join(agentd.AuditKinds, ", "))
+	}
+	if q.Cursor < 0 {
+		return nil, 0, agentd.Errorf(agentd.EINVALID, "cursor must not be negative")
+	}
+	for _, id := range []struct{ prefix, what, v string }{
+		{agentd.PrefixToolCall, "tool_call_id", q.ToolCallID}, {agentd.PrefixConversation, "conversation_id", q.ConversationID},
+	} {
+		if id.v != "" {
+			if err := agentd.CheckID(id.prefix, id.what, id.v); err != nil {
+				return nil, 0, err
+			}
+		}
+	}
+	es, err := e.store.Audit(ctx, agentd.AuditFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, Kind: q.Kind,
+		ToolCallID: q.ToolCallID, ConversationID: q.ConversationID, Since: q.Since, Until: q.Until,
+		After: q.Cursor, Limit: limit + 1})
+	if err != nil {
+		return nil, 0, err
+	}
+	var next int64
+	if len(es) > limit {
+		es = es[:limit]
+		next = es[limit-1].ID
+	}
+	if es == nil {
+		es = []agentd.AuditEntry{}
+	}
+	return es, next, nil
 }
 
 // nilIfEmpty is s for an event field that is null when empty.

@@ -2,22 +2,59 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
 )
 
 // TestQueryPlans pins the indexes of the queries whose cost must not grow
-// with the number of parked calls or finished runs: NextDeadline reads one
+// with the number of parked calls, finished runs or audit entries (a page
+// is not sorted: it is read from its index in id order): NextDeadline reads one
 // entry of tool_calls_status; RunsToDrive walks runs_active (active runs
 // only) and decides each waiting run from tool_calls_parked, without
 // reading a call row; the event log's reads each search one b-tree, in the
 // order they return rows (no sort).
 func TestQueryPlans(t *testing.T) {
 	db := openTest(t)
+	// Parameters are inlined as literals: EXPLAIN needs a value for each.
+	inline := func(q string, args []any) string {
+		for _, a := range append(args, 50) {
+			v := fmt.Sprint(a)
+			if s, ok := a.(string); ok {
+				v = "'" + s + "'"
+			}
+			q = strings.Replace(q, "?", v, 1)
+		}
+		return q
+	}
+	pending := func(f agentd.PendingFilter) string {
+		w, args := pendingWhere(f)
+		return inline(`SELECT `+toolCallColumns+` FROM tool_calls WHERE `+w+` LIMIT ?`, args)
+	}
+	audit := func(f agentd.AuditFilter) string {
+		w, args := auditWhere(f)
+		return inline(`SELECT `+auditColumns+` FROM audit WHERE `+w+` ORDER BY id LIMIT ?`, args)
+	}
 	for _, c := range []struct {
 		name, query string
 		want        []string
 	}{
+		// GET /v1/approvals: each filter reads its own index of parked
+		// calls, in id order, so a first page costs a page however many
+		// calls are parked.
+		{"ParkedCount", parkedCountQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
+		{"Pending", pending(agentd.PendingFilter{}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
+		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool"}},
+		{"Pending/server_id+tool_name", pending(agentd.PendingFilter{ServerID: "x", ToolName: "y"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool (tenant_id=? AND project_id=? AND server_id=? AND id>?)"}},
+		{"Conversation/conversation_id", pending(agentd.PendingFilter{ConversationID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_conversation"}},
+		{"Pending/expires_before", pending(agentd.PendingFilter{ExpiresBefore: time.Now()}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_deadline"}},
+		{"Pending/expires_before/page 2", pending(agentd.PendingFilter{ExpiresBefore: time.Now(), After: "call_x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_deadline"}},
+		{"Audit", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p"}), []string{"SEARCH audit USING INDEX audit_tenant"}},
+		{"Audit/tool_call_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x"}), []string{"SEARCH audit USING INDEX audit_tool_call"}},
+		{"Audit/conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{"SEARCH audit USING INDEX audit_conversation"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},
@@ -51,7 +88,8 @@ func TestQueryPlans(t *testing.T) {
 				t.Errorf("%s: plan lacks %q:\n%s", c.name, w, got)
 			}
 		}
-		if strings.Contains(got, "SCAN ") || strings.Contains(c.name, "Events") && strings.Contains(got, "TEMP B-TREE") {
+		paged := strings.HasPrefix(c.name, "Pending") || strings.HasPrefix(c.name, "Audit")
+		if strings.Contains(got, "SCAN ") || (paged || strings.Contains(c.name, "Events")) && strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan scans a table:\n%s", c.name, got)
 		}
 	}

@@ -341,8 +341,8 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 			if err != nil {
 				return err
 			}
-			if _, err := q.ExecContext(ctx, insertToolCall, args...); err != nil {
-				return insertErr(err, "tool call", c.ID)
+			if err := db.insertToolCalls(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
+				return err
 			}
 		}
 		out, err = db.appendEvents(ctx, tx, events)
@@ -355,7 +355,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 }
 
 // CancelRun implements agentd.Store.CancelRun.
-func (db *DB) CancelRun(ctx context.Context, runID, reason, by string, now time.Time,
+func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Actor, now time.Time,
 	plan func(run *agentd.Run, cancelled []agentd.ToolCall) []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
 	if runID == "" {
 		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
@@ -395,10 +395,15 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason, by string, now time.
 			if c.Status != agentd.StatusRequiresConfirmation {
 				continue
 			}
+			d := &agentd.Decision{ID: uuid.NewString(), ToolCallID: c.ID, Decision: agentd.DecisionCancelled, Reason: reason,
+				DecidedBy: by.KeyID, Role: by.Role, Via: agentd.ViaCancel, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now}
 			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at)
-				VALUES (?, ?, 'cancelled', ?, ?, ?, ?)`,
-				uuid.NewString(), c.ID, reason, by, c.ArgumentsSHA256, at); err != nil {
+				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at, role, via)
+				VALUES (?, ?, 'cancelled', ?, ?, ?, ?, ?, ?)`,
+				d.ID, c.ID, reason, d.DecidedBy, c.ArgumentsSHA256, at, d.Role, d.Via); err != nil {
+				return err
+			}
+			if err := db.auditDecision(ctx, tx, &c, d); err != nil {
 				return err
 			}
 		}

@@ -402,6 +402,22 @@ func encTime(field string, t time.Time) (any, error) {
 	return t.UnixNano(), nil
 }
 
+// encBound is the column value of a time used as a bound of a query: as
+// encTime, but a time the columns cannot hold is clamped to the range they
+// can (no stored time lies outside it), so a far-future bound means "any".
+func encBound(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	switch {
+	case t.Before(minTime):
+		return minTime.UnixNano()
+	case t.After(maxTime):
+		return maxTime.UnixNano()
+	}
+	return t.UnixNano()
+}
+
 // decTime is the inverse of encTime; times come back in UTC.
 func decTime(n sql.NullInt64) time.Time {
 	if !n.Valid {

@@ -52,11 +52,11 @@ var (
 				WHERE id = ?`)
 	insertDecisionQuery = prepared(`
 				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-					edited_arguments, edited_arguments_sha256)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+					edited_arguments, edited_arguments_sha256, role, via)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	decisionsOfCallsQuery = prepared(`
 		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-			edited_arguments, edited_arguments_sha256
+			edited_arguments, edited_arguments_sha256, role, via
 		FROM decisions WHERE tool_call_id IN (SELECT value FROM json_each(?)) ORDER BY rid`)
 )
 
@@ -83,10 +83,8 @@ func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, eve
 	}
 	var out []agentd.Event
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
-		for i, args := range rows {
-			if _, err := db.w(tx).ExecContext(ctx, insertToolCall, args...); err != nil {
-				return insertErr(err, "tool call", calls[i].ID)
-			}
+		if err := db.insertToolCalls(ctx, tx, calls, rows); err != nil {
+			return err
 		}
 		var err error
 		out, err = db.appendEvents(ctx, tx, events)
@@ -96,6 +94,20 @@ func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, eve
 		return nil, err
 	}
 	return out, nil
+}
+
+// insertToolCalls inserts calls, whose column values are rows
+// (toolCallArgs), with the audit entries of the refused and the escalated.
+func (db *DB) insertToolCalls(ctx context.Context, tx *sql.Tx, calls []*agentd.ToolCall, rows [][]any) error {
+	for i, args := range rows {
+		if _, err := db.w(tx).ExecContext(ctx, insertToolCall, args...); err != nil {
+			return insertErr(err, "tool call", calls[i].ID)
+		}
+		if err := db.auditCall(ctx, tx, calls[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // toolCallArgs validates c and returns its column values in insert order.
@@ -186,14 +198,71 @@ func (db *DB) PendingToolCalls(ctx context.Context, f agentd.PendingFilter) ([]a
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	if f.CreatedBy == "" {
-		return db.listToolCalls(ctx, `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation' AND id > ?
-			ORDER BY id LIMIT ?`, f.TenantID, f.ProjectID, f.After, limit)
-	}
-	return db.listToolCalls(ctx, `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation' AND id > ?
-		AND conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND project_id = ? AND created_by = ?)
-		ORDER BY id LIMIT ?`, f.TenantID, f.ProjectID, f.After, f.TenantID, f.ProjectID, f.CreatedBy, limit)
+	where, args := pendingWhere(f)
+	return db.listToolCalls(ctx, where+` LIMIT ?`, append(args, limit)...)
 }
+
+// pendingWhere is PendingToolCalls' condition, with its ORDER BY, and its
+// parameters, with only the filters that are set, so that each is served
+// by its index (TestQueryPlans): ServerID (with or without ToolName) by
+// the parked calls' (server_id, id, name) index, ConversationID by the
+// conversation's calls. ToolName alone walks the tenant's parked calls:
+// the engine names the tool's server with it. With ExpiresBefore the calls come by
+// deadline, then id, from the index of parked deadlines (the cursor is the
+// last call's id: the page goes on after its deadline and id); otherwise
+// by id.
+func pendingWhere(f agentd.PendingFilter) (string, []any) {
+	where := `tenant_id = ? AND project_id = ? AND status = 'requires_confirmation'`
+	if f.ConversationID != "" && f.ExpiresBefore.IsZero() && f.ServerID == "" {
+		// A conversation's few calls, from its own index: "+" keeps the
+		// planner off the indexes of the tenant's parked calls.
+		where = `+tenant_id = ? AND +project_id = ? AND +status = 'requires_confirmation'`
+	}
+	args := []any{f.TenantID, f.ProjectID}
+	add := func(cond string, v ...any) {
+		where += ` AND ` + cond
+		args = append(args, v...)
+	}
+	order := ` ORDER BY id`
+	switch {
+	case !f.ExpiresBefore.IsZero():
+		add(`requires_approval_at < ?`, encBound(f.ExpiresBefore))
+		if f.After != "" {
+			add(`(requires_approval_at, id) > ((SELECT requires_approval_at FROM tool_calls WHERE id = ?), ?)`, f.After, f.After)
+		}
+		order = ` ORDER BY requires_approval_at, id`
+	default:
+		add(`id > ?`, f.After)
+	}
+	if f.ToolName != "" {
+		add(`name = ?`, f.ToolName)
+	}
+	if f.ServerID != "" {
+		add(`server_id = ?`, f.ServerID)
+	}
+	if f.ConversationID != "" {
+		add(`conversation_id = ?`, f.ConversationID)
+	}
+	if f.CreatedBy != "" {
+		add(`conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND project_id = ? AND created_by = ?)`,
+			f.TenantID, f.ProjectID, f.CreatedBy)
+	}
+	return where + order, args
+}
+
+// ParkedCount implements agentd.Store.ParkedCount from the index on
+// (status, requires_approval_at).
+func (db *DB) ParkedCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.readTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, parkedCountQuery).Scan(&n)
+	})
+	return n, err
+}
+
+// parkedCountQuery is ParkedCount's query; TestQueryPlans checks that it
+// counts index entries.
+const parkedCountQuery = `SELECT COUNT(*) FROM tool_calls WHERE status = 'requires_confirmation'`
 
 // DueToolCalls returns the calls in requires_confirmation whose
 // RequiresApprovalAt is at or before now, with decisions, earliest deadline
@@ -241,115 +310,20 @@ const nextDeadlineQuery = `SELECT requires_approval_at FROM tool_calls
 // status or decision value is unknown, the decision names another call, or
 // Result is not valid JSON. On any error nothing is written.
 func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []agentd.EventDraft) (*agentd.ToolCall, []agentd.Event, error) {
-	if u.ID == "" {
-		return nil, nil, agentd.Errorf(agentd.EINVALID, "tool call id is required")
-	} else if len(u.From) == 0 {
-		return nil, nil, agentd.Errorf(agentd.EINVALID, "a tool call transition needs the statuses it may start from")
-	} else if !validCallStatus(u.Status) {
-		return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", u.Status)
-	}
-	for _, s := range u.From {
-		if !validCallStatus(s) {
-			return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", s)
-		}
-	}
-	result, err := encJSON("tool call result", u.Result)
+	p, err := prepareUpdate(u)
 	if err != nil {
 		return nil, nil, err
-	}
-	now, err := encTime("now", u.Now)
-	if err != nil {
-		return nil, nil, err
-	}
-	var editArgs, editParams any
-	if u.Edit != nil {
-		if editArgs, err = encJSON("edited arguments", u.Edit.Arguments); err != nil {
-			return nil, nil, err
-		}
-		if editParams, err = encJSON("edited params", u.Edit.Params); err != nil {
-			return nil, nil, err
-		}
-	}
-	repark, err := reparkArgs(u)
-	if err != nil {
-		return nil, nil, err
-	}
-	var d *agentd.Decision
-	var decidedArgs any
-	var decided any
-	if u.Decision != nil {
-		cp := *u.Decision
-		d = &cp
-		if d.ToolCallID == "" {
-			d.ToolCallID = u.ID
-		} else if d.ToolCallID != u.ID {
-			return nil, nil, agentd.Errorf(agentd.EINVALID, "decision for tool call %q given for %q", d.ToolCallID, u.ID)
-		}
-		if d.ID == "" {
-			d.ID = uuid.NewString()
-		}
-		if d.CreatedAt.IsZero() {
-			d.CreatedAt = u.Now
-		}
-		switch d.Decision {
-		case agentd.DecisionApproved, agentd.DecisionDenied, agentd.DecisionExpired, agentd.DecisionCancelled:
-		default:
-			return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown decision %q", d.Decision)
-		}
-		if decided, err = encTime("decision created_at", d.CreatedAt); err != nil {
-			return nil, nil, err
-		}
-		if decidedArgs, err = encJSON("decision edited arguments", d.EditedArguments); err != nil {
-			return nil, nil, err
-		}
 	}
 	if err := checkEvents(events); err != nil {
 		return nil, nil, err
 	}
-
 	var call *agentd.ToolCall
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		q := db.w(tx)
-		res, err := q.ExecContext(ctx, updateCallStatusQuery, u.Status, result, u.Error, u.Error, now, u.ID, jsonList(u.From))
-		if err != nil {
+		if call, err = p.apply(ctx, db, tx); err != nil {
 			return err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if n > 0 && u.Edit != nil {
-			e := u.Edit
-			if _, err := q.ExecContext(ctx, editCallQuery,
-				editArgs, e.ArgumentsSHA256, e.Tier, e.Reason, e.Escalated, e.Method, e.Endpoint, e.PathTemplate, editParams, u.ID); err != nil {
-				return err
-			}
-		}
-		if n > 0 && repark != nil {
-			if _, err := q.ExecContext(ctx, reparkCallQuery, append(repark, u.ID)...); err != nil {
-				return err
-			}
-		}
-		if n == 0 {
-			cur, err := getToolCall(ctx, q, u.ID)
-			if err != nil {
-				return err
-			}
-			call = cur
-			return agentd.Errorf(agentd.ECONFLICT, "tool call %q is %s", u.ID, cur.Status)
-		}
-		if d != nil {
-			if _, err := q.ExecContext(ctx, insertDecisionQuery,
-				d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, decided,
-				decidedArgs, d.EditedArgumentsSHA256); err != nil {
-				return insertErr(err, "decision", d.ID)
-			}
-		}
-		if out, err = db.appendEvents(ctx, tx, events); err != nil {
-			return err
-		}
-		call, err = getToolCall(ctx, q, u.ID)
+		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -395,6 +369,172 @@ func reparkArgs(u agentd.CallUpdate) ([]any, error) {
 	}
 	return []any{args, r.ArgumentsSHA256, r.Tier, r.Reason, r.Escalated, string(allowed), r.Diff, r.StateSHA256, deadline,
 		r.Method, r.Endpoint, r.PathTemplate, params}, nil
+}
+
+// UpdateToolCalls implements agentd.Store.UpdateToolCalls: every update
+// of us as UpdateToolCall applies it, and events, in one transaction.
+func (db *DB) UpdateToolCalls(ctx context.Context, us []agentd.CallUpdate, events []agentd.EventDraft) ([]agentd.ToolCall, []agentd.Event, error) {
+	ps := make([]*preparedUpdate, len(us))
+	seen := make(map[string]bool, len(us))
+	for i, u := range us {
+		p, err := prepareUpdate(u)
+		if err != nil {
+			return nil, nil, err
+		} else if seen[u.ID] {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "tool call %q is updated twice in one transaction", u.ID)
+		}
+		seen[u.ID] = true
+		ps[i] = p
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, nil, err
+	}
+	calls := make([]agentd.ToolCall, len(us))
+	var out []agentd.Event
+	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+		for i, p := range ps {
+			c, err := p.apply(ctx, db, tx)
+			if err != nil {
+				return err
+			}
+			calls[i] = *c
+		}
+		var err error
+		out, err = db.appendEvents(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return calls, out, nil
+}
+
+// preparedUpdate is a validated CallUpdate with its column values.
+type preparedUpdate struct {
+	u                    agentd.CallUpdate
+	result, now          any
+	editArgs, editParams any
+	repark               []any // reparkArgs
+	d                    *agentd.Decision
+	decided, decidedArgs any
+}
+
+// prepareUpdate validates u and encodes its values (UpdateToolCall's
+// EINVALID cases).
+func prepareUpdate(u agentd.CallUpdate) (*preparedUpdate, error) {
+	if u.ID == "" {
+		return nil, agentd.Errorf(agentd.EINVALID, "tool call id is required")
+	} else if len(u.From) == 0 {
+		return nil, agentd.Errorf(agentd.EINVALID, "a tool call transition needs the statuses it may start from")
+	} else if !validCallStatus(u.Status) {
+		return nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", u.Status)
+	}
+	for _, s := range u.From {
+		if !validCallStatus(s) {
+			return nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", s)
+		}
+	}
+	p := &preparedUpdate{u: u}
+	var err error
+	if p.result, err = encJSON("tool call result", u.Result); err != nil {
+		return nil, err
+	}
+	if p.now, err = encTime("now", u.Now); err != nil {
+		return nil, err
+	}
+	if u.Edit != nil {
+		if p.editArgs, err = encJSON("edited arguments", u.Edit.Arguments); err != nil {
+			return nil, err
+		}
+		if p.editParams, err = encJSON("edited params", u.Edit.Params); err != nil {
+			return nil, err
+		}
+	}
+	if p.repark, err = reparkArgs(u); err != nil {
+		return nil, err
+	}
+	if u.Decision == nil {
+		return p, nil
+	}
+	cp := *u.Decision
+	d := &cp
+	if d.ToolCallID == "" {
+		d.ToolCallID = u.ID
+	} else if d.ToolCallID != u.ID {
+		return nil, agentd.Errorf(agentd.EINVALID, "decision for tool call %q given for %q", d.ToolCallID, u.ID)
+	}
+	if d.ID == "" {
+		d.ID = uuid.NewString()
+	}
+	if d.CreatedAt.IsZero() {
+		d.CreatedAt = u.Now
+	}
+	switch d.Decision {
+	case agentd.DecisionApproved, agentd.DecisionDenied, agentd.DecisionExpired, agentd.DecisionCancelled:
+	default:
+		return nil, agentd.Errorf(agentd.EINVALID, "unknown decision %q", d.Decision)
+	}
+	if p.decided, err = encTime("decision created_at", d.CreatedAt); err != nil {
+		return nil, err
+	}
+	if p.decidedArgs, err = encJSON("decision edited arguments", d.EditedArguments); err != nil {
+		return nil, err
+	}
+	p.d = d
+	return p, nil
+}
+
+// apply performs the update inside tx, with its decision and audit
+// entries, and returns the call as updated; ECONFLICT with the current
+// call when its status does not match.
+func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd.ToolCall, error) {
+	u, q := p.u, db.w(tx)
+	res, err := q.ExecContext(ctx, updateCallStatusQuery, u.Status, p.result, u.Error, u.Error, p.now, u.ID, jsonList(u.From))
+	if err != nil {
+		return nil, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		cur, err := getToolCall(ctx, q, u.ID)
+		if err != nil {
+			return nil, err
+		}
+		return cur, agentd.Errorf(agentd.ECONFLICT, "tool call %q is %s", u.ID, cur.Status)
+	}
+	if e := u.Edit; e != nil {
+		if _, err := q.ExecContext(ctx, editCallQuery, p.editArgs, e.ArgumentsSHA256, e.Tier, e.Reason, e.Escalated, e.Method, e.Endpoint, e.PathTemplate, p.editParams, u.ID); err != nil {
+			return nil, err
+		}
+	}
+	if p.repark != nil {
+		if _, err := q.ExecContext(ctx, reparkCallQuery, append(p.repark, u.ID)...); err != nil {
+			return nil, err
+		}
+	}
+	if d := p.d; d != nil {
+		if _, err := q.ExecContext(ctx, insertDecisionQuery, d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, p.decided,
+			p.decidedArgs, d.EditedArgumentsSHA256, d.Role, d.Via); err != nil {
+			return nil, insertErr(err, "decision", d.ID)
+		}
+	}
+	call, err := getToolCall(ctx, q, u.ID)
+	if err != nil {
+		return nil, err
+	}
+	if p.d != nil {
+		if err := db.auditDecision(ctx, tx, call, p.d); err != nil {
+			return nil, err
+		}
+	}
+	if u.Status == agentd.StatusRefused || u.Status == agentd.StatusRequiresConfirmation {
+		if err := db.auditCall(ctx, tx, call); err != nil {
+			return nil, err
+		}
+	}
+	return call, nil
 }
 
 // listToolCalls reads the calls matching where (which may end in ORDER BY)
@@ -462,7 +602,7 @@ func queryToolCalls(ctx context.Context, tx querier, where string, args ...any) 
 		var created sql.NullInt64
 		var edited sql.NullString
 		if err := drows.Scan(&d.ID, &d.ToolCallID, &d.Decision, &d.Reason, &d.DecidedBy, &d.ArgumentsSHA256, &created,
-			&edited, &d.EditedArgumentsSHA256); err != nil {
+			&edited, &d.EditedArgumentsSHA256, &d.Role, &d.Via); err != nil {
 			return nil, err
 		}
 		d.CreatedAt = decTime(created)

@@ -448,7 +448,7 @@ func testCancelRun(t *testing.T, s agentd.Store) {
 	noErr(t, err, "RecordStep")
 
 	var seen []agentd.ToolCall
-	got, evs, err := s.CancelRun(ctx, run.ID, "cancelled by user", "key1", at(time.Minute), func(r *agentd.Run, calls []agentd.ToolCall) []agentd.EventDraft {
+	got, evs, err := s.CancelRun(ctx, run.ID, "cancelled by user", agentd.Actor{KeyID: "key1", Role: agentd.RoleClient}, at(time.Minute), func(r *agentd.Run, calls []agentd.ToolCall) []agentd.EventDraft {
 		if r.Status != agentd.RunCancelled {
 			t.Errorf("plan sees run %s, want cancelled", r.Status)
 		}
@@ -480,7 +480,7 @@ func testCancelRun(t *testing.T, s agentd.Store) {
 	}
 
 	// Again: ECONFLICT with the current run, nothing written.
-	cur, evs, err := s.CancelRun(ctx, run.ID, "again", "key1", at(2*time.Minute), func(*agentd.Run, []agentd.ToolCall) []agentd.EventDraft {
+	cur, evs, err := s.CancelRun(ctx, run.ID, "again", agentd.Actor{KeyID: "key1"}, at(2*time.Minute), func(*agentd.Run, []agentd.ToolCall) []agentd.EventDraft {
 		t.Error("plan called for a run that is not active")
 		return nil
 	})
@@ -492,7 +492,7 @@ func testCancelRun(t *testing.T, s agentd.Store) {
 	if len(all) != 2 {
 		t.Errorf("%d events after a refused cancel, want 2", len(all))
 	}
-	if _, _, err := s.CancelRun(ctx, agentd.NewID(agentd.PrefixRun), "x", "k", t0, nil); agentd.ErrorCode(err) != agentd.ENOTFOUND {
+	if _, _, err := s.CancelRun(ctx, agentd.NewID(agentd.PrefixRun), "x", agentd.Actor{KeyID: "k"}, t0, nil); agentd.ErrorCode(err) != agentd.ENOTFOUND {
 		t.Errorf("CancelRun of a missing run: %v, want ENOTFOUND", err)
 	}
 }

@@ -118,6 +118,13 @@ func Run(t *testing.T, b Backend) {
 		{"UpdateToolCall/DecisionsInOrder", testUpdateToolCallDecisionsInOrder},
 		{"UpdateToolCall/Errors", testUpdateToolCallErrors},
 		{"UpdateToolCall/ConcurrentApprovals", testConcurrentApprovals},
+		{"UpdateToolCalls/Applies", testUpdateToolCallsApplies},
+		{"UpdateToolCalls/Atomic", testUpdateToolCallsAtomic},
+		{"UpdateToolCalls/Concurrent", testUpdateToolCallsConcurrent},
+		{"PendingToolCalls/Filters", testPendingFilters},
+
+		{"Audit/WrittenWithFacts", testAuditWrittenWithFacts},
+		{"Audit/Filters", testAuditFilters},
 
 		{"Events/Sequence", testEventsSequence},
 		{"Events/AfterAndLimit", testEventsAfterAndLimit},

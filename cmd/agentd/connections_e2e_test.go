@@ -538,6 +538,22 @@ func TestDurableConnectionRequest(t *testing.T) {
 	if n := len(f.api.Requests()); n != 1 {
 		t.Fatalf("refused durable requests reached the downstream API: %d requests", n)
 	}
+	// Every request the path answered is in the audit log, refusals too
+	// (a body the API cannot decode asked nothing of the path).
+	status, page := call(t, http.MethodGet, f.base+"/v1/audit?kind=connection_request&limit=100", operatorKey, "")
+	entries, _ := page["entries"].([]any)
+	if status != 200 || len(entries) != 14 {
+		t.Fatalf("audit of the durable path: %d, %d entries, want 14: %v", status, len(entries), page)
+	}
+	entry := func(i int) map[string]any { e, _ := entries[i].(map[string]any); return e }
+	for i, want := range map[int][4]string{0: {"preview", "operator", "POST", "/refunds"}, 1: {"performed", "operator", "POST", "/refunds"},
+		5: {"forbidden", "client", "POST", "/refunds"}, 6: {"invalid", "operator", "GET", "//evil/x"},
+		13: {"not_found", "operator", "POST", "/refunds"}} {
+		e := entry(i)
+		if e["outcome"] != want[0] || e["role"] != want[1] || e["method"] != want[2] || e["endpoint"] != want[3] || str(e, "key_id") == "" {
+			t.Errorf("audit entry %d = %v, want %v", i, e, want)
+		}
+	}
 }
 
 // durableWrite performs a confirmed_write refund on the durable path with

@@ -23,6 +23,7 @@ import (
 	"github.com/agentd-dev/agentd/files"
 	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/metrics"
 	"github.com/agentd-dev/agentd/model/anthropic"
 	"github.com/agentd-dev/agentd/model/openai"
 	"github.com/agentd-dev/agentd/model/script"
@@ -31,6 +32,9 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 )
 
@@ -115,6 +119,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	events := feed.New(store, feed.Options{})
 	defer events.Close()
 	hub := sse.NewHub()
+	// One registry for every package's collectors (docs/metrics.md).
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	agent := &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: subagents,
@@ -122,15 +129,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
 	}
-	engine := loop.New(store, publishers{hub, events}, agent, loop.Options{Logger: log})
+	engine := loop.New(store, publishers{hub, events}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
 	if err := engine.Start(ctx); err != nil {
 		return err
 	}
 	defer engine.Close()
 
-	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins}
+	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins,
+		Registerer: reg, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{log}})}
 	if len(proj.Connections) > 0 {
-		cfg.Connections = connections.NewDurable(proj.Connections)
+		cfg.Connections = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
 	}
 	srvAPI := api.New(engine, hub, store, cfg)
 	ln, err := net.Listen("tcp", *addr)
@@ -170,6 +178,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	return nil
 }
+
+// promLogger logs the errors of a /metrics scrape (a collector that
+// failed, such as the store's count of parked calls).
+type promLogger struct{ log zerolog.Logger }
+
+// Println implements promhttp.Logger.
+func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
 
 // publishers hands each committed event to each of its publishers, in
 // order. Like every loop.Publisher, none of them blocks.

@@ -1,0 +1,282 @@
+package loop
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+)
+
+// This file decides parked calls (SPEC §5 "Approval rules"), one at a time
+// (Decide) or in bulk (DecideBatch). Both go through the same steps, so
+// every rule is written once:
+//
+//	checkDecision  the request alone: who, which decision, bounds
+//	planDecision   the request against the call as stored now: settled
+//	               (idempotent repeat or conflict), expired, stale, the
+//	               edit re-validated and re-classified → a planned update
+//	(commit)       one conditional store update, or several in one
+//	               transaction (an atomic batch); a conflict re-plans
+//	decided        after the commit: log, metrics, run the call or wake
+//	               its run
+
+// checkedDecision is a decision request that passed checkDecision.
+type checkedDecision struct {
+	req      agentd.DecisionRequest
+	want     agentd.CallStatus // approved or denied
+	decision string            // agentd.DecisionApproved or DecisionDenied
+	by       agentd.Actor
+	via      string
+}
+
+// checkDecision validates a request by p without reading the store.
+// Errors: EFORBIDDEN (a delegate key), EINVALID (bad decision, arguments
+// with a denial, a reason over 4096 bytes, a malformed digest).
+func checkDecision(p agentd.Principal, req agentd.DecisionRequest) (*checkedDecision, error) {
+	if !p.MayDecide() {
+		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
+	}
+	d := &checkedDecision{req: req, want: agentd.StatusApproved, decision: agentd.DecisionApproved,
+		by: agentd.Actor{KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role}, via: cmp.Or(req.Via, agentd.ViaSingle)}
+	switch req.Decision {
+	case "approve":
+	case "edit":
+		if len(req.Arguments) == 0 {
+			return nil, agentd.Errorf(agentd.EINVALID, `decision "edit" needs the replacement "arguments"`)
+		}
+	case "deny":
+		if len(req.Arguments) > 0 {
+			return nil, agentd.Errorf(agentd.EINVALID, `"arguments" may only come with an approval`)
+		}
+		d.want, d.decision = agentd.StatusDenied, agentd.DecisionDenied
+	default:
+		return nil, agentd.Errorf(agentd.EINVALID, `decision must be "approve", "edit" or "deny"`)
+	}
+	if len(req.Reason) > 4096 {
+		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than 4096 bytes")
+	}
+	if req.ArgumentsSHA256 != "" && !isHex64(req.ArgumentsSHA256) {
+		return nil, agentd.Errorf(agentd.EINVALID, "arguments_sha256 must be 64 lowercase hex characters")
+	}
+	return d, nil
+}
+
+// plannedDecision is a decision ready to commit: the conditional update of
+// the call and the events that announce it. refusal is set when edited
+// arguments were refused: the update records the approval and the
+// refusal, and refusal is what the approver hears.
+type plannedDecision struct {
+	call    *agentd.ToolCall
+	u       agentd.CallUpdate
+	drafts  []agentd.EventDraft
+	refusal error
+}
+
+// planDecision applies the approval rules to d on call c as read now. For
+// a call that is no longer pending it returns no plan and the settled
+// answer: the stored decision for an idempotent repeat, else ECONFLICT,
+// EEXPIRED or ESTALE. For a pending call past its deadline it expires the
+// call and answers EEXPIRED; a digest that differs is ESTALE; edited
+// arguments that are not valid, or that the card does not allow, are
+// EINVALID.
+func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checkedDecision) (*plannedDecision, *agentd.Decision, error) {
+	if c.Status != agentd.StatusRequiresConfirmation {
+		dec, err := settled(c, d.decision, d.req.ArgumentsSHA256, e.effectiveDigest(c, d.req.Arguments))
+		return nil, dec, err
+	}
+	now := e.clock.Now()
+	if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
+		if err := e.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+			return nil, nil, err
+		}
+		return nil, nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", c.RequiresApprovalAt.UTC().Format(time.RFC3339))
+	}
+	if d.req.ArgumentsSHA256 != "" && d.req.ArgumentsSHA256 != c.ArgumentsSHA256 {
+		return nil, nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
+	}
+	dec := &agentd.Decision{
+		ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: d.decision, Reason: d.req.Reason,
+		DecidedBy: d.by.KeyID, Role: d.by.Role, Via: d.via, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
+	}
+	pd := &plannedDecision{call: c,
+		u:      agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: d.want, Decision: dec, Now: now},
+		drafts: []agentd.EventDraft{e.resolvedEvent(*c, dec)},
+	}
+	if d.want == agentd.StatusDenied {
+		pd.u.Error = "denied by " + d.by.KeyID
+	}
+	if len(d.req.Arguments) > 0 {
+		var err error
+		if pd.refusal, err = e.edit(ctx, c, d.req.Arguments, &pd.u, &pd.drafts); err != nil {
+			return nil, nil, err
+		}
+	}
+	return pd, nil, nil
+}
+
+// decided is what follows a committed decision: the log line, the
+// metrics, and the call's execution (approved) or its run's next step.
+func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
+	c, dec := pd.call, pd.u.Decision
+	e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
+		Str("correlation_id", c.CorrelationID).Str("decision", dec.Decision).Str("via", dec.Via).
+		Str("key_id", dec.DecidedBy).Bool("edited", pd.u.Edit != nil).Msg("decision")
+	e.obs.Decided(dec.Decision, dec.Via, e.clock.Now().Sub(c.UpdatedAt))
+	if updated.Status.Terminal() {
+		e.obs.ToolCallFinished(updated.Status, updated.Tier)
+	}
+	if updated.Status == agentd.StatusApproved {
+		e.startCall(*updated)
+	} else {
+		e.wakeRun(c.RunID)
+	}
+}
+
+// decideRetries bounds how often a decision is planned again after it lost
+// a race to another decision of the same call.
+const decideRetries = 5
+
+// Decide applies an approval decision to a parked call (SPEC §5 "Approval
+// rules"). It returns the stored decision: every repeat of the same
+// decision returns the same record. An approval starts the same call with
+// the same arguments; the model is not called in between.
+//
+// Errors: EFORBIDDEN (a delegate key, or edited arguments that were
+// refused: the call is then refused), EINVALID (bad decision, edited
+// arguments the card does not allow), ENOTFOUND, ECONFLICT (decided
+// otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
+// ESTALE (digest differs, also on a repeat).
+func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
+	d, err := checkDecision(p, req)
+	if err != nil {
+		return nil, err
+	}
+	for range decideRetries {
+		c, err := e.ToolCall(ctx, p, id)
+		if err != nil {
+			return nil, err
+		}
+		pd, dec, err := e.planDecision(ctx, c, d)
+		if pd == nil {
+			return dec, err
+		}
+		var updated *agentd.ToolCall
+		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+			cur, evs, err := e.store.UpdateToolCall(ctx, pd.u, pd.drafts)
+			updated = cur
+			return evs, err
+		})
+		if agentd.ErrorCode(err) == agentd.ECONFLICT {
+			continue // decided concurrently: answer from the stored decision
+		} else if err != nil {
+			return nil, err
+		}
+		e.decided(pd, updated)
+		if pd.refusal != nil {
+			return nil, pd.refusal
+		}
+		return pd.u.Decision, nil
+	}
+	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is being decided concurrently; retry")
+}
+
+// edit re-validates and re-classifies an approval's replacement arguments
+// (SPEC §5) and turns u into the edited approval. Arguments that are not
+// valid are EINVALID and change nothing. An edit that escalates the call
+// (or that the policy refuses) makes the call refused, not run: u then
+// records the approval and the refusal, and refusal is the EFORBIDDEN the
+// approver gets.
+func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMessage, u *agentd.CallUpdate, drafts *[]agentd.EventDraft) (refusal error, err error) {
+	if !slices.Contains(c.AllowedDecisions, "edit") {
+		return nil, agentd.Errorf(agentd.EINVALID, "this call does not allow editing its arguments")
+	}
+	conv, err := e.store.Conversation(ctx, c.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
+	if d.Invalid {
+		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", d.Why)
+	}
+	if d.Digest == c.ArgumentsSHA256 {
+		return nil, nil // the same arguments: a plain approval
+	}
+	if d.Connection != c.ConnectionName || d.Method != c.Method || d.PathTemplate != c.PathTemplate {
+		// allow_edit is the approving endpoint's: an edit may change what
+		// is sent there, not send it elsewhere.
+		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments may not change the connection, method or endpoint (%s %s on %q)",
+			c.Method, cmp.Or(c.PathTemplate, c.Endpoint), c.ConnectionName)
+	}
+	u.Decision.EditedArguments, u.Decision.EditedArgumentsSHA256 = d.Arguments, d.Digest
+	reason := d.Reason
+	if !d.Refused {
+		reason = c.Reason // approved as edited; the card's reason stands
+	}
+	u.Edit = &agentd.CallEdit{Arguments: d.Arguments, ArgumentsSHA256: d.Digest, Tier: d.Tier, Reason: reason,
+		Escalated: d.Escalated || c.Escalated, Method: d.Method, Endpoint: d.Endpoint, PathTemplate: d.PathTemplate, Params: d.Params}
+	(*drafts)[0] = e.resolvedEvent(*c, u.Decision)
+	if !d.Refused {
+		return nil, nil
+	}
+	u.Status, u.Error = agentd.StatusRefused, d.Reason
+	*drafts = append(*drafts, e.event(c.ConversationID, &agentd.ToolCallRefusedPayload{
+		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID,
+		Tier: d.Tier, Reason: d.Reason, Escalated: true,
+	}))
+	return editRefused(d.Reason), nil
+}
+
+// editRefused is what an approver hears when the edited arguments were
+// refused; reason is the refusal the call recorded (the model reads the
+// same), so the first answer and every repeat read alike.
+func editRefused(reason string) error {
+	return agentd.Errorf(agentd.EFORBIDDEN, "the edited arguments were refused, so the call was not run. %s", reason)
+}
+
+// effectiveDigest is the digest an approval's edited arguments would run
+// with ("" without arguments; "-" for arguments that are not valid), so a
+// repeat compares like with like.
+func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) string {
+	if len(args) == 0 {
+		return ""
+	}
+	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
+	if d.Invalid || d.Digest == "" {
+		return "-"
+	}
+	return d.Digest
+}
+
+// settled answers a decision on a call that is no longer pending: the
+// stored decision when it is the same (for an edit: the same effective
+// arguments) and seen for the same digest (sawDigest, when given), else a
+// conflict.
+func settled(c *agentd.ToolCall, decision, sawDigest, editedDigest string) (*agentd.Decision, error) {
+	if c.Status == agentd.StatusExpired {
+		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
+	}
+	if n := len(c.Decisions); n > 0 {
+		d := c.Decisions[n-1]
+		if sawDigest != "" && sawDigest != d.ArgumentsSHA256 {
+			return nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the arguments the call was decided on (%s)", d.ArgumentsSHA256)
+		}
+		if d.Decision == decision {
+			switch {
+			case d.EditedArgumentsSHA256 != "" && editedDigest != d.EditedArgumentsSHA256:
+				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with edited arguments (%s)", d.EditedArgumentsSHA256)
+			case d.EditedArgumentsSHA256 == "" && editedDigest != "" && editedDigest != d.ArgumentsSHA256:
+				return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already approved with other arguments")
+			}
+			if c.Status == agentd.StatusRefused {
+				return nil, editRefused(c.Error)
+			}
+			return &d, nil
+		}
+		return nil, agentd.Errorf(agentd.ECONFLICT, "the call was already %s", d.Decision)
+	}
+	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is not awaiting confirmation (status %s)", c.Status)
+}
