@@ -128,9 +128,33 @@ type Store interface {
 	// consumer can have processed an event that has not committed).
 	SetConsumerPosition(ctx context.Context, name string, pos int64) error
 
+	// BindThread binds a chat protocol's thread (an AG-UI threadId, an AI
+	// SDK chat id: a name the client chose) to a conversation, scoped by
+	// tenant, project and protocol, and returns the conversation the thread
+	// is bound to: b.ConversationID when the thread was unbound, else the
+	// conversation of the existing binding (the first binding wins; a
+	// thread is never rebound). EINVALID when a field of b is empty;
+	// ENOTFOUND when b.ConversationID does not exist.
+	BindThread(ctx context.Context, b ThreadBinding) (string, error)
+	// ThreadConversation returns the conversation a thread of the protocol
+	// is bound to in the tenant and project, or ENOTFOUND.
+	ThreadConversation(ctx context.Context, tenantID, projectID, protocol, threadID string) (string, error)
+
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// ThreadBinding names a conversation by a chat protocol's thread id
+// (Store.BindThread). Two tenants, or two projects, using the same thread id
+// have two bindings.
+type ThreadBinding struct {
+	TenantID, ProjectID string
+	// Protocol is the protocol whose thread ids these are ("ag-ui", "ai-sdk").
+	Protocol       string
+	ThreadID       string
+	ConversationID string
+	CreatedAt      time.Time
 }
 
 // RunUpdate is a conditional change of a run.
