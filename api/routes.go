@@ -28,6 +28,8 @@ func (s *Server) routes() {
 	authed.GET("/approvals", s.handleListApprovals)
 	authed.GET("/tools", s.handleListTools)
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
+	authed.POST("/ag-ui", s.handleAGUI)
+	authed.POST("/ai-sdk/chat", s.handleAISDKChat)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	v1.GET("/conversations/:id/events", s.handleEvents, s.authenticate(true))

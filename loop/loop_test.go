@@ -487,15 +487,22 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
-	// The API depends on the service interface, not on the loop or a store.
-	out, err := exec.Command("go", "list", "-deps", "github.com/agentd-dev/agentd/api").Output()
-	if err != nil {
-		t.Fatalf("go list api: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, f := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite", "modernc.org/sqlite", "github.com/jackc/pgx"} {
-			if dep == f || strings.HasPrefix(dep, f+"/") {
-				t.Errorf("api imports %s", dep)
+	// The API, and the chat protocols it serves, depend on the service
+	// interface, not on the loop or a store; the protocol encoders know
+	// no HTTP framework.
+	for _, pkg := range []string{"github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/protocol/agui", "github.com/agentd-dev/agentd/protocol/aisdk"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite", "modernc.org/sqlite", "github.com/jackc/pgx"} {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s imports %s", pkg, dep)
+				}
+			}
+			if pkg != "github.com/agentd-dev/agentd/api" && strings.HasPrefix(dep, "github.com/labstack/echo") {
+				t.Errorf("%s imports %s", pkg, dep)
 			}
 		}
 	}
