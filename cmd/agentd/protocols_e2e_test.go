@@ -110,8 +110,12 @@ func (r aguiRun) text() string {
 	return b.String()
 }
 
+// protocolServer starts the real server on a test project (skipping, or
+// failing under scripts/test.sh, without the SDKs).
 func protocolServer(t *testing.T, o projectOpts) (base, execLog string) {
 	t.Helper()
+	jstest.Node(t)
+	jstest.Packages(t, jsDir)
 	dir, execLog := writeProject(t, o)
 	base, _ = startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog})
 	return base, execLog
@@ -370,5 +374,152 @@ func TestAISDKRepeatedApproval(t *testing.T) {
 	}
 	if n := execCount(t, execLog, "pay"); n != 1 {
 		t.Fatalf("pay ran %d times, want 1", n)
+	}
+}
+
+// Acceptance 3: parallel calls, one auto and one parked, in both protocols:
+// the auto call is announced and gets its result in the first response, the
+// parked one is the only interrupt / approval request, and after the
+// approval each tool has run once.
+func TestProtocolsParallelCalls(t *testing.T) {
+	base, execLog := protocolServer(t, projectOpts{})
+	t.Run("ag-ui", func(t *testing.T) {
+		runs := aguiRuns(t, jsRun(t, base, "", "agui.mjs", "flow", "thread-both", "both please", `{"approved":true}`))
+		first, second := runs[0], runs[1]
+		if len(first.Interrupts) != 1 {
+			t.Fatalf("interrupts %+v (%s)", first.Interrupts, first.types())
+		}
+		parked := first.Interrupts[0].ID
+		var auto string
+		for _, f := range first.Frames {
+			if f["type"] == "TOOL_CALL_START" && f["toolCallId"] != parked {
+				auto = f["toolCallId"].(string)
+			}
+		}
+		if auto == "" || first.frame("TOOL_CALL_START", map[string]any{"toolCallId": parked}) == nil ||
+			first.frame("TOOL_CALL_RESULT", map[string]any{"toolCallId": auto}) == nil || first.frame("TOOL_CALL_RESULT", map[string]any{"toolCallId": parked}) != nil {
+			t.Fatalf("first run: %s", first.types())
+		}
+		if second.frame("TOOL_CALL_RESULT", map[string]any{"toolCallId": parked}) == nil || second.frame("TOOL_CALL_START", nil) != nil {
+			t.Fatalf("resumed run: %s", second.types())
+		}
+	})
+	t.Run("ai-sdk", func(t *testing.T) {
+		r := aisdkRun(t, base, "", "chat", "chat-both", "both please", `{"approved":true}`)
+		first := r.Requests[0].Frames
+		var approvals, outputs int
+		for _, f := range first {
+			switch f["type"] {
+			case "tool-approval-request":
+				approvals++
+			case "tool-output-available":
+				outputs++
+			}
+		}
+		if approvals != 1 || outputs != 1 || len(r.Requests) != 2 {
+			t.Fatalf("first response: %s (%d requests)", chunkTypes(first), len(r.Requests))
+		}
+		last := r.Messages[len(r.Messages)-1]
+		states := map[string]int{}
+		for _, p := range last.Parts {
+			if s, ok := p["state"].(string); ok && p["toolCallId"] != nil {
+				states[s]++
+			}
+		}
+		if states["output-available"] != 2 {
+			t.Errorf("tool parts at the end: %v", states)
+		}
+	})
+	if p, r := execCount(t, execLog, "pay"), execCount(t, execLog, "record"); p != 2 || r != 2 {
+		t.Fatalf("pay ran %d times, record %d times, want 2 each (one per protocol)", p, r)
+	}
+}
+
+// Acceptance 4: a conversation started over AG-UI is watched and approved
+// through the native API; one started natively is approved over AG-UI and
+// the AI SDK (its conversation id as the thread id).
+func TestProtocolsAndNativeAPI(t *testing.T) {
+	base, execLog := protocolServer(t, projectOpts{})
+
+	parked := aguiRuns(t, jsRun(t, base, "", "agui.mjs", "run", "thread-native", "pay the invoice"))[0]
+	conv := parked.Conversation
+	if conv == "" || len(parked.Interrupts) != 1 {
+		t.Fatalf("no conversation header or interrupt: %q %s", conv, parked.types())
+	}
+	st := openStream(t, base, "", conv, 0)
+	defer st.close()
+	req := st.waitFor("confirmation_required", nil)
+	if str(req.Data, "tool_call_id") != parked.Interrupts[0].ID || str(req.Data, "requires_approval_at") != parked.Interrupts[0].ExpiresAt {
+		t.Fatalf("native card %v, interrupt %+v", req.Data, parked.Interrupts[0])
+	}
+	status, d := call(t, http.MethodPost, base+"/v1/tool-calls/"+parked.Interrupts[0].ID+"/approval", "", `{"decision":"approve"}`)
+	if status != http.StatusOK {
+		t.Fatalf("native approval: %d %v", status, d)
+	}
+	st.waitFor("run_finished", nil)
+	if n := execCount(t, execLog, "pay"); n != 1 {
+		t.Fatalf("pay ran %d times", n)
+	}
+	// The AG-UI client's late resume, the same decision, changes nothing.
+	late := aguiRuns(t, jsRun(t, base, "", "agui.mjs", "resume", "thread-native", fmt.Sprintf(`[{"id":%q,"approved":true}]`, parked.Interrupts[0].ID)))[0]
+	if late.Error != "" || late.types() != "RUN_STARTED RUN_FINISHED" {
+		t.Errorf("late resume: %s %s", late.types(), late.Error)
+	}
+
+	// Vice versa: started natively, approved over AG-UI.
+	conv2, st2 := newConversation(t, base, "")
+	defer st2.close()
+	send(t, base, "", conv2, "pay the invoice")
+	callID := str(st2.waitFor("confirmation_required", nil).Data, "tool_call_id")
+	resumed := aguiRuns(t, jsRun(t, base, "", "agui.mjs", "resume", conv2, fmt.Sprintf(`[{"id":%q,"approved":true}]`, callID)))[0]
+	if resumed.frame("TOOL_CALL_RESULT", map[string]any{"toolCallId": callID}) == nil {
+		t.Fatalf("AG-UI resume of a native conversation: %s %s", resumed.types(), resumed.Error)
+	}
+	st2.waitFor("run_finished", nil)
+
+	// And over the AI SDK: started natively, approved with the SDK's body.
+	conv3, st3 := newConversation(t, base, "")
+	defer st3.close()
+	send(t, base, "", conv3, "pay the invoice")
+	callID = str(st3.waitFor("confirmation_required", nil).Data, "tool_call_id")
+	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"id": "m1", "role": "assistant", "parts": []any{
+		map[string]any{"type": "tool-pay", "toolCallId": callID, "state": "approval-responded", "input": map[string]any{"amount": 5},
+			"approval": map[string]any{"id": callID, "approved": false, "reason": "from the SDK"}}}}}})
+	r := aisdkRun(t, base, "", "raw", conv3, string(body))
+	if got := chunkTypes(r.Requests[0].Frames); !strings.HasPrefix(got, "start tool-output-denied text-start") {
+		t.Fatalf("AI SDK decision on a native conversation: %s (%s)", got, r.Error)
+	}
+	res := st3.waitFor("confirmation_resolved", nil)
+	if str(res.Data, "decision") != "denied" || str(res.Data, "reason") != "from the SDK" {
+		t.Errorf("native stream: %v", res.Data)
+	}
+	if n := execCount(t, execLog, "pay"); n != 2 {
+		t.Fatalf("pay ran %d times, want 2", n)
+	}
+}
+
+// A client that goes away mid-stream does not cancel the run: the native
+// stream sees it finish, and the thread's next request sees the state.
+func TestProtocolsDisconnect(t *testing.T) {
+	base, execLog := protocolServer(t, projectOpts{})
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/ag-ui", `{"threadId":"t-gone","runId":"r1","messages":[{"id":"u1","role":"user","content":"both please"}]}`},
+		{"/v1/ai-sdk/chat", `{"id":"c-gone","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"both please"}]}]}`},
+	} {
+		req, err := http.NewRequest(http.MethodPost, base+tc.path, strings.NewReader(tc.body))
+		must(t, err)
+		resp, err := streamClient.Do(req)
+		must(t, err)
+		conv := resp.Header.Get("X-Agentd-Conversation-Id")
+		buf := make([]byte, 16)
+		_, _ = resp.Body.Read(buf) // the stream has started
+		resp.Body.Close()
+		st := openStream(t, base, "", conv, 0)
+		st.waitFor("run_waiting", nil)
+		st.waitFor("tool_call_result", nil) // the auto call ran to its end
+		st.close()
+	}
+	if n := execCount(t, execLog, "record"); n != 2 {
+		t.Fatalf("record ran %d times, want 2", n)
 	}
 }
