@@ -157,6 +157,9 @@ type Decision struct {
 type Input struct {
 	Message   string
 	Decisions []Decision
+	// ExpiredIsAnswer makes a decision on a call whose deadline passed an
+	// answer (Turn.Expired names the call) rather than an EEXPIRED error.
+	ExpiredIsAnswer bool
 }
 
 // Turn is one request's run and where its stream starts.
@@ -168,6 +171,14 @@ type Turn struct {
 	// After is the Seq the stream starts after: the newest event before
 	// the request changed anything.
 	After int64
+	// Expired are the calls of the request's decisions whose deadline had
+	// passed (with Input.ExpiredIsAnswer), with the engine's message.
+	Expired []Expired
+}
+
+// Expired is a decision that came too late.
+type Expired struct {
+	ToolCallID, Message string
 }
 
 // Apply applies in to conv for p and returns the turn to follow. Decisions
@@ -195,7 +206,10 @@ func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Co
 			calls[i] = c
 		}
 		for i, d := range in.Decisions {
-			if _, err := s.engine.Decide(ctx, p, d.ToolCallID, d.Request); err != nil {
+			_, err := s.engine.Decide(ctx, p, d.ToolCallID, d.Request)
+			if agentd.ErrorCode(err) == agentd.EEXPIRED && in.ExpiredIsAnswer {
+				t.Expired = append(t.Expired, Expired{ToolCallID: d.ToolCallID, Message: agentd.ErrorMessage(err)})
+			} else if err != nil {
 				return nil, err
 			}
 			t.RunID = calls[i].RunID

@@ -523,3 +523,30 @@ func TestProtocolsDisconnect(t *testing.T) {
 		t.Fatalf("record ran %d times, want 2", n)
 	}
 }
+
+// An approval response after the deadline: the SDK's tool part shows the
+// error (tool-output-error), the call never runs.
+func TestAISDKExpiredApproval(t *testing.T) {
+	base, execLog := protocolServer(t, projectOpts{approvalTimeout: "1s"})
+	r := aisdkRun(t, base, "", "chat", "chat-expire", "pay the invoice")
+	first := r.Requests[0].Frames
+	callID, _ := first[len(first)-2]["toolCallId"].(string)
+	deadline := time.Now().Add(waitLimit)
+	for getCall(t, base, "", callID)["status"] != "expired" {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not expire")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"id": first[0]["messageId"], "role": "assistant", "parts": []any{
+		map[string]any{"type": "tool-pay", "toolCallId": callID, "state": "approval-responded", "input": map[string]any{"amount": 5},
+			"approval": map[string]any{"id": callID, "approved": true}}}}}})
+	late := aisdkRun(t, base, "", "raw", "chat-expire", string(body))
+	frames := late.Requests[0].Frames
+	if len(frames) < 2 || frames[1]["type"] != "tool-output-error" || !strings.Contains(frames[1]["errorText"].(string), "deadline") {
+		t.Fatalf("late approval: %s (%v)", chunkTypes(frames), frames)
+	}
+	if n := execCount(t, execLog, "pay"); n != 0 {
+		t.Fatalf("pay ran %d times after expiry", n)
+	}
+}

@@ -61,6 +61,12 @@ func (e *Encoder) Start(runID string) []Chunk {
 	return []Chunk{{Type: Start, MessageID: runID}}
 }
 
+// Expired reports a decision that came after the call's deadline: the
+// call did not run.
+func (e *Encoder) Expired(x protocol.Expired) []Chunk {
+	return []Chunk{{Type: ToolOutputError, ToolCallID: x.ToolCallID, ErrorText: x.Message}}
+}
+
 // Item returns the chunks of one event of the run (none for those the
 // stream has no chunk for).
 func (e *Encoder) Item(it protocol.Item) []Chunk {

@@ -16,9 +16,11 @@ const HeaderConversation = "X-Agentd-Conversation-Id"
 
 // Serve answers one POST /v1/ai-sdk/chat for p: it applies the request to
 // its chat's conversation and streams the run as UI message chunks, ending
-// with data: [DONE] when the run finishes or parks. An error it returns (a
+// with data: [DONE] when the run finishes or parks. An approval response
+// after the call's deadline is answered on the tool part with
+// tool-output-error (the call did not run). An error it returns (a
 // malformed body, a chat p does not reach, a decision the engine refuses:
-// expired, conflict, stale, …) was found before anything was written, so
+// conflict, stale, forbidden, …) was found before anything was written, so
 // the caller answers it with an error status, which the SDK reports. A
 // client that goes away ends the stream, not the run.
 func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p agentd.Principal, r *ChatRequest) error {
@@ -26,6 +28,7 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 	if err != nil {
 		return err
 	}
+	input.ExpiredIsAnswer = true // shown on the tool part, as the SDK shows errors
 	conv, err := svc.Thread(ctx, p, protocol.AISDK, r.ID, true)
 	if err != nil {
 		return err
@@ -46,6 +49,11 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 	s := &sink{out: out, enc: enc}
 	if err := s.send(enc.Start(turn.RunID)); err != nil {
 		return nil
+	}
+	for _, x := range turn.Expired {
+		if err := s.send(enc.Expired(x)); err != nil {
+			return nil
+		}
 	}
 	end, err := svc.Follow(ctx, turn, s)
 	switch {
