@@ -550,3 +550,24 @@ func TestAISDKExpiredApproval(t *testing.T) {
 		t.Fatalf("pay ran %d times after expiry", n)
 	}
 }
+
+// The encoders' golden files, which hold every kind of frame they write
+// (each outcome, interrupts, errors), pass the SDKs' own schemas with no
+// field the schemas do not name.
+func TestGoldenMatchesSDK(t *testing.T) {
+	jstest.Node(t)
+	root := jstest.Root(t)
+	for script, file := range map[string]string{
+		"agui.mjs":  filepath.Join(root, "protocol", "agui", "testdata", "frames.jsonl"),
+		"aisdk.mjs": filepath.Join(root, "protocol", "aisdk", "testdata", "chunks.jsonl"),
+	} {
+		var r struct {
+			Frames   int      `json:"frames"`
+			Problems []string `json:"problems"`
+		}
+		must(t, json.Unmarshal(jsRun(t, "http://unused", "", script, "validate", "-", file)[0], &r))
+		if r.Frames < 20 || len(r.Problems) > 0 {
+			t.Errorf("%s: %d frames, problems: %v", filepath.Base(file), r.Frames, r.Problems)
+		}
+	}
+}

@@ -110,6 +110,9 @@ func (e *Encoder) Item(it protocol.Item) []Frame {
 	ts := it.Payload.Header().Timestamp.UnixMilli()
 	switch p := it.Payload.(type) {
 	case *agentd.TextDeltaPayload:
+		if e.streamed[p.MessageID] && e.open != p.MessageID {
+			return nil // its message has ended
+		}
 		var out []Frame
 		if e.open != p.MessageID {
 			out = append(e.closeText(ts), Frame{Type: TextMessageStart, Timestamp: ts, MessageID: p.MessageID, Role: "assistant"})

@@ -72,6 +72,9 @@ func (e *Encoder) Expired(x protocol.Expired) []Chunk {
 func (e *Encoder) Item(it protocol.Item) []Chunk {
 	switch p := it.Payload.(type) {
 	case *agentd.TextDeltaPayload:
+		if e.streamed[p.MessageID] && e.open != p.MessageID {
+			return nil // its message has ended
+		}
 		var out []Chunk
 		if e.open != p.MessageID {
 			out = append(e.closeText(), Chunk{Type: TextStart, ID: p.MessageID})

@@ -5,8 +5,10 @@
 //   node agui.mjs run THREAD TEXT            a run with a new user message
 //   node agui.mjs resume THREAD DECISIONS    a run resuming interrupts (JSON: [{id, approved, reason?, editedArgs?}])
 //   node agui.mjs flow THREAD TEXT DECISION  run to the interrupts, then resume each with DECISION (JSON) on the same agent
+//   node agui.mjs validate - FILE            validate each line of FILE (a frame) instead
 //
 // Prints one JSON line per run: {frames, problems, error, interrupts, messages}.
+import { readFileSync } from "node:fs";
 import { HttpAgent } from "@ag-ui/client";
 import * as S from "@ag-ui/core/schemas";
 import { deadline, env, print, recordingFetch } from "./lib.mjs";
@@ -38,7 +40,7 @@ export function validate(raw) {
     return [`not JSON: ${raw}`];
   }
   const parsed = S.EventSchema.safeParse(ev);
-  if (!parsed.success) problems.push(`${ev.type}: ${parsed.error.message}`);
+  if (!parsed.success) problems.push(`${ev.type}: ${parsed.error.message.slice(0, 400)}`);
   const schema = byType.get(ev.type);
   if (!schema) return [...problems, `unknown type ${ev.type}`];
   extra(ev, schema, ev.type, problems);
@@ -79,7 +81,10 @@ function resumeOf(decisions) {
 const silence = console.error;
 console.error = () => {}; // HttpAgent logs a failed run; the result says it
 
-if (cmd === "run") {
+if (cmd === "validate") {
+  const lines = readFileSync(arg, "utf8").split("\n").filter(Boolean);
+  print({ frames: lines.length, problems: lines.flatMap(validate) });
+} else if (cmd === "run") {
   const record = {};
   const agent = newAgent(record);
   agent.addMessage({ id: crypto.randomUUID(), role: "user", content: arg });

@@ -9,6 +9,7 @@
 //                                              (JSON {approved, reason?}) is given, answer each with it
 //   node aisdk.mjs raw CHAT BODY               POST BODY (JSON, the chat id set) through DefaultChatTransport
 //                                              and read the stream with readUIMessageStream
+//   node aisdk.mjs validate - FILE             validate each line of FILE (a chunk) instead
 //
 // Prints one JSON line: {requests: [{status, frames, problems}], messages, error}.
 import { readFileSync } from "node:fs";
@@ -46,7 +47,7 @@ async function validate(raw) {
   }
   const problems = [];
   const r = await uiMessageChunkSchema().validate(chunk);
-  if (!r.success) problems.push(`${chunk.type}: ${r.error.message}`);
+  if (!r.success) problems.push(`${chunk.type}: ${r.error.message.slice(0, 400)}`);
   const keys = allowed.get(chunk.type);
   if (!keys) problems.push(`unknown chunk type ${chunk.type}`);
   else for (const k of Object.keys(chunk)) if (!keys.has(k)) problems.push(`${chunk.type}: field ${k} is not in the SDK's chunk type`);
@@ -98,7 +99,10 @@ async function settled(chat) {
 
 const transport = new DefaultChatTransport({ api: `${url}/v1/ai-sdk/chat`, headers, fetch: fetcher });
 
-if (cmd === "chat") {
+if (cmd === "validate") {
+  const lines = readFileSync(arg, "utf8").split("\n").filter(Boolean);
+  print({ frames: lines.length, problems: (await Promise.all(lines.map(validate))).flat() });
+} else if (cmd === "chat") {
   let error;
   const chat = new Chat({ id: chatId, transport, sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     onError: (e) => { error = String(e?.message ?? e); } });
