@@ -17,6 +17,9 @@ type Item struct {
 	Event   agentd.Event
 	Payload agentd.EventPayload
 	Call    *agentd.ToolCall
+	// Decided is set on the tool_call_started of a call this request
+	// decided (Call is nil then): it was announced when it parked.
+	Decided bool
 }
 
 // End is how a followed run's stream ended.
@@ -143,7 +146,10 @@ func (f *follower) send(ctx context.Context, e agentd.Event) (End, bool, error) 
 	it := Item{Event: e, Payload: p}
 	switch p := p.(type) {
 	case *agentd.ToolCallStartedPayload:
-		it.Call, err = f.s.store.ToolCall(ctx, p.ToolCallID)
+		// Not read for a call this request approved: its tool is starting.
+		if it.Decided = f.t.decided(p.ToolCallID); !it.Decided {
+			it.Call, err = f.s.store.ToolCall(ctx, p.ToolCallID)
+		}
 	case *agentd.ConfirmationRequiredPayload:
 		it.Call, err = f.s.store.ToolCall(ctx, p.ToolCallID)
 	case *agentd.ToolCallRefusedPayload:

@@ -16,6 +16,7 @@ package protocol
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -174,7 +175,11 @@ type Turn struct {
 	// Expired are the calls of the request's decisions whose deadline had
 	// passed (with Input.ExpiredIsAnswer), with the engine's message.
 	Expired []Expired
+	// Decided are the calls the request decided.
+	Decided []string
 }
+
+func (t *Turn) decided(callID string) bool { return slices.Contains(t.Decided, callID) }
 
 // Expired is a decision that came too late.
 type Expired struct {
@@ -213,6 +218,7 @@ func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Co
 				return nil, err
 			}
 			t.RunID = calls[i].RunID
+			t.Decided = append(t.Decided, d.ToolCallID)
 		}
 	case in.Message != "":
 		run, err := s.engine.Send(ctx, p, conv.ID, in.Message)

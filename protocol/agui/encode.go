@@ -135,7 +135,7 @@ func (e *Encoder) Item(it protocol.Item) []Frame {
 	case *agentd.ConfirmationRequiredPayload:
 		return e.announce(it.Call, p.ToolCallID, p.ToolName, ts)
 	case *agentd.ToolCallStartedPayload:
-		if it.Call != nil && it.Call.Tier == agentd.TierConfirm {
+		if it.Decided || it.Call != nil && it.Call.Tier == agentd.TierConfirm {
 			return e.closeText(ts) // announced when it parked, in this stream or an earlier one
 		}
 		return e.announce(it.Call, p.ToolCallID, p.ToolName, ts)

@@ -31,6 +31,12 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 	if err != nil && !(agentd.ErrorCode(err) == agentd.ENOTFOUND && len(input.Decisions) > 0) {
 		return err
 	}
+	var turn *protocol.Turn
+	if conv == nil {
+		err = agentd.Errorf(agentd.ENOTFOUND, "unknown interrupt: this thread has no parked calls")
+	} else {
+		turn, err = svc.Apply(ctx, p, conv, input)
+	}
 	out := svc.NewWriter(w)
 	defer out.Done()
 	header := http.Header{}
@@ -44,11 +50,6 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 	if err := s.send(enc.Start(svc.Now())); err != nil {
 		return nil
 	}
-	if conv == nil {
-		_ = s.send(enc.Error(agentd.Errorf(agentd.ENOTFOUND, "unknown interrupt: this thread has no parked calls"), svc.Now()))
-		return nil
-	}
-	turn, err := svc.Apply(ctx, p, conv, input)
 	if err != nil {
 		_ = s.send(enc.Error(err, svc.Now()))
 		return nil

@@ -96,7 +96,7 @@ func (e *Encoder) Item(it protocol.Item) []Chunk {
 		return append(e.announce(it.Call, p.ToolCallID, p.ToolName),
 			Chunk{Type: ToolApprovalRequest, ApprovalID: p.ToolCallID, ToolCallID: p.ToolCallID})
 	case *agentd.ToolCallStartedPayload:
-		if it.Call != nil && it.Call.Tier == agentd.TierConfirm {
+		if it.Decided || it.Call != nil && it.Call.Tier == agentd.TierConfirm {
 			return e.closeText() // its part exists since it parked
 		}
 		return e.announce(it.Call, p.ToolCallID, p.ToolName)
