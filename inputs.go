@@ -11,6 +11,10 @@ type DecisionRequest struct {
 	Reason          string
 	Arguments       json.RawMessage
 	ArgumentsSHA256 string
+	// ConversationID, when set, is the conversation the call must be of:
+	// a call of another one is not found (a chat protocol's thread names
+	// its calls).
+	ConversationID string
 }
 
 // ConversationDetail is a conversation with its messages and tool calls

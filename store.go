@@ -26,7 +26,8 @@ import (
 type Store interface {
 	// CreateConversation inserts c. EINVALID if c.ID is empty.
 	CreateConversation(ctx context.Context, c *Conversation) error
-	// Conversation returns the conversation, or ENOTFOUND.
+	// Conversation returns the conversation, with the Seq of its newest
+	// event as of the read in LastSeq, or ENOTFOUND.
 	Conversation(ctx context.Context, id string) (*Conversation, error)
 
 	// StartRun inserts the user message and the run (whose Status must be

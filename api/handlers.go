@@ -119,7 +119,9 @@ func (s *Server) handleApproval(c echo.Context) error {
 	if err := decode(c, &req, false); err != nil {
 		return err
 	}
-	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), agentd.DecisionRequest(req))
+	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), agentd.DecisionRequest{
+		Decision: req.Decision, Reason: req.Reason, Arguments: req.Arguments, ArgumentsSHA256: req.ArgumentsSHA256,
+	})
 	if err != nil {
 		return err
 	}

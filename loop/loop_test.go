@@ -538,3 +538,21 @@ func TestCancelThenApprove(t *testing.T) {
 		t.Fatalf("other tenant cancel: %v", err)
 	}
 }
+
+// A decision that names a conversation applies only to a call of it: a
+// call of another conversation is not found and stays parked.
+func TestDecideNamesConversation(t *testing.T) {
+	f := newFixture(t, "", payCall())
+	c := f.park(t)
+	ctx := context.Background()
+	other := agentd.NewID(agentd.PrefixConversation)
+	if _, err := f.engine.Decide(ctx, f.p, c.ID, agentd.DecisionRequest{Decision: "approve", ConversationID: other}); agentd.ErrorCode(err) != agentd.ENOTFOUND {
+		t.Fatalf("decide for another conversation: %v, want not_found", err)
+	}
+	if got, _ := f.engine.ToolCall(ctx, f.p, c.ID); got.Status != agentd.StatusRequiresConfirmation {
+		t.Fatalf("the call moved: %s", got.Status)
+	}
+	if _, err := f.engine.Decide(ctx, f.p, c.ID, agentd.DecisionRequest{Decision: "approve", ConversationID: c.ConversationID}); err != nil {
+		t.Fatalf("decide for its conversation: %v", err)
+	}
+}

@@ -237,7 +237,8 @@ func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*
 // the same arguments; the model is not called in between.
 //
 // Errors: EFORBIDDEN (a delegate key), EINVALID (bad decision, edited
-// arguments the card does not allow), ENOTFOUND, ECONFLICT (decided
+// arguments the card does not allow), ENOTFOUND (also for a call not of
+// req.ConversationID, when set), ECONFLICT (decided
 // otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
 // ESTALE (digest differs, also on a repeat).
 func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
@@ -279,6 +280,9 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		c, err := e.ToolCall(ctx, p, id)
 		if err != nil {
 			return nil, err
+		}
+		if req.ConversationID != "" && c.ConversationID != req.ConversationID {
+			return nil, notFound("tool call")
 		}
 		if c.Status != agentd.StatusRequiresConfirmation {
 			return settled(c, decision, req.ArgumentsSHA256, e.effectiveDigest(c, req.Arguments))

@@ -186,38 +186,34 @@ type Expired struct {
 	ToolCallID, Message string
 }
 
-// Apply applies in to conv for p and returns the turn to follow. Decisions
-// go through Engine.Decide one by one, so a repeated decision changes
-// nothing and answers as it did; a call that is not one of conv's is
-// ENOTFOUND ("unknown interrupt"), and the engine's EEXPIRED, ECONFLICT,
-// ESTALE, EFORBIDDEN and EINVALID pass through. A message while a run is
+// Apply applies in to conv, as Thread returned it for p, and returns the
+// turn to follow. Decisions go through Engine.Decide one by one, so a
+// repeated decision changes nothing and answers as it did; a call that is
+// not one of conv's is ENOTFOUND ("unknown interrupt"), and the engine's
+// EEXPIRED, ECONFLICT, ESTALE, EFORBIDDEN and EINVALID pass through. A message while a run is
 // active is ERUNACTIVE, and says so when calls are parked.
 func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Conversation, in Input) (*Turn, error) {
-	after, err := s.store.LastSeq(ctx, conv.ID)
-	if err != nil {
-		return nil, err
-	}
-	t := &Turn{Conversation: conv, After: after}
+	// conv was read before anything changed: its LastSeq is the starting point.
+	t := &Turn{Conversation: conv, After: conv.LastSeq}
 	switch {
 	case len(in.Decisions) > 0:
-		calls := make([]*agentd.ToolCall, len(in.Decisions))
-		for i, d := range in.Decisions {
-			c, err := s.engine.ToolCall(ctx, p, d.ToolCallID)
-			if agentd.ErrorCode(err) == agentd.ENOTFOUND || agentd.ErrorCode(err) == agentd.EINVALID || (err == nil && c.ConversationID != conv.ID) {
+		for _, d := range in.Decisions {
+			req := d.Request
+			req.ConversationID = conv.ID // a call of another thread is unknown here
+			_, err := s.engine.Decide(ctx, p, d.ToolCallID, req)
+			switch code := agentd.ErrorCode(err); {
+			case code == agentd.ENOTFOUND || code == agentd.EINVALID && agentd.CheckID(agentd.PrefixToolCall, "", d.ToolCallID) != nil:
 				return nil, agentd.Errorf(agentd.ENOTFOUND, "unknown interrupt %q: no parked call of this thread has that id", agentd.TruncateUTF8(d.ToolCallID, 80))
-			} else if err != nil {
-				return nil, err
-			}
-			calls[i] = c
-		}
-		for i, d := range in.Decisions {
-			_, err := s.engine.Decide(ctx, p, d.ToolCallID, d.Request)
-			if agentd.ErrorCode(err) == agentd.EEXPIRED && in.ExpiredIsAnswer {
+			case code == agentd.EEXPIRED && in.ExpiredIsAnswer:
 				t.Expired = append(t.Expired, Expired{ToolCallID: d.ToolCallID, Message: agentd.ErrorMessage(err)})
-			} else if err != nil {
+			case err != nil:
 				return nil, err
 			}
-			t.RunID = calls[i].RunID
+			if t.RunID == "" {
+				if t.RunID, err = s.runOfCall(ctx, d.ToolCallID); err != nil {
+					return nil, err
+				}
+			}
 			t.Decided = append(t.Decided, d.ToolCallID)
 		}
 	case in.Message != "":
@@ -229,25 +225,43 @@ func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Co
 		}
 		t.RunID = run.ID
 	default:
-		msgs, err := s.store.Messages(ctx, conv.ID)
+		runID, err := s.latestRun(ctx, conv.ID)
 		if err != nil {
 			return nil, err
 		}
-		if n := len(msgs); n > 0 {
-			t.RunID = msgs[n-1].RunID
-		}
+		t.RunID = runID
 	}
 	return t, nil
+}
+
+// runOfCall is the run of a call the engine just decided (it is of the
+// turn's conversation, so the store is read directly); it is read after the
+// decision, while its tool starts, not before.
+func (s *Service) runOfCall(ctx context.Context, callID string) (string, error) {
+	c, err := s.store.ToolCall(ctx, callID)
+	if err != nil {
+		return "", err
+	}
+	return c.RunID, nil
+}
+
+// latestRun is the run of the conversation's newest message ("" for none).
+func (s *Service) latestRun(ctx context.Context, convID string) (string, error) {
+	msgs, err := s.store.Messages(ctx, convID)
+	if err != nil || len(msgs) == 0 {
+		return "", err
+	}
+	return msgs[len(msgs)-1].RunID, nil
 }
 
 // activeRun explains a refused new message: ERUNACTIVE naming the open
 // interrupts when the active run waits on parked calls.
 func (s *Service) activeRun(ctx context.Context, convID string, cause error) error {
-	msgs, err := s.store.Messages(ctx, convID)
-	if err != nil || len(msgs) == 0 {
+	runID, err := s.latestRun(ctx, convID)
+	if err != nil || runID == "" {
 		return cause
 	}
-	parked, _, err := s.parked(ctx, msgs[len(msgs)-1].RunID)
+	parked, _, err := s.parked(ctx, runID)
 	if err != nil || len(parked) == 0 {
 		return cause
 	}

@@ -40,9 +40,9 @@ func (db *DB) Conversation(ctx context.Context, id string) (*agentd.Conversation
 	var created sql.NullInt64
 	err := db.readTx(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `
-			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at
+			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at, last_seq
 			FROM conversations WHERE id = ?`, id).
-			Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.Agent, &metadata, &c.Delegated, &c.CreatedBy, &created)
+			Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.Agent, &metadata, &c.Delegated, &c.CreatedBy, &created, &c.LastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", id)
 		}

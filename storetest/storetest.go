@@ -85,6 +85,7 @@ func Run(t *testing.T, b Backend) {
 
 		{"Conversation/RoundTrip", testConversationRoundTrip},
 		{"Conversation/Errors", testConversationErrors},
+		{"Conversation/LastSeq", testConversationLastSeq},
 
 		{"StartRun/RoundTrip", testStartRunRoundTrip},
 		{"StartRun/OneActiveRun", testStartRunOneActive},
