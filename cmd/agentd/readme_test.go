@@ -30,12 +30,29 @@ func TestReadmeConnectionSession(t *testing.T) {
 		`"preview":{`, `"instruction":"Nothing was sent.`, `"idempotency_key":"`})
 }
 
+// The curl session of docs/protocols.md works: an AG-UI run to the
+// interrupt, its resume, and an AI SDK denial.
+func TestProtocolsDocCurlSession(t *testing.T) {
+	runDocSection(t, filepath.Join("docs", "protocols.md"), "## With curl", []string{
+		`"type":"interrupt"`, `"reason":"tool_call"`, `"type":"TOOL_CALL_RESULT"`, `"delta":"Done, the "`,
+		`"outcome":{"type":"success"}`, `"type":"tool-approval-request"`, `"type":"tool-output-denied"`,
+		`"delta":"did not "`, "data: [DONE]"})
+}
+
 func runReadmeSection(t *testing.T, heading string, wants []string) {
+	t.Helper()
+	runDocSection(t, "README.md", heading, wants)
+}
+
+// runDocSection runs the shell blocks of one section of a file of the
+// repository, in order, against a server on the embedded demo, and checks
+// their output has every one of wants.
+func runDocSection(t *testing.T, file, heading string, wants []string) {
 	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", file))
 	must(t, err)
 	section := string(readme)
 	i := strings.Index(section, heading+"\n")
@@ -62,17 +79,17 @@ func runReadmeSection(t *testing.T, heading string, wants []string) {
 			script.WriteString("\nsleep 1\n") // the model runs while the reader looks at the card
 		}
 	}
-	script.WriteString("\nsleep 1\nkill %1\n")
+	script.WriteString("\nsleep 1\nkill %1 2>/dev/null || true\n") // the stream in the background, if any
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "bash", "-c", script.String()).CombinedOutput()
 	if err != nil {
-		t.Fatalf("README session failed: %v\n%s", err, out)
+		t.Fatalf("%s session failed: %v\n%s", file, err, out)
 	}
 	got := string(out)
 	for _, want := range wants {
 		if !strings.Contains(got, want) {
-			t.Errorf("README session output lacks %q:\n%s", want, got)
+			t.Errorf("%s session output lacks %q:\n%s", file, want, got)
 		}
 	}
 }
