@@ -59,19 +59,20 @@ func (s *Service) Follow(ctx context.Context, t *Turn, sink Sink) (End, error) {
 	defer func() { f.sub.Close() }()
 	tick := time.NewTicker(s.opt.Heartbeat)
 	defer tick.Stop()
+	fromLog := true // the log has events the stream has not sent
 	for {
-		if end, done, err := f.catchUp(ctx); done || err != nil {
-			return end, err
+		if fromLog {
+			fromLog = false
+			if end, done, err := f.catchUp(ctx); done || err != nil {
+				return end, err
+			}
 		}
 		if f.check {
 			f.check = false
-			end, done, err := f.state(ctx)
-			if done || err != nil {
-				if err == nil && done {
+			if end, done, err := f.state(ctx); done || err != nil {
+				if err == nil {
 					// What committed with the state read is sent too.
-					if _, _, err := f.catchUp(ctx); err != nil {
-						return end, err
-					}
+					_, _, err = f.catchUp(ctx)
 				}
 				return end, err
 			}
@@ -90,14 +91,17 @@ func (s *Service) Follow(ctx context.Context, t *Turn, sink Sink) (End, error) {
 			// Cut off: subscribe again; the log has what was missed.
 			f.sub.Close()
 			f.sub = s.hub.Subscribe(t.Conversation.ID)
+			fromLog = true
 		case e := <-f.sub.Events():
-			if e.Seq == f.last+1 {
+			switch {
+			case e.Seq <= f.last: // sent from the log
+			case e.Seq == f.last+1:
 				if end, done, err := f.send(ctx, e); done || err != nil {
 					return end, err
 				}
+			default:
+				fromLog = true // a gap: the log has what is missing, e included
 			}
-			// Older events were sent; a newer one means a gap, which the
-			// catch-up at the top of the loop fills from the log.
 		}
 	}
 }
@@ -179,7 +183,7 @@ func (f *follower) state(ctx context.Context) (End, bool, error) {
 	if !run.Status.Active() {
 		return End{Status: run.Status, Error: run.Reason}, true, nil
 	}
-	parked, ok, err := f.s.parked(ctx, f.t.RunID)
+	parked, ok, err := f.s.parkedOf(ctx, run)
 	if err != nil || !ok {
 		return End{}, false, err
 	}
@@ -190,10 +194,18 @@ func (f *follower) state(ctx context.Context) (End, bool, error) {
 // the run is parked: waiting, with every unresolved call of its step parked.
 func (s *Service) parked(ctx context.Context, runID string) ([]agentd.ToolCall, bool, error) {
 	run, err := s.store.Run(ctx, runID)
-	if err != nil || run.Status != agentd.RunWaiting {
+	if err != nil {
 		return nil, false, err
 	}
-	calls, err := s.store.RunToolCalls(ctx, runID)
+	return s.parkedOf(ctx, run)
+}
+
+// parkedOf is parked for a run already read.
+func (s *Service) parkedOf(ctx context.Context, run *agentd.Run) ([]agentd.ToolCall, bool, error) {
+	if run.Status != agentd.RunWaiting {
+		return nil, false, nil
+	}
+	calls, err := s.store.RunToolCalls(ctx, run.ID)
 	if err != nil {
 		return nil, false, err
 	}

@@ -11,11 +11,10 @@ import (
 // Writer writes one protocol stream: Server-Sent Events whose frames are
 // "data: <json>\n\n" lines, each write under its own deadline and flushed.
 type Writer struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	s       *Service
-	started bool
-	buf     []byte
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	s   *Service
+	buf []byte
 }
 
 // NewWriter returns the stream writer of w.
@@ -33,17 +32,12 @@ func (w *Writer) Start(extra http.Header) error {
 	for k, v := range extra {
 		h[k] = v
 	}
-	w.started = true
 	if err := w.deadline(); err != nil {
 		return err
 	}
 	w.w.WriteHeader(http.StatusOK)
 	return w.flush()
 }
-
-// Started reports whether Start was called (no error status can be sent
-// after it).
-func (w *Writer) Started() bool { return w.started }
 
 // Data writes frames, each one line of data (JSON has no raw newline), as
 // "data: <frame>\n\n", in one write.
@@ -97,8 +91,8 @@ func (w *Writer) flush() error {
 	return nil
 }
 
-// Clear is the message of an error safe to put in a frame: the client-safe
-// message of an *agentd.Error, and nothing of any other error.
-func Clear(err error) (code, message string) {
+// SafeError is the code and message of err that are safe to put in a
+// frame: those of an *agentd.Error, "internal error" for any other error.
+func SafeError(err error) (code, message string) {
 	return agentd.ErrorCode(err), agentd.ErrorMessage(err)
 }

@@ -232,7 +232,7 @@ func (e *Encoder) End(end protocol.End, conversationID string, at time.Time) []F
 
 // Error is the RUN_ERROR of a request that could not be applied.
 func (e *Encoder) Error(err error, at time.Time) []Frame {
-	code, msg := protocol.Clear(err)
+	code, msg := protocol.SafeError(err)
 	ts := at.UnixMilli()
 	return append(e.closeText(ts), Frame{Type: RunError, Timestamp: ts, Message: msg, Code: code})
 }

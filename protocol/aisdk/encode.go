@@ -168,7 +168,7 @@ func (e *Encoder) End(end protocol.End) []Chunk {
 
 // Fail is the error chunk of a stream that broke off.
 func (e *Encoder) Fail(err error) []Chunk {
-	_, msg := protocol.Clear(err)
+	_, msg := protocol.SafeError(err)
 	return append(e.closeText(), Chunk{Type: Error, ErrorText: msg})
 }
 
