@@ -220,9 +220,16 @@ type ToolCall struct {
 	AllowedDecisions   []string        `json:"allowed_decisions,omitempty"`
 	Result             json.RawMessage `json:"result,omitempty"`
 	Error              string          `json:"error,omitempty"`
-	CreatedAt          time.Time       `json:"created_at"`
-	UpdatedAt          time.Time       `json:"updated_at"`
-	Decisions          []Decision      `json:"decisions,omitempty"`
+	// Diff is the unified diff of what the call would change, for a tool
+	// whose source computes one (the file tools): the card's diff.
+	Diff string `json:"diff,omitempty"`
+	// StateSHA256 is the digest of the state outside the arguments that
+	// the call was classified against (a file's content): an approval
+	// applies only while that state still holds (loop: the re-park).
+	StateSHA256 string     `json:"state_sha256,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	Decisions   []Decision `json:"decisions,omitempty"`
 }
 
 // Decision values as stored and as shown in confirmation_resolved.
@@ -285,7 +292,7 @@ const (
 	EventRunWaiting           = "run_waiting"
 	EventRunFinished          = "run_finished"
 	EventError                = "error"
-	EventSubagentEvent        = "subagent_event" // not emitted yet (SPEC §4.5)
+	EventSubagentEvent        = "subagent_event"
 )
 
 // Clock is injected wherever time matters, so deadline tests never sleep.

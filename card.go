@@ -29,8 +29,18 @@ func (c *ToolCall) Card() Card {
 		Method:         c.Method,
 		Endpoint:       c.Endpoint,
 		PathTemplate:   nullIfEmpty(c.PathTemplate),
+		Diff:           diffJSON(c.Diff),
 		Arguments:      c.CardArguments(),
 	}
+}
+
+// diffJSON is a card's diff: a JSON string, or null when none applies.
+func diffJSON(diff string) json.RawMessage {
+	if diff == "" {
+		return nil
+	}
+	b, _ := json.Marshal(diff)
+	return b
 }
 
 func nullIfEmpty(s string) *string {

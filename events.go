@@ -217,7 +217,7 @@ type ErrorPayload struct {
 }
 
 // SubagentEventPayload is the data of subagent_event (SPEC §4.5): an event
-// of a subagent's loop, relayed to the parent's stream. Not emitted yet.
+// of a subagent's loop, relayed to the parent's stream, durable like every event.
 type SubagentEventPayload struct {
 	EventHeader
 	// ToolCallID is the parent's task call that started the subagent.

@@ -182,7 +182,29 @@ type CallUpdate struct {
 	// Edit, when set, replaces the call's arguments and classification
 	// (an approval with edited arguments).
 	Edit *CallEdit
-	Now  time.Time
+	// Repark, when set, replaces the call's classification and card for
+	// a call parked again (Status requires_confirmation) because what it
+	// would do changed after it was cleared to run.
+	Repark *CallRepark
+	Now    time.Time
+}
+
+// CallRepark is the new classification of a call that is parked again:
+// its effective arguments, tier, reason, card diff and state digest and the
+// new deadline. The call's earlier decisions stay in its history.
+type CallRepark struct {
+	Arguments          json.RawMessage
+	ArgumentsSHA256    string
+	Tier               Tier
+	Reason             string
+	Escalated          bool
+	AllowedDecisions   []string
+	Diff               string
+	StateSHA256        string
+	RequiresApprovalAt time.Time
+	// A connection call's resolved request, as for CallEdit.
+	Method, Endpoint, PathTemplate string
+	Params                         json.RawMessage
 }
 
 // CallEdit is the re-classified call after an approver edited its arguments.

@@ -77,3 +77,32 @@ func TestBrowsersWithKeys(t *testing.T) {
 	want(t, "foreign origin", s.do("POST", "/v1/conversations", "k-op", "",
 		map[string]string{"Host": "agentd.example.com", "Origin": "https://evil.example"}), http.StatusForbidden, agentd.EFORBIDDEN)
 }
+
+// TestWebPageAndCORS: the web chat's page and module are served behind the
+// same browser guard (a DNS-rebound Host gets 421), with their security
+// headers; for a listed origin, a 401 carries the CORS header so that an
+// embedding page can read it and ask for a key.
+func TestWebPageAndCORS(t *testing.T) {
+	s := newServer(t, nil, api.Config{CORSOrigins: []string{"https://shop.example"}})
+	for _, p := range []string{"/", "/agentd.js", "/agentd.css"} {
+		r := s.do("GET", p, "", "", nil)
+		want(t, "GET "+p, r, http.StatusOK, "")
+		if r.header.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(r.header.Get("Content-Security-Policy"), "connect-src 'self'") {
+			t.Errorf("GET %s headers: %v", p, r.header)
+		}
+		want(t, "GET "+p+" rebound", s.do("GET", p, "", "", map[string]string{"Host": "evil.example"}), http.StatusMisdirectedRequest, agentd.EMISDIRECTED)
+	}
+	if r := s.do("GET", "/agentd.js", "", "", map[string]string{"Origin": "https://evil.example"}); r.status != http.StatusForbidden {
+		t.Errorf("the module for an unlisted origin: %d, want 403", r.status)
+	}
+	// The stream from a listed origin is covered in a real browser
+	// (cmd/agentd TestWebChatInBrowser, acceptance 4).
+
+	k := newServer(t, []testKey{{key: "k-c", id: "c", tenant: "t1", project: "p1", role: agentd.RoleClient}}, api.Config{CORSOrigins: []string{"https://shop.example"}})
+	r := k.do("GET", "/v1/tools", "", "", map[string]string{"Origin": "https://shop.example"})
+	want(t, "no key from a listed origin", r, http.StatusUnauthorized, agentd.EUNAUTHORIZED)
+	if r.header.Get("Access-Control-Allow-Origin") != "https://shop.example" {
+		t.Errorf("a 401 to a listed origin lacks Access-Control-Allow-Origin: %v", r.header)
+	}
+	want(t, "the page needs no key", k.do("GET", "/", "", "", nil), http.StatusOK, "")
+}

@@ -102,6 +102,23 @@ func TestErrorTable(t *testing.T) {
 	fake.fail = nil
 	want(t, "unknown route", s.do("GET", "/v1/nope", "", "", nil), http.StatusNotFound, agentd.ENOTFOUND)
 	want(t, "wrong method", s.do("POST", "/healthz", "", "", nil), http.StatusMethodNotAllowed, "method_not_allowed")
+	// Also on the authenticated routes, which share their middleware.
+	for _, c := range []struct{ method, path, allow string }{
+		{"DELETE", "/v1/conversations", "POST"},
+		{"PUT", "/v1/tool-calls/" + someCall + "/approval", "POST"},
+		{"POST", "/v1/approvals/", ""},
+		{"DELETE", "/v1/conversations/" + someCall + "/events", "GET"},
+	} {
+		r := s.do(c.method, c.path, "", "", nil)
+		if c.allow == "" {
+			want(t, c.method+" "+c.path, r, http.StatusNotFound, agentd.ENOTFOUND)
+			continue
+		}
+		want(t, c.method+" "+c.path, r, http.StatusMethodNotAllowed, "method_not_allowed")
+		if got := r.header.Get("Allow"); !strings.Contains(got, c.allow) {
+			t.Errorf("%s %s: Allow %q, want it to name %s", c.method, c.path, got, c.allow)
+		}
+	}
 }
 
 // TestPrincipalFromKey: the service gets the key's tenant, project, role

@@ -1,6 +1,10 @@
 package api
 
-import "github.com/labstack/echo/v4/middleware"
+import (
+	"github.com/agentd-dev/agentd/web"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+)
 
 // routes is every route of the API in one place. No timeout or body-dump
 // middleware is used anywhere: SSE routes must not have them (SPEC §10).
@@ -16,8 +20,19 @@ func (s *Server) routes() {
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
 
-	v1 := e.Group("/v1")
-	authed := v1.Group("", s.authenticate(false))
+	// The web chat (package web): the page and its files, public like any
+	// static file; what they show comes from the API with the user's key.
+	page := echo.WrapHandler(web.Handler())
+	for _, p := range web.Paths {
+		e.GET(p, page)
+		e.HEAD(p, page)
+	}
+
+	// Routes with their middleware, not echo groups: a group with
+	// middleware also routes every other method and path under its prefix
+	// (to run that middleware on them), so a wrong method on a known path
+	// answered 404 instead of 405.
+	authed := routeGroup{e, "/v1", s.authenticate(false)}
 	authed.POST("/conversations", s.handleCreateConversation)
 	authed.GET("/conversations/:id", s.handleGetConversation)
 	authed.POST("/conversations/:id/messages", s.handleSendMessage)
@@ -32,5 +47,15 @@ func (s *Server) routes() {
 	authed.POST("/ai-sdk/chat", s.handleAISDKChat)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
-	v1.GET("/conversations/:id/events", s.handleEvents, s.authenticate(true))
+	e.GET("/v1/conversations/:id/events", s.handleEvents, s.authenticate(true))
 }
+
+// routeGroup adds routes under a prefix, each with the same middleware.
+type routeGroup struct {
+	e      *echo.Echo
+	prefix string
+	mw     echo.MiddlewareFunc
+}
+
+func (g routeGroup) GET(path string, h echo.HandlerFunc)  { g.e.GET(g.prefix+path, h, g.mw) }
+func (g routeGroup) POST(path string, h echo.HandlerFunc) { g.e.POST(g.prefix+path, h, g.mw) }

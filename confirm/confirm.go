@@ -64,6 +64,9 @@ type Call struct {
 	TenantID string
 	// Mode is the execution context; the zero value is the agent loop.
 	Mode Mode
+	// Hook is the combined verdict of the call's preToolUse hooks (nil:
+	// no hook matched). Its Arguments, when set, replace Arguments.
+	Hook *HookVerdict
 }
 
 // Decision is the outcome for one call.
@@ -107,8 +110,18 @@ type Decision struct {
 	ApprovalTimeout time.Duration
 }
 
-// Decide classifies one model-selected call of the agent loop.
+// Decide classifies one model-selected call of the agent loop: the tool's
+// tier (exposure, or connection policy, thresholds and delegation), then
+// the hooks' verdict (hook.go).
 func Decide(c Call) Decision {
+	if c.Hook != nil && c.Hook.Arguments != nil {
+		c.Arguments = c.Hook.Arguments
+	}
+	return applyHook(c, decide(c))
+}
+
+// decide is Decide before the hooks' decision.
+func decide(c Call) Decision {
 	d := Decision{Method: MethodTool, Endpoint: c.Name}
 	args := c.Arguments
 	if len(args) == 0 {

@@ -5,7 +5,10 @@
 // wipe_database (llm_callable: false, so the model's call is refused) —
 // and the "billing" connection (connections/billing: connection.json,
 // policy.json, openapi.json) to the demo billing API of package
-// demo/billing, which `agentd serve` starts with the demo.
+// demo/billing, which `agentd serve` starts with the demo; a hook
+// (hooks/block-channel) that denies the announcements channel, a workspace
+// with notes.md for the file tools (kept across restarts), and a
+// researcher subagent.
 package demo
 
 import (
@@ -17,7 +20,7 @@ import (
 	"strings"
 )
 
-//go:embed agent.json script.json tools connections
+//go:embed agent.json script.json tools connections hooks workspace
 var files embed.FS
 
 // FS returns the demo project's files.
@@ -38,6 +41,11 @@ func WriteTo(dir string) error {
 		b, err := files.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if strings.HasPrefix(p, "workspace/") {
+			if _, err := os.Stat(dst); err == nil {
+				return nil // the workspace keeps what the demo's agent wrote there
+			}
 		}
 		mode := os.FileMode(0o644)
 		if strings.HasSuffix(p, ".sh") {

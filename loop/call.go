@@ -27,6 +27,9 @@ func (e *Engine) startCall(c agentd.ToolCall) {
 			return // shutting down: the next start finds it where it is
 		}
 		if c.Status == agentd.StatusApproved {
+			if !e.recheck(rs.ctx, c) {
+				return // refused or parked again: nothing runs on this approval
+			}
 			claimed, ok := e.claim(c)
 			if !ok {
 				return // cancelled, or claimed elsewhere
@@ -68,6 +71,9 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	var runErr error
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
+	} else if c.Name == TaskTool && c.ServerID == SubagentsServerID {
+		log.Info().Str("tool", c.Name).Msg("subagent started")
+		result, runErr = e.runSubagent(rs.ctx, c)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
 		result, runErr = t.Execute(rs.ctx, c)
@@ -95,6 +101,17 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	if err != nil {
 		log.Error().Err(err).Msg("record tool result")
 	}
+	if e.agent.Hooks != nil {
+		if err := e.agent.Hooks.PostToolUse(rs.ctx, hookCall(c, PhaseExecute), u.Status, u.Result, u.Error); err != nil {
+			log.Warn().Err(err).Msg("postToolUse hook failed")
+		}
+	}
+}
+
+// hookCall is what the hooks are told of a stored call.
+func hookCall(c agentd.ToolCall, phase string) HookCall {
+	return HookCall{ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
+		ConversationID: c.ConversationID, RunID: c.RunID, Tier: c.Tier, Phase: phase}
 }
 
 // toolCallStarted is the event of a claimed call; an approved request-tool

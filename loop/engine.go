@@ -39,6 +39,12 @@ type Agent struct {
 	Tools           Toolset
 	ApprovalTimeout time.Duration
 	MaxTurns        int
+	// Hooks are the project's preToolUse and postToolUse hooks; nil means
+	// none.
+	Hooks Hooks
+	// Subagents are the subagents the task tool (TaskSource, listed in
+	// Tools) starts.
+	Subagents []*Subagent
 }
 
 // Options are the optional dependencies of an Engine.
@@ -71,6 +77,8 @@ type Engine struct {
 
 	specs   []agentd.ToolSpec
 	visible map[string]*confirm.Tool
+	// defs are the tools the model sees, by name.
+	defs map[string]ToolDef
 	// idempotent says, by tool name, which calls recovery may run again.
 	idempotent map[string]bool
 
@@ -127,7 +135,7 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 	}
 	e := &Engine{
 		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts,
-		visible: map[string]*confirm.Tool{}, idempotent: map[string]bool{},
+		visible: map[string]*confirm.Tool{}, defs: map[string]ToolDef{}, idempotent: map[string]bool{},
 		runs: map[string]*runState{},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -135,6 +143,7 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 		for _, d := range agent.Tools.Tools() {
 			e.specs = append(e.specs, d.Spec)
 			e.visible[d.Spec.Name] = d.Decision
+			e.defs[d.Spec.Name] = d
 			e.idempotent[d.Spec.Name] = d.Idempotent
 		}
 	}

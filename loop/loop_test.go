@@ -474,7 +474,9 @@ func TestImportRules(t *testing.T) {
 	// The loop runs tools through its Toolset interface: it imports no tool
 	// source and starts no subprocess; the registry knows no source either.
 	for pkg, forbidden := range map[string][]string{
-		"github.com/agentd-dev/agentd/loop":           {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
+		// The web chat speaks the HTTP API like any client.
+		"github.com/agentd-dev/agentd/web":            {"github.com/agentd-dev/agentd", "github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite"},
+		"github.com/agentd-dev/agentd/loop":           {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/hooks", "github.com/agentd-dev/agentd/files", "os/exec"},
 		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()

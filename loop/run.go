@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/confirm"
 	"github.com/rs/zerolog"
 )
 
@@ -224,7 +223,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	}
 	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
 	for i, mc := range resp.ToolCalls {
-		c, evs := e.classify(run, *rs.delegated, msgID, step, i, mc, now)
+		c, evs := e.classify(ctx, run, *rs.delegated, msgID, step, i, mc, now)
 		calls = append(calls, c)
 		drafts = append(drafts, evs...)
 	}
@@ -262,18 +261,23 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 
 // classify turns one model-selected call into a stored call and the events
 // that announce it with the step: confirmation_required (confirm) or
-// tool_call_refused (review, never, unknown, invalid). Auto calls are stored
-// approved and announced by startCall's tool_call_started.
-func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
+// tool_call_refused (review, never, unknown, invalid, denied by a hook).
+// Auto calls are stored approved and announced by startCall's
+// tool_call_started.
+func (e *Engine) classify(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
-	d := confirm.Decide(confirm.Call{Name: mc.Name, Arguments: mc.Arguments, Tool: e.visible[mc.Name], Delegated: delegated, TenantID: run.TenantID})
+	id := agentd.NewID(agentd.PrefixToolCall)
+	cl := e.classifyCall(ctx, classifyIn{id: id, name: mc.Name, conv: conv, run: run.ID, tenant: run.TenantID,
+		args: mc.Arguments, delegated: delegated, phase: PhaseClassify, def: e.def(mc.Name)})
+	d := cl.d
 	c := &agentd.ToolCall{
-		ID: agentd.NewID(agentd.PrefixToolCall), TenantID: run.TenantID, ProjectID: run.ProjectID,
+		ID: id, TenantID: run.TenantID, ProjectID: run.ProjectID,
 		ConversationID: conv, RunID: run.ID, CorrelationID: run.CorrelationID, MessageID: msgID,
 		Step: step, Index: index, Name: mc.Name, ServerID: d.ServerID,
 		Arguments: d.Arguments, ArgumentsSHA256: d.Digest, Tier: d.Tier, Reason: d.Reason, Escalated: d.Escalated,
 		Method: d.Method, Endpoint: d.Endpoint, AllowedDecisions: d.AllowedDecisions,
 		ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params,
+		Diff: cl.prep.Diff, StateSHA256: cl.prep.State,
 		CreatedAt: now, UpdatedAt: now,
 	}
 	switch {
@@ -288,7 +292,7 @@ func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, i
 		c.Status = agentd.StatusRequiresConfirmation
 		deadline := d.Deadline(now, e.agent.ApprovalTimeout).UTC()
 		c.RequiresApprovalAt = &deadline
-		return c, []agentd.EventDraft{e.confirmationRequired(run, c)}
+		return c, []agentd.EventDraft{e.confirmationRequired(c)}
 	default:
 		// Cleared to run but not started: start claims it (approved →
 		// executing, with tool_call_started) right before the fork.
@@ -300,7 +304,7 @@ func (e *Engine) classify(run *agentd.Run, delegated bool, msgID string, step, i
 // confirmationRequired is the event of a parked call: the seed's fields
 // (endpoint, method, reason, escalated, timestamp, params, connection_name,
 // correlation_id) plus the SPEC §6 additions and its card.
-func (e *Engine) confirmationRequired(run *agentd.Run, c *agentd.ToolCall) agentd.EventDraft {
+func (e *Engine) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
 	return e.event(c.ConversationID, &agentd.ConfirmationRequiredPayload{
 		Endpoint:           c.Endpoint,
 		Method:             c.Method,
@@ -308,11 +312,11 @@ func (e *Engine) confirmationRequired(run *agentd.Run, c *agentd.ToolCall) agent
 		Escalated:          c.Escalated,
 		Params:             cardArguments(c),
 		ConnectionName:     nilIfEmpty(c.ConnectionName),
-		CorrelationID:      run.CorrelationID,
+		CorrelationID:      c.CorrelationID,
 		ToolCallID:         c.ID,
 		ToolName:           c.Name,
 		ServerID:           c.ServerID,
-		RunID:              run.ID,
+		RunID:              c.RunID,
 		ArgumentsSHA256:    c.ArgumentsSHA256,
 		RequiresApprovalAt: c.RequiresApprovalAt.UTC(),
 		AllowedDecisions:   c.AllowedDecisions,

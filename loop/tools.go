@@ -30,6 +30,63 @@ type ToolDef struct {
 	// `tools (tools/lookup/tool.json)` or `connection "billing"`. Empty
 	// means the source's ID.
 	Origin string
+	// Prepare, when set, looks at the state a call of the tool depends on
+	// besides its arguments (a file tool's file) when the call is
+	// classified and again right before it runs, given the effective
+	// arguments. An error refuses the call (tier never) with the error's
+	// text as the reason: a path that leads outside the workspace, an edit
+	// that cannot apply. Nil for tools whose calls depend on their
+	// arguments alone.
+	Prepare func(ctx context.Context, args json.RawMessage) (Preparation, error)
+}
+
+// Preparation is what a tool source's Prepare contributes to a call's
+// classification.
+type Preparation struct {
+	// Diff is the card's diff: a unified diff of exactly what the call
+	// would change ("" when none applies).
+	Diff string
+	// State is a digest of the state the call would change (a file's
+	// content). An approval applies only while it still holds: when it
+	// differs right before the call runs, the call is parked again with a
+	// fresh card instead of running.
+	State string
+}
+
+// Hook phases of a preToolUse hook (SPEC §4.3).
+const (
+	PhaseClassify = "classify"
+	PhaseExecute  = "execute"
+)
+
+// HookCall is what a hook is told of a call: SPEC §4.3's stdin object,
+// without the point (the method says it).
+type HookCall struct {
+	ToolCallID     string
+	ToolName       string
+	ServerID       string
+	Arguments      json.RawMessage
+	ConversationID string
+	RunID          string
+	Tier           agentd.Tier
+	// Phase is PhaseClassify or PhaseExecute.
+	Phase string
+}
+
+// Hooks are the project's preToolUse and postToolUse hooks (package hooks
+// runs them; cmd/agentd wires them). The loop calls them for
+// model-selected calls only: the agent's and its subagents'.
+type Hooks interface {
+	// PreToolUse runs the hooks that match the call's tool name, in name
+	// order, each seeing the arguments as the previous one rewrote them,
+	// and returns their combined verdict for package confirm to apply
+	// (nil: no hook matched). A hook's failure is already part of the
+	// verdict (its fail_policy).
+	PreToolUse(ctx context.Context, call HookCall) *confirm.HookVerdict
+	// PostToolUse runs the matching postToolUse hooks with the call's
+	// outcome (status completed or failed, result or error); their output
+	// is ignored. The error reports hooks that failed, for the log.
+	PostToolUse(ctx context.Context, call HookCall, status agentd.CallStatus, result json.RawMessage, errText string) error
 }
 
 // Toolset offers tools and runs their calls. Every ToolSource is one; so is

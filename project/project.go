@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/connections"
+	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/origin"
 	"github.com/agentd-dev/agentd/tools"
@@ -42,7 +43,10 @@ type Project struct {
 	// Connections are the project's connections (connections/<name>/),
 	// sorted by name; connections.Sources gives their tools.
 	Connections []*connections.Connection
-	Warnings    []string
+	// Hooks are the project's hooks (hooks/<name>/hook.json), in name
+	// order: the order they run in.
+	Hooks    []*hooks.Hook
+	Warnings []string
 }
 
 // Agent is the default agent of agent.json.
@@ -58,9 +62,11 @@ type Agent struct {
 	Tools           []string
 	ApprovalTimeout time.Duration
 	MaxTurns        int
-	// Workspace and Subagents are kept raw; nothing reads them yet.
-	Workspace json.RawMessage
-	Subagents json.RawMessage
+	// Workspace is the absolute folder of the file tools (agent.json
+	// "workspace", relative to the project folder); "" means none.
+	Workspace string
+	// Subagents are agent.json's "subagents", in the order written.
+	Subagents []Subagent
 }
 
 // Server holds the settings of agentd.json.
@@ -79,9 +85,6 @@ var (
 	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	sha256Pattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
-
-// folders of SPEC §1.1 that this version does not load yet.
-var unsupportedFolders = []string{"hooks"}
 
 // Load reads and checks the project in dir. A project needs agent.json;
 // agentd.json, tools/ and connections/ are optional. getenv reads the
@@ -113,10 +116,8 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	for _, c := range p.Connections {
 		p.Warnings = append(p.Warnings, c.Warnings()...)
 	}
-	for _, name := range unsupportedFolders {
-		if info, err := os.Stat(filepath.Join(abs, name)); err == nil && info.IsDir() {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("%s/: not supported by this version, ignored", name))
-		}
+	if p.Hooks, err = hooks.LoadDir(filepath.Join(abs, "hooks")); err != nil {
+		return nil, err
 	}
 
 	data, err := os.ReadFile(filepath.Join(abs, "agent.json"))
@@ -125,7 +126,7 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
-	if p.Agent, err = parseAgent(data); err != nil {
+	if p.Agent, err = parseAgent(data, abs); err != nil {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
 
@@ -143,6 +144,28 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	return p, nil
 }
 
+// workspace resolves agent.json's "workspace": a folder, relative to the
+// project folder or absolute, that must exist.
+func workspace(projectDir string, raw json.RawMessage) (string, error) {
+	if jsonconf.IsNull(raw) {
+		return "", nil
+	}
+	var dir string
+	if err := json.Unmarshal(raw, &dir); err != nil || dir == "" {
+		return "", jsonconf.FieldErr("workspace", "must be a folder name, relative to the project folder or absolute")
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(projectDir, dir)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return "", jsonconf.FieldErr("workspace", "%v", err)
+	} else if !info.IsDir() {
+		return "", jsonconf.FieldErr("workspace", "%s is not a folder", dir)
+	}
+	return dir, nil
+}
+
 type agentFile struct {
 	Name            *string         `json:"name"`
 	SystemPrompt    string          `json:"system_prompt"`
@@ -154,7 +177,8 @@ type agentFile struct {
 	Subagents       json.RawMessage `json:"subagents"`
 }
 
-func parseAgent(data []byte) (Agent, error) {
+// parseAgent parses agent.json of the project in dir.
+func parseAgent(data []byte, dir string) (Agent, error) {
 	var f agentFile
 	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Agent{}, err
@@ -163,8 +187,6 @@ func parseAgent(data []byte) (Agent, error) {
 		SystemPrompt:    f.SystemPrompt,
 		ApprovalTimeout: agentd.DefaultApprovalTimeout,
 		MaxTurns:        agentd.DefaultMaxTurns,
-		Workspace:       compact(f.Workspace),
-		Subagents:       compact(f.Subagents),
 	}
 
 	switch {
@@ -216,7 +238,74 @@ func parseAgent(data []byte) (Agent, error) {
 		}
 		a.MaxTurns = *f.MaxTurns
 	}
+	var err error
+	if a.Workspace, err = workspace(dir, f.Workspace); err != nil {
+		return Agent{}, err
+	}
+	if a.Subagents, err = parseSubagents(f.Subagents); err != nil {
+		return Agent{}, err
+	}
 	return a, nil
+}
+
+// Subagent is one entry of agent.json's "subagents" (SPEC §4.5).
+type Subagent struct {
+	Name         string
+	Description  string
+	SystemPrompt string
+	// Model is the raw "model" object; nil means the parent's model.
+	Model json.RawMessage
+	// Tools names the tools its model sees; nil means every llm_callable
+	// tool but the task tool. The tool registry checks the names.
+	Tools    []string
+	MaxTurns int
+}
+
+// DefaultSubagentMaxTurns is a subagent's max_turns when agent.json gives none.
+const DefaultSubagentMaxTurns = 6
+
+type subagentFile struct {
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	SystemPrompt string          `json:"system_prompt"`
+	Model        json.RawMessage `json:"model"`
+	Tools        []string        `json:"tools"`
+	MaxTurns     *int            `json:"max_turns"`
+}
+
+func parseSubagents(raw json.RawMessage) ([]Subagent, error) {
+	if jsonconf.IsNull(raw) {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, jsonconf.FieldErr("subagents", "must be an array of objects")
+	}
+	var out []Subagent
+	seen := map[string]bool{}
+	for i, item := range list {
+		prefix := fmt.Sprintf("subagents[%d]", i)
+		var f subagentFile
+		if err := jsonconf.DecodeStrict(item, &f, prefix); err != nil {
+			return nil, err
+		}
+		switch {
+		case !namePattern.MatchString(f.Name):
+			return nil, jsonconf.FieldErr(prefix+".name", "must be 1 to 64 letters, digits, '_' or '-', got %q", f.Name)
+		case seen[f.Name]:
+			return nil, jsonconf.FieldErr(prefix+".name", "%q is used by another subagent", f.Name)
+		case f.MaxTurns != nil && *f.MaxTurns <= 0:
+			return nil, jsonconf.FieldErr(prefix+".max_turns", "must be at least 1, got %d", *f.MaxTurns)
+		}
+		seen[f.Name] = true
+		s := Subagent{Name: f.Name, Description: f.Description, SystemPrompt: f.SystemPrompt, Model: compact(f.Model),
+			Tools: f.Tools, MaxTurns: DefaultSubagentMaxTurns}
+		if f.MaxTurns != nil {
+			s.MaxTurns = *f.MaxTurns
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 type serverFile struct {

@@ -68,6 +68,9 @@ func TestLoadFull(t *testing.T) {
 	withTool(files, "hidden", `, "llm_callable": false`)
 	dir := writeProject(t, files)
 
+	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	p, err := Load(dir, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -83,8 +86,8 @@ func TestLoadFull(t *testing.T) {
 		Tools:           []string{"refund", "lookup"},
 		ApprovalTimeout: 150 * time.Minute,
 		MaxTurns:        7,
-		Workspace:       json.RawMessage(`"ws"`),
-		Subagents:       json.RawMessage(`[{"name":"researcher"}]`),
+		Workspace:       filepath.Join(dir, "ws"),
+		Subagents:       []Subagent{{Name: "researcher", MaxTurns: DefaultSubagentMaxTurns}},
 	}
 	if !reflect.DeepEqual(p.Agent, want) {
 		t.Errorf("Agent = %+v\nwant    %+v", p.Agent, want)
@@ -123,7 +126,7 @@ func TestLoadDefaults(t *testing.T) {
 	}
 	a := p.Agent
 	if a.ApprovalTimeout != 15*time.Minute || a.MaxTurns != 20 || a.Tools != nil || a.SystemPrompt != "" ||
-		a.Provider != "script" || a.Workspace != nil || a.Subagents != nil {
+		a.Provider != "script" || a.Workspace != "" || a.Subagents != nil {
 		t.Errorf("Agent defaults = %+v", a)
 	}
 	if p.Server.MaxBodyBytes != 1<<20 || p.Server.APIKeys != nil || p.Server.Webhooks != nil {
@@ -150,7 +153,6 @@ func TestLoadEmptyToolList(t *testing.T) {
 func TestLoadWarnings(t *testing.T) {
 	files := map[string]string{
 		"agent.json":            `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
-		"hooks/h/hook.json":     `{}`,
 		"tools/empty/README.md": `nothing here`,
 	}
 	withTool(files, "never", `, "confirm": "never"`)
@@ -161,7 +163,6 @@ func TestLoadWarnings(t *testing.T) {
 	want := []string{
 		`tools/empty: no tool.json, folder ignored`,
 		`tools/never/tool.json: confirm is "never": the tool is not registered`,
-		`hooks/: not supported by this version, ignored`,
 	}
 	if !reflect.DeepEqual(p.Warnings, want) {
 		t.Errorf("Warnings =\n%q\nwant\n%q", p.Warnings, want)
@@ -284,5 +285,35 @@ func TestLoadFolderErrors(t *testing.T) {
 	_, err := Load(writeProject(t, files), nil)
 	if want := `tools/bad/tool.json: field "exposure.kind": must be one of open, requires-confirmation, operator-gated`; err == nil || err.Error() != want {
 		t.Errorf("tool error = %v, want %q", err, want)
+	}
+}
+
+// Hooks load in name order; a broken hook.json is a load error naming the
+// file and the field.
+func TestLoadHooks(t *testing.T) {
+	const agent = `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`
+	p, err := Load(writeProject(t, map[string]string{"agent.json": agent,
+		"hooks/b/hook.json": `{"points": ["postToolUse"], "command": ["./b.sh"]}`,
+		"hooks/a/hook.json": `{"points": ["preToolUse"], "matcher": "pay|refund_.*", "command": ["./a.sh"], "timeout_ms": 100, "fail_policy": "open"}`,
+	}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Hooks) != 2 || p.Hooks[0].Name != "a" || !p.Hooks[0].Pre || !p.Hooks[0].FailOpen || p.Hooks[1].Name != "b" || !p.Hooks[1].Post {
+		t.Fatalf("hooks = %+v", p.Hooks)
+	}
+	for body, want := range map[string]string{
+		`{}`: `hooks/h/hook.json: field "points": required`,
+		`{"points": ["preToolUse"], "command": ["x"], "matcher": "("}`:         `hooks/h/hook.json: field "matcher": not an RE2 expression`,
+		`{"points": ["pre"], "command": ["x"]}`:                                `hooks/h/hook.json: field "points[0]": must be "preToolUse" or "postToolUse"`,
+		`{"points": ["preToolUse"]}`:                                           `hooks/h/hook.json: field "command": required`,
+		`{"points": ["preToolUse"], "command": ["x"], "fail_policy": "maybe"}`: `hooks/h/hook.json: field "fail_policy"`,
+		`{"points": ["preToolUse"], "command": ["x"], "timeout_ms": 0}`:        `hooks/h/hook.json: field "timeout_ms"`,
+		`{"points": ["preToolUse"], "command": ["x"], "timeout": 5}`:           `hooks/h/hook.json: `,
+	} {
+		_, err := Load(writeProject(t, map[string]string{"agent.json": agent, "hooks/h/hook.json": body}), nil)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
 	}
 }

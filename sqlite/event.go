@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/agentd-dev/agentd"
@@ -81,44 +80,28 @@ func checkEvents(events []agentd.EventDraft) error {
 	return nil
 }
 
-// appendQueries are appendEvents' statements, prepared once on the write
-// connection (prepareAppend): the newest position, the conversation's next
-// sequence number, the insert.
-var appendQueries = [...]string{
-	`SELECT COALESCE(MAX(position), 0) FROM events`,
-	`UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`,
-	`INSERT INTO events (conversation_id, seq, position, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-}
-
-// prepareAppend prepares appendQueries on the write connection.
-func (db *DB) prepareAppend(ctx context.Context) error {
-	for i, q := range appendQueries {
-		st, err := db.writer.PrepareContext(ctx, q)
-		if err != nil {
-			return fmt.Errorf("prepare the event append: %w", err)
-		}
-		db.appendStmts[i] = st
-	}
-	return nil
-}
+// appendEvents' statements: the conversation's next sequence number, the
+// insert (which takes the next position).
+var (
+	nextSeqQuery     = prepared(`UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`)
+	insertEventQuery = prepared(`INSERT INTO events (conversation_id, seq, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING position`)
+)
 
 // appendEvents appends drafts inside tx. Each event takes the next value of
 // its conversation's last_seq counter, which the same transaction
 // increments, so sequence numbers are gapless: a rollback undoes both. Its
-// feed position is the next after the newest event of any conversation:
-// tx is a write transaction, which holds SQLite's one write lock from its
-// first statement (BEGIN IMMEDIATE) to its commit, so no other transaction
-// can take or commit a position meanwhile and position order is commit
-// order. Each event row also records its conversation's tenant and project,
-// for EventsAfter's filters.
+// feed position is the row id SQLite gives the insert, the newest event's of
+// any conversation plus one (migration 0011): tx is a write transaction,
+// which holds SQLite's one write lock from its first statement (BEGIN
+// IMMEDIATE) to its commit, so no other transaction can take or commit a
+// position meanwhile and position order is commit order. Each event row
+// also records its conversation's tenant and project, for EventsAfter's
+// filters.
 func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.EventDraft) ([]agentd.Event, error) {
 	if len(drafts) == 0 {
 		return nil, nil
 	}
-	var pos int64
-	if err := tx.StmtContext(ctx, db.appendStmts[0]).QueryRowContext(ctx).Scan(&pos); err != nil {
-		return nil, err
-	}
+	q := db.w(tx)
 	out := make([]agentd.Event, 0, len(drafts))
 	for _, d := range drafts {
 		data, err := encJSON("event data", d.Data)
@@ -127,16 +110,14 @@ func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.Even
 		}
 		e := agentd.Event{ConversationID: d.ConversationID, Type: d.Type, Data: d.Data}
 		var tenant, project string
-		err = tx.StmtContext(ctx, db.appendStmts[1]).QueryRowContext(ctx, d.ConversationID).Scan(&e.Seq, &tenant, &project)
+		err = q.QueryRowContext(ctx, nextSeqQuery, d.ConversationID).Scan(&e.Seq, &tenant, &project)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", d.ConversationID)
 		} else if err != nil {
 			return nil, err
 		}
-		pos++
-		e.Position = pos
-		if _, err := tx.StmtContext(ctx, db.appendStmts[2]).ExecContext(ctx,
-			e.ConversationID, e.Seq, e.Position, tenant, project, e.Type, data); err != nil {
+		if err := q.QueryRowContext(ctx, insertEventQuery,
+			e.ConversationID, e.Seq, tenant, project, e.Type, data).Scan(&e.Position); err != nil {
 			return nil, err
 		}
 		out = append(out, e)

@@ -10,8 +10,10 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// feedQueries are EventsAfter's statements, each served by one index: of
-// every event, of a tenant's, of a tenant's project's. Their parameters are
+// feedQueries are EventsAfter's statements: of every event (the log itself,
+// stored in position order), of a tenant's (its index), of a tenant's
+// project's (the tenant's index, skipping its other projects). Their
+// parameters are
 // the position, then the tenant and project ids the query names, then the
 // limit.
 var feedQueries = [...]string{

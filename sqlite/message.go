@@ -7,6 +7,14 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
+// The message statements of every step (stmt.go).
+var (
+	insertMessageQuery = prepared(`INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
+	messagesQuery      = prepared(`
+			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
+			FROM messages WHERE conversation_id = ? ORDER BY rid`)
+)
+
 // AddMessage inserts a message and appends events, in one transaction.
 // EINVALID if the id or conversation id is missing; ENOTFOUND if the
 // conversation (or the run, when RunID is set) does not exist; ECONFLICT if
@@ -26,9 +34,7 @@ func (db *DB) AddMessage(ctx context.Context, m *agentd.Message, events []agentd
 	}
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			m.ID, m.ConversationID, nullString(m.RunID), m.Role, m.Content, created); err != nil {
+		if _, err := db.w(tx).ExecContext(ctx, insertMessageQuery, m.ID, m.ConversationID, nullString(m.RunID), m.Role, m.Content, created); err != nil {
 			return insertErr(err, "message", m.ID)
 		}
 		var err error
@@ -46,9 +52,7 @@ func (db *DB) AddMessage(ctx context.Context, m *agentd.Message, events []agentd
 func (db *DB) Messages(ctx context.Context, conversationID string) ([]agentd.Message, error) {
 	var msgs []agentd.Message
 	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `
-			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
-			FROM messages WHERE conversation_id = ? ORDER BY rid`, conversationID)
+		rows, err := db.r(tx).QueryContext(ctx, messagesQuery, conversationID)
 		if err != nil {
 			return err
 		}

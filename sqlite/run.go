@@ -14,6 +14,26 @@ import (
 const runColumns = `id, conversation_id, tenant_id, project_id, correlation_id, status, step, reason,
 	input_tokens, output_tokens, created_at, updated_at, stop_reason`
 
+// The run statements of every step (stmt.go).
+var (
+	conversationExistsQuery = prepared(`SELECT 1 FROM conversations WHERE id = ?`)
+	activeRunQuery          = prepared(`SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`)
+	insertRunQuery          = prepared(`INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	runByIDQuery            = prepared(`SELECT ` + runColumns + ` FROM runs WHERE id = ?`)
+	updateRunQuery          = prepared(updateRunSQL)
+	updateRunFromQuery      = prepared(updateRunSQL + ` AND status IN (SELECT value FROM json_each(?))`)
+	recordStepQuery         = prepared(`
+			UPDATE runs SET step = ?, status = 'running',
+				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
+				updated_at = COALESCE(?, updated_at)
+			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`)
+)
+
+const updateRunSQL = `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?, step),
+			input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
+			updated_at = COALESCE(?, updated_at)
+			WHERE id = ?`
+
 // StartRun inserts the run and its user message and appends events, in one
 // transaction. The message is linked to the run. ENOTFOUND if the
 // conversation does not exist; ERUNACTIVE if it already has a running or
@@ -53,30 +73,27 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+		q := db.w(tx)
 		var one int
-		err := tx.QueryRowContext(ctx, `SELECT 1 FROM conversations WHERE id = ?`, run.ConversationID).Scan(&one)
+		err := q.QueryRowContext(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
 		} else if err != nil {
 			return err
 		}
 		var active string
-		err = tx.QueryRowContext(ctx, `
-			SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`,
-			run.ConversationID).Scan(&active)
+		err = q.QueryRowContext(ctx, activeRunQuery, run.ConversationID).Scan(&active)
 		if err == nil {
 			return agentd.Errorf(agentd.ERUNACTIVE, "conversation %q already has active run %q", run.ConversationID, active)
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		if _, err := q.ExecContext(ctx, insertRunQuery,
 			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
 			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason); err != nil {
 			return insertErr(err, "run", run.ID)
 		}
-		if _, err := tx.ExecContext(ctx, `
-			INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
+		if _, err := q.ExecContext(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
 			return insertErr(err, "message", msg.ID)
 		}
 		out, err = db.appendEvents(ctx, tx, events)
@@ -92,7 +109,7 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 func (db *DB) Run(ctx context.Context, id string) (*agentd.Run, error) {
 	var run *agentd.Run
 	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		run, err = getRun(ctx, tx, id)
+		run, err = getRun(ctx, db.r(tx), id)
 		return err
 	})
 	return run, err
@@ -135,16 +152,12 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 	var run *agentd.Run
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		q := `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?, step),
-			input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
-			updated_at = COALESCE(?, updated_at)
-			WHERE id = ?`
-		args := []any{u.Status, u.Reason, step, input, output, now, u.ID}
+		q := db.w(tx)
+		query, args := updateRunQuery, []any{u.Status, u.Reason, step, input, output, now, u.ID}
 		if len(u.From) > 0 {
-			q += ` AND status IN (SELECT value FROM json_each(?))`
-			args = append(args, jsonList(u.From))
+			query, args = updateRunFromQuery, append(args, jsonList(u.From))
 		}
-		res, err := tx.ExecContext(ctx, q, args...)
+		res, err := q.ExecContext(ctx, query, args...)
 		if err != nil {
 			if agentd.ErrorCode(storeErr(err)) == agentd.ECONFLICT {
 				// The only unique index an update can violate: runs_one_active.
@@ -156,7 +169,7 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 		if err != nil {
 			return err
 		}
-		cur, err := getRun(ctx, tx, u.ID)
+		cur, err := getRun(ctx, q, u.ID)
 		if err != nil {
 			return err
 		}
@@ -216,8 +229,8 @@ func (db *DB) listRuns(ctx context.Context, where string) ([]agentd.Run, error) 
 }
 
 // getRun reads one run inside tx, or ENOTFOUND.
-func getRun(ctx context.Context, tx *sql.Tx, id string) (*agentd.Run, error) {
-	r, err := scanRun(tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+func getRun(ctx context.Context, tx querier, id string) (*agentd.Run, error) {
+	r, err := scanRun(tx.QueryRowContext(ctx, runByIDQuery, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "run %q not found", id)
 	}
@@ -292,12 +305,8 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `
-			UPDATE runs SET step = ?, status = 'running',
-				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
-				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`,
-			r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
+		q := db.w(tx)
+		res, err := q.ExecContext(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
 		if err != nil {
 			return err
 		}
@@ -305,7 +314,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 		if err != nil {
 			return err
 		}
-		run, err := getRun(ctx, tx, r.RunID)
+		run, err := getRun(ctx, q, r.RunID)
 		if err != nil {
 			return err
 		} else if n == 0 {
@@ -316,9 +325,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 			if m.ConversationID != "" && m.ConversationID != run.ConversationID {
 				return agentd.Errorf(agentd.EINVALID, "message conversation %q differs from run conversation %q", m.ConversationID, run.ConversationID)
 			}
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-				m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
+			if _, err := q.ExecContext(ctx, insertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
 				return insertErr(err, "message", m.ID)
 			}
 		}
@@ -334,7 +341,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, insertToolCall, args...); err != nil {
+			if _, err := q.ExecContext(ctx, insertToolCall, args...); err != nil {
 				return insertErr(err, "tool call", c.ID)
 			}
 		}

@@ -125,9 +125,9 @@ type DB struct {
 	reader *sql.DB
 	// feedStmts are EventsAfter's statements on the read pool (feedQueries).
 	feedStmts [len(feedQueries)]*sql.Stmt
-	// appendStmts are appendEvents' statements on the write connection
-	// (appendQueries): every commit that announces something runs them.
-	appendStmts [len(appendQueries)]*sql.Stmt
+	// writeStmts and readStmts are the registered statements (prepared,
+	// stmt.go) prepared on each pool.
+	writeStmts, readStmts map[string]*sql.Stmt
 }
 
 // Open opens (creating if needed) the SQLite database file at path and
@@ -199,9 +199,9 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if err := db.prepareAppend(ctx); err != nil {
+	if err := db.prepareAll(ctx); err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
 	if err := db.prepareFeed(ctx); err != nil {
 		db.Close()
@@ -234,7 +234,13 @@ func (db *DB) Ping(ctx context.Context) error {
 // Close waits for nothing else. Calling Close twice is harmless.
 func (db *DB) Close() error {
 	var errs []error
-	for _, st := range append(db.feedStmts[:], db.appendStmts[:]...) {
+	stmts := db.feedStmts[:]
+	for _, m := range []map[string]*sql.Stmt{db.writeStmts, db.readStmts} {
+		for _, st := range m {
+			stmts = append(stmts, st)
+		}
+	}
+	for _, st := range stmts {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}

@@ -14,13 +14,54 @@ import (
 const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params`
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256`
 
-const insertToolCall = `INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
+var insertToolCall = prepared(`INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+
+// The tool-call statements run on every state change of a call, and the
+// reads of one call, a run's calls and a conversation's calls on every step
+// (stmt.go).
+const (
+	callByID            = `id = ?`
+	callsOfConversation = `conversation_id = ? ORDER BY created_at, step, idx, rid`
+	callsOfRun          = `run_id = ? ORDER BY step, idx, rid`
+)
+
+var (
+	_ = prepared(selectToolCalls + callByID)
+	_ = prepared(selectToolCalls + callsOfConversation)
+	_ = prepared(selectToolCalls + callsOfRun)
+
+	updateCallStatusQuery = prepared(`
+			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
+				error = CASE WHEN ? = '' THEN error ELSE ? END,
+				updated_at = COALESCE(?, updated_at)
+			WHERE id = ? AND status IN (SELECT value FROM json_each(?))`)
+	editCallQuery = prepared(`
+				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
+					method = ?, endpoint = ?, path_template = ?, params = ?
+				WHERE id = ?`)
+	reparkCallQuery = prepared(`
+				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
+					allowed_decisions = ?, diff = ?, state_sha256 = ?, requires_approval_at = ?,
+					method = ?, endpoint = ?, path_template = ?, params = ?
+				WHERE id = ?`)
+	insertDecisionQuery = prepared(`
+				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
+					edited_arguments, edited_arguments_sha256)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	decisionsOfCallsQuery = prepared(`
+		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
+			edited_arguments, edited_arguments_sha256
+		FROM decisions WHERE tool_call_id IN (SELECT value FROM json_each(?)) ORDER BY rid`)
+)
+
+// selectToolCalls starts a read of calls; a WHERE condition follows.
+const selectToolCalls = `SELECT ` + toolCallColumns + ` FROM tool_calls WHERE `
 
 // CreateToolCalls inserts calls and appends events, in one transaction.
 // EINVALID if a call has no id, an unknown status, JSON fields that are not
@@ -43,7 +84,7 @@ func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, eve
 	var out []agentd.Event
 	err := db.writeTx(ctx, func(tx *sql.Tx) error {
 		for i, args := range rows {
-			if _, err := tx.ExecContext(ctx, insertToolCall, args...); err != nil {
+			if _, err := db.w(tx).ExecContext(ctx, insertToolCall, args...); err != nil {
 				return insertErr(err, "tool call", calls[i].ID)
 			}
 		}
@@ -103,7 +144,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	return []any{c.ID, c.TenantID, c.ProjectID, nullString(c.ConversationID), nullString(c.RunID),
 		c.CorrelationID, c.MessageID, c.Step, c.Index, c.Name, c.ServerID, arguments, c.ArgumentsSHA256, c.Tier, c.Reason,
 		c.Escalated, c.Status, c.Method, c.Endpoint, deadline, allowed, result, c.Error,
-		created, updated, c.ConnectionName, c.PathTemplate, params}, nil
+		created, updated, c.ConnectionName, c.PathTemplate, params, c.Diff, c.StateSHA256}, nil
 }
 
 // ToolCall returns one call with its decisions in the order they were
@@ -111,7 +152,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 func (db *DB) ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error) {
 	var c *agentd.ToolCall
 	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		c, err = getToolCall(ctx, tx, id)
+		c, err = getToolCall(ctx, db.r(tx), id)
 		return err
 	})
 	return c, err
@@ -120,13 +161,13 @@ func (db *DB) ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error)
 // ToolCalls returns a conversation's calls, with decisions, ordered by
 // CreatedAt, then Step, then Index, then insertion.
 func (db *DB) ToolCalls(ctx context.Context, conversationID string) ([]agentd.ToolCall, error) {
-	return db.listToolCalls(ctx, `conversation_id = ? ORDER BY created_at, step, idx, rid`, conversationID)
+	return db.listToolCalls(ctx, callsOfConversation, conversationID)
 }
 
 // RunToolCalls returns the calls of one run, with decisions, ordered by
 // Step, then Index, then insertion.
 func (db *DB) RunToolCalls(ctx context.Context, runID string) ([]agentd.ToolCall, error) {
-	return db.listToolCalls(ctx, `run_id = ? ORDER BY step, idx, rid`, runID)
+	return db.listToolCalls(ctx, callsOfRun, runID)
 }
 
 // ToolCallsByStatus returns every call in one of the statuses, with
@@ -229,6 +270,10 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 			return nil, nil, err
 		}
 	}
+	repark, err := reparkArgs(u)
+	if err != nil {
+		return nil, nil, err
+	}
 	var d *agentd.Decision
 	var decidedArgs any
 	var decided any
@@ -265,12 +310,8 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 	var call *agentd.ToolCall
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `
-			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
-				error = CASE WHEN ? = '' THEN error ELSE ? END,
-				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status IN (SELECT value FROM json_each(?))`,
-			u.Status, result, u.Error, u.Error, now, u.ID, jsonList(u.From))
+		q := db.w(tx)
+		res, err := q.ExecContext(ctx, updateCallStatusQuery, u.Status, result, u.Error, u.Error, now, u.ID, jsonList(u.From))
 		if err != nil {
 			return err
 		}
@@ -280,16 +321,18 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 		}
 		if n > 0 && u.Edit != nil {
 			e := u.Edit
-			if _, err := tx.ExecContext(ctx, `
-				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
-					method = ?, endpoint = ?, path_template = ?, params = ?
-				WHERE id = ?`,
+			if _, err := q.ExecContext(ctx, editCallQuery,
 				editArgs, e.ArgumentsSHA256, e.Tier, e.Reason, e.Escalated, e.Method, e.Endpoint, e.PathTemplate, editParams, u.ID); err != nil {
 				return err
 			}
 		}
+		if n > 0 && repark != nil {
+			if _, err := q.ExecContext(ctx, reparkCallQuery, append(repark, u.ID)...); err != nil {
+				return err
+			}
+		}
 		if n == 0 {
-			cur, err := getToolCall(ctx, tx, u.ID)
+			cur, err := getToolCall(ctx, q, u.ID)
 			if err != nil {
 				return err
 			}
@@ -297,10 +340,7 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 			return agentd.Errorf(agentd.ECONFLICT, "tool call %q is %s", u.ID, cur.Status)
 		}
 		if d != nil {
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-					edited_arguments, edited_arguments_sha256)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			if _, err := q.ExecContext(ctx, insertDecisionQuery,
 				d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, decided,
 				decidedArgs, d.EditedArgumentsSHA256); err != nil {
 				return insertErr(err, "decision", d.ID)
@@ -309,7 +349,7 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 		if out, err = db.appendEvents(ctx, tx, events); err != nil {
 			return err
 		}
-		call, err = getToolCall(ctx, tx, u.ID)
+		call, err = getToolCall(ctx, q, u.ID)
 		return err
 	})
 	if err != nil {
@@ -321,12 +361,48 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 	return call, out, nil
 }
 
+// reparkArgs checks u.Repark and returns its column values in the order
+// of UpdateToolCall's statement; nil without a Repark. A call is parked
+// again only into requires_confirmation, with a deadline and a digest.
+func reparkArgs(u agentd.CallUpdate) ([]any, error) {
+	r := u.Repark
+	if r == nil {
+		return nil, nil
+	}
+	switch {
+	case u.Status != agentd.StatusRequiresConfirmation:
+		return nil, agentd.Errorf(agentd.EINVALID, "a call is parked again only into requires_confirmation, not %q", u.Status)
+	case r.ArgumentsSHA256 == "":
+		return nil, agentd.Errorf(agentd.EINVALID, "a call parked again needs its arguments_sha256")
+	case r.RequiresApprovalAt.IsZero():
+		return nil, agentd.Errorf(agentd.EINVALID, "a call parked again needs its deadline")
+	}
+	args, err := encJSON("re-parked arguments", r.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	deadline, err := encTime("requires_approval_at", r.RequiresApprovalAt)
+	if err != nil {
+		return nil, err
+	}
+	allowed, err := json.Marshal(r.AllowedDecisions)
+	if err != nil {
+		return nil, err
+	}
+	params, err := encJSON("re-parked params", r.Params)
+	if err != nil {
+		return nil, err
+	}
+	return []any{args, r.ArgumentsSHA256, r.Tier, r.Reason, r.Escalated, string(allowed), r.Diff, r.StateSHA256, deadline,
+		r.Method, r.Endpoint, r.PathTemplate, params}, nil
+}
+
 // listToolCalls reads the calls matching where (which may end in ORDER BY)
 // and their decisions from one snapshot.
 func (db *DB) listToolCalls(ctx context.Context, where string, args ...any) ([]agentd.ToolCall, error) {
 	var calls []agentd.ToolCall
 	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		calls, err = queryToolCalls(ctx, tx, where, args...)
+		calls, err = queryToolCalls(ctx, db.r(tx), where, args...)
 		return err
 	})
 	if err != nil {
@@ -336,8 +412,8 @@ func (db *DB) listToolCalls(ctx context.Context, where string, args ...any) ([]a
 }
 
 // getToolCall reads one call with its decisions inside tx, or ENOTFOUND.
-func getToolCall(ctx context.Context, tx *sql.Tx, id string) (*agentd.ToolCall, error) {
-	calls, err := queryToolCalls(ctx, tx, `id = ?`, id)
+func getToolCall(ctx context.Context, tx querier, id string) (*agentd.ToolCall, error) {
+	calls, err := queryToolCalls(ctx, tx, callByID, id)
 	if err != nil {
 		return nil, err
 	} else if len(calls) == 0 {
@@ -348,8 +424,8 @@ func getToolCall(ctx context.Context, tx *sql.Tx, id string) (*agentd.ToolCall, 
 
 // queryToolCalls reads the calls matching where and attaches their
 // decisions in insertion order.
-func queryToolCalls(ctx context.Context, tx *sql.Tx, where string, args ...any) ([]agentd.ToolCall, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+toolCallColumns+` FROM tool_calls WHERE `+where, args...)
+func queryToolCalls(ctx context.Context, tx querier, where string, args ...any) ([]agentd.ToolCall, error) {
+	rows, err := tx.QueryContext(ctx, selectToolCalls+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -376,10 +452,7 @@ func queryToolCalls(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 		index[c.ID] = i
 		ids[i] = c.ID
 	}
-	drows, err := tx.QueryContext(ctx, `
-		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-			edited_arguments, edited_arguments_sha256
-		FROM decisions WHERE tool_call_id IN (SELECT value FROM json_each(?)) ORDER BY rid`, jsonList(ids))
+	drows, err := tx.QueryContext(ctx, decisionsOfCallsQuery, jsonList(ids))
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +480,7 @@ func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 	if err := s.Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.ConversationID, &c.RunID,
 		&c.CorrelationID, &c.MessageID, &c.Step, &c.Index, &c.Name, &c.ServerID, &arguments, &c.ArgumentsSHA256, &c.Tier, &c.Reason,
 		&c.Escalated, &c.Status, &c.Method, &c.Endpoint, &deadline, &allowed, &result, &c.Error,
-		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params); err != nil {
+		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params, &c.Diff, &c.StateSHA256); err != nil {
 		return nil, err
 	}
 	c.Arguments = decJSON(arguments)

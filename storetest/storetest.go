@@ -116,6 +116,7 @@ func Run(t *testing.T, b Backend) {
 		{"NextDeadline", testNextDeadline},
 		{"UpdateToolCall/Applies", testUpdateToolCallApplies},
 		{"UpdateToolCall/Edit", testUpdateToolCallEdit},
+		{"UpdateToolCall/Repark", testUpdateToolCallRepark},
 		{"UpdateToolCall/Conflict", testUpdateToolCallConflict},
 		{"UpdateToolCall/DecisionsInOrder", testUpdateToolCallDecisionsInOrder},
 		{"UpdateToolCall/Errors", testUpdateToolCallErrors},

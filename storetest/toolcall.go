@@ -699,3 +699,67 @@ func testUpdateToolCallEdit(t *testing.T, s agentd.Store) {
 		t.Errorf("bad edit changed the call: %+v", stored)
 	}
 }
+
+// A call cleared to run is parked again with a new classification, card
+// diff, state digest and deadline; its earlier decision stays; a repark
+// that does not match the status, or that is malformed, changes nothing.
+func testUpdateToolCallRepark(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	c.Diff, c.StateSHA256 = "--- a/x\n+++ b/x\n", "state-1"
+	createCalls(t, s, c)
+	stored, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	if stored.Diff != c.Diff || stored.StateSHA256 != "state-1" {
+		t.Fatalf("stored diff/state = %q, %q", stored.Diff, stored.StateSHA256)
+	}
+	u := approval(c.ID, "key-1", at(time.Minute))
+	u.Status = agentd.StatusApproved
+	_, _, err = s.UpdateToolCall(ctx, u, nil)
+	noErr(t, err, "approve")
+
+	deadline := at(20 * time.Minute)
+	rp := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRequiresConfirmation,
+		Repark: &agentd.CallRepark{Arguments: json.RawMessage(`{"amount": 9}`), ArgumentsSHA256: "digest-2", Tier: agentd.TierConfirm,
+			Reason: "changed", Escalated: true, AllowedDecisions: []string{"approve", "deny"}, Diff: "--- a/x\n+++ b/x\n@@ new", StateSHA256: "state-2",
+			RequiresApprovalAt: deadline, Method: "TOOL", Endpoint: "pay"},
+		Now: at(2 * time.Minute)}
+	got, evs, err := s.UpdateToolCall(ctx, rp, []agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationRequired, `{}`)})
+	noErr(t, err, "repark")
+	if len(evs) != 1 {
+		t.Fatalf("repark events = %d, want 1", len(evs))
+	}
+	if got.Status != agentd.StatusRequiresConfirmation || got.ArgumentsSHA256 != "digest-2" || got.Reason != "changed" || !got.Escalated ||
+		got.Diff != rp.Repark.Diff || got.StateSHA256 != "state-2" || len(got.Decisions) != 1 || got.Decisions[0].ArgumentsSHA256 != "digest" ||
+		len(got.AllowedDecisions) != 2 || got.RequiresApprovalAt == nil || got.Endpoint != "pay" {
+		t.Fatalf("reparked call = %+v", got)
+	}
+	sameTime(t, "reparked deadline", *got.RequiresApprovalAt, deadline)
+	sameJSON(t, "reparked Arguments", got.Arguments, rp.Repark.Arguments)
+	due, err := s.DueToolCalls(ctx, deadline)
+	noErr(t, err, "DueToolCalls")
+	if len(due) != 1 || due[0].ID != c.ID {
+		t.Errorf("the reparked call is not due at its new deadline: %+v", due)
+	}
+
+	// Not approved any more: a second repark conflicts and changes nothing.
+	if _, _, err := s.UpdateToolCall(ctx, rp, nil); agentd.ErrorCode(err) != agentd.ECONFLICT {
+		t.Fatalf("second repark: %v, want conflict", err)
+	}
+	// Malformed reparks are refused before anything is written.
+	for name, bad := range map[string]agentd.CallUpdate{
+		"status":   {ID: c.ID, From: rp.From, Status: agentd.StatusApproved, Repark: rp.Repark, Now: rp.Now},
+		"digest":   {ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation, Repark: &agentd.CallRepark{RequiresApprovalAt: deadline}, Now: rp.Now},
+		"deadline": {ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation, Repark: &agentd.CallRepark{ArgumentsSHA256: "d"}, Now: rp.Now},
+	} {
+		if _, _, err := s.UpdateToolCall(ctx, bad, nil); agentd.ErrorCode(err) != agentd.EINVALID {
+			t.Errorf("repark with bad %s: %v, want invalid", name, err)
+		}
+	}
+	stored, _ = s.ToolCall(ctx, c.ID)
+	if stored.ArgumentsSHA256 != "digest-2" || stored.Status != agentd.StatusRequiresConfirmation {
+		t.Errorf("a refused repark changed the call: %+v", stored)
+	}
+}

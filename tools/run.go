@@ -33,26 +33,13 @@ type request struct {
 	Input  json.RawMessage `json:"input"`
 }
 
-// Run executes one call of the tool: the command runs in the tool's folder,
-// as the leader of a new process group, with only PATH, HOME, TMPDIR and
-// the variables named in Env in its environment. Its stdin is a regular
-// file that holds the whole request,
-// {"tool": NAME, "call_id": ID, "input": ARGUMENTS} plus a newline, before
-// the command starts, so the command never sees a partial request, even
-// when the server dies.
-//
-// On exit status 0 the result is stdout: its JSON if it parses (compacted),
-// else the trimmed text as a JSON string. A non-zero exit is an error with
-// the exit status and the tail of stderr. When the timeout passes or ctx is
-// done the whole process group is killed; the error then says "timed out
-// after …" or wraps ctx.Err(). More than 1 MiB of stdout is an error too.
-// Whatever the command leaves running in its process group is killed when
-// it exits. On Linux the command itself is killed (SIGKILL) when the server
-// process dies; what it started may outlive it then (docs/tools.md).
+// Run executes one call of the tool: the command runs in the tool's folder
+// (RunProcess) with the whole request,
+// {"tool": NAME, "call_id": ID, "input": ARGUMENTS} plus a newline, as its
+// stdin. On exit status 0 the result is stdout: its JSON if it parses
+// (compacted), else the trimmed text as a JSON string; the errors are
+// RunProcess's, naming the tool.
 func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (json.RawMessage, error) {
-	if len(t.Command) == 0 || t.Command[0] == "" {
-		return nil, fmt.Errorf("tool %q: no command", t.Name)
-	}
 	input := args
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("{}")
@@ -61,19 +48,59 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: arguments are not valid JSON: %v", t.Name, err)
 	}
-	stdin, closeStdin, err := requestFile(append(payload, '\n'))
-	if err != nil {
-		return nil, fmt.Errorf("tool %q: cannot write the request: %v", t.Name, err)
-	}
-	defer closeStdin()
-
 	timeout := t.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	runCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
+	out, err := RunProcess(ctx, Process{Name: fmt.Sprintf("tool %q", t.Name), Command: t.Command, Dir: t.Dir, Env: t.Env,
+		Stdin: append(payload, '\n'), Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	return parseOutput(out), nil
+}
+
+// Process is one subprocess run the way command tools run (and hooks:
+// package hooks uses the same runner).
+type Process struct {
+	// Name says what runs, in errors: `tool "lookup"`, `hook "audit"`.
+	Name string
+	// Command is the argv; a relative program path with a slash is
+	// relative to Dir.
+	Command []string
+	Dir     string
+	// Env names the server environment variables passed to the command.
+	Env     []string
+	Stdin   []byte
+	Timeout time.Duration
+}
+
+// RunProcess runs p and returns its stdout: the command runs in p.Dir, as
+// the leader of a new process group, with only PATH, HOME, TMPDIR and the
+// variables named in p.Env in its environment. Its stdin is a regular
+// file that holds the whole of p.Stdin before the command starts, so the
+// command never sees a partial request, even when the server dies.
+//
+// A non-zero exit is an error with the exit status and the tail of stderr.
+// When the timeout passes or ctx is done the whole process group is killed;
+// the error then says "timed out after …" or wraps ctx.Err(). More than 1
+// MiB of stdout is an error too. Whatever the command leaves running in its
+// process group is killed when it exits. On Linux the command itself is
+// killed (SIGKILL) when the server process dies; what it started may
+// outlive it then (docs/tools.md).
+func RunProcess(ctx context.Context, p Process) ([]byte, error) {
+	if len(p.Command) == 0 || p.Command[0] == "" {
+		return nil, fmt.Errorf("%s: no command", p.Name)
+	}
+	stdin, closeStdin, err := requestFile(p.Stdin)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot write the request: %v", p.Name, err)
+	}
+	defer closeStdin()
+
+	runCtx, cancel := context.WithTimeoutCause(ctx, p.Timeout, errTimeout)
 	defer cancel()
-	cmd := t.command(runCtx, stdin)
+	cmd := p.command(runCtx, stdin)
 	stdout := &limitedBuffer{limit: maxOutput, onOverflow: cancel}
 	stderr := &tailBuffer{limit: maxStderrTail}
 	cmd.Stdout = stdout
@@ -82,33 +109,33 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 	err = runCommand(cmd)
 	switch {
 	case stdout.overflowed():
-		return nil, fmt.Errorf("tool %q: output too large (over %d bytes)", t.Name, maxOutput)
+		return nil, fmt.Errorf("%s: output too large (over %d bytes)", p.Name, maxOutput)
 	case err == nil || errors.Is(err, exec.ErrWaitDelay):
 		// Exit status 0; ErrWaitDelay means something it started kept the
 		// pipes open after it exited.
-		return parseOutput(stdout.Bytes()), nil
+		return stdout.Bytes(), nil
 	case ctx.Err() != nil:
-		return nil, fmt.Errorf("tool %q: %w", t.Name, ctx.Err())
+		return nil, fmt.Errorf("%s: %w", p.Name, ctx.Err())
 	case errors.Is(context.Cause(runCtx), errTimeout):
-		return nil, fmt.Errorf("tool %q: timed out after %s", t.Name, timeout)
+		return nil, fmt.Errorf("%s: timed out after %s", p.Name, p.Timeout)
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return nil, t.exitError(exit, stderr.String())
+		return nil, exitError(p.Name, exit, stderr.String())
 	}
-	return nil, fmt.Errorf("tool %q: %v", t.Name, err)
+	return nil, fmt.Errorf("%s: %v", p.Name, err)
 }
 
-// command returns the tool's command, not started, reading stdin, in its
-// own process group that is killed when ctx is done.
-func (t *Tool) command(ctx context.Context, stdin *os.File) *exec.Cmd {
-	prog := t.Command[0]
+// command returns the process's command, not started, reading stdin, in
+// its own process group that is killed when ctx is done.
+func (p Process) command(ctx context.Context, stdin *os.File) *exec.Cmd {
+	prog := p.Command[0]
 	if strings.Contains(prog, "/") && !filepath.IsAbs(prog) {
-		prog = filepath.Join(t.Dir, prog)
+		prog = filepath.Join(p.Dir, prog)
 	}
-	cmd := exec.CommandContext(ctx, prog, t.Command[1:]...)
-	cmd.Dir = t.Dir
-	cmd.Env = t.environ()
+	cmd := exec.CommandContext(ctx, prog, p.Command[1:]...)
+	cmd.Dir = p.Dir
+	cmd.Env = environ(p.Env)
 	cmd.Stdin = stdin
 	setSysProcAttr(cmd)
 	cmd.Cancel = func() error { return killProcessGroup(cmd) }
@@ -139,12 +166,12 @@ func runCommand(cmd *exec.Cmd) error {
 var errTimeout = errors.New("tool timeout")
 
 // exitError describes a non-zero exit with the tail of stderr.
-func (t *Tool) exitError(exit *exec.ExitError, tail string) error {
+func exitError(name string, exit *exec.ExitError, tail string) error {
 	tail = strings.TrimSpace(tail)
 	if tail == "" {
-		return fmt.Errorf("tool %q failed (%s)", t.Name, exit)
+		return fmt.Errorf("%s failed (%s)", name, exit)
 	}
-	return fmt.Errorf("tool %q failed (%s): %s", t.Name, exit, tail)
+	return fmt.Errorf("%s failed (%s): %s", name, exit, tail)
 }
 
 // parseOutput turns stdout into a result: compacted JSON if it is JSON,
@@ -159,15 +186,15 @@ func parseOutput(out []byte) json.RawMessage {
 	return text
 }
 
-// environ is the command's whole environment: PATH, HOME and TMPDIR from
-// the server (or defaults) and the variables named in Env that are set.
-func (t *Tool) environ() []string {
+// environ is a command's whole environment: PATH, HOME and TMPDIR from
+// the server (or defaults) and the variables named in names that are set.
+func environ(names []string) []string {
 	env := []string{
 		"PATH=" + getenvOr("PATH", defaultPath),
 		"HOME=" + getenvOr("HOME", defaultHome),
 		"TMPDIR=" + getenvOr("TMPDIR", defaultTmpdir),
 	}
-	for _, name := range t.Env {
+	for _, name := range names {
 		switch name {
 		case "PATH", "HOME", "TMPDIR":
 			continue

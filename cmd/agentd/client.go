@@ -26,18 +26,36 @@ func (c *clientFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	c.key = getenv("AGENTD_API_KEY") // secrets only from env, never from argv
 }
 
-func (c *clientFlags) do(ctx context.Context, method, path string, body any, out io.Writer) error {
+// base is the server's URL without a trailing slash.
+func (c *clientFlags) base() string { return strings.TrimRight(c.url, "/") }
+
+// apiError is an answer of the API that is not 2xx.
+type apiError struct {
+	Method, Path string
+	Status       int
+	Code         string
+	Message      string
+	body         string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s: %s", e.Method, e.Path, e.Status, http.StatusText(e.Status), e.body)
+}
+
+// send does one JSON request and returns the answer's body; an answer that
+// is not 2xx is an *apiError.
+func (c *clientFlags) send(ctx context.Context, method, path string, body any) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.url, "/")+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, c.base()+path, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if c.key != "" {
@@ -46,18 +64,46 @@ func (c *clientFlags) do(ctx context.Context, method, path string, body any, out
 	cl := &http.Client{Timeout: 30 * time.Second}
 	resp, err := cl.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(b)))
+		ae := &apiError{Method: method, Path: path, Status: resp.StatusCode, body: strings.TrimSpace(string(b))}
+		var e struct {
+			Error struct{ Code, Message string }
+		}
+		if json.Unmarshal(b, &e) == nil {
+			ae.Code, ae.Message = e.Error.Code, e.Error.Message
+		}
+		return nil, ae
+	}
+	return b, nil
+}
+
+// do does one JSON request and writes the answer to out.
+func (c *clientFlags) do(ctx context.Context, method, path string, body any, out io.Writer) error {
+	b, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
 	}
 	_, err = out.Write(append(bytes.TrimSpace(b), '\n'))
 	return err
+}
+
+// json does one JSON request and decodes the answer into out (nil: ignored).
+func (c *clientFlags) json(ctx context.Context, method, path string, body, out any) error {
+	b, err := c.send(ctx, method, path, body)
+	if err != nil || out == nil {
+		return err
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	return nil
 }
 
 func approve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -107,7 +153,7 @@ func events(ctx context.Context, args []string, getenv func(string) string, stdo
 	if cf.key != "" {
 		h.Set("Authorization", "Bearer "+cf.key)
 	}
-	url := strings.TrimRight(cf.url, "/") + "/v1/conversations/" + *conv + "/events"
+	url := cf.base() + "/v1/conversations/" + *conv + "/events"
 	enc := json.NewEncoder(stdout)
 	type line struct {
 		ID   int64           `json:"id"`

@@ -1,6 +1,7 @@
-// Command agentd runs the agentd server (`agentd serve`) and small clients
-// of its API (`agentd events`, `agentd approve`). main only wires: every
-// dependency is built in run, which tests call directly.
+// Command agentd runs the agentd server (`agentd serve`) and clients of its
+// API (`agentd chat`, `agentd approvals`, `agentd tail`, `agentd events`,
+// `agentd approve`). main only wires: every dependency is built in runIO
+// (run for the commands that read no input), which tests call directly.
 package main
 
 import (
@@ -10,13 +11,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	if err := runIO(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, errUsage) {
 			fmt.Fprintln(os.Stderr, "agentd:", err)
 		}
@@ -29,17 +31,26 @@ var errUsage = errors.New("usage")
 const usage = `agentd — an agent loop with a human in the loop.
 
 Usage:
-  agentd serve   [--project DIR] [--addr HOST:PORT] [--data DIR]   run the server
-  agentd events  --conversation ID [--last-event-id N]             follow a conversation's stream
+  agentd serve   [--project DIR] [--addr HOST:PORT] [--data DIR]   run the server (the web chat is at /)
+  agentd chat    [--conversation ID]                               chat in the terminal: messages from stdin, approve? [y/n/e]
+  agentd approvals [list | approve CALL_ID | deny CALL_ID] [--reason TEXT]   the pending approvals
+  agentd tail    --conversation ID [--last-event-id N]             follow a conversation, for a person
+  agentd events  --conversation ID [--last-event-id N]             follow a conversation's stream as JSON lines
   agentd approve CALL_ID [--deny] [--reason TEXT]                  decide a parked tool call
   agentd demo-api [--addr HOST:PORT]                                serve the demo billing API alone (default 127.0.0.1:8091)
 
 Environment: AGENTD_PROJECT, AGENTD_ADDR, AGENTD_DATA, AGENTD_LOG_LEVEL (serve);
-AGENTD_URL (default http://127.0.0.1:8787) and AGENTD_API_KEY (clients).
+AGENTD_URL (default http://127.0.0.1:8787) and AGENTD_API_KEY (clients);
+EDITOR or VISUAL (agentd chat's "e").
 `
 
-// run is the whole program: args without the program name.
+// run is runIO with an empty stdin (every command but chat reads none).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	return runIO(ctx, args, getenv, strings.NewReader(""), stdout, stderr)
+}
+
+// runIO is the whole program: args without the program name.
+func runIO(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return serve(ctx, nil, getenv, stdout, stderr)
 	}
@@ -50,6 +61,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return events(ctx, args[1:], getenv, stdout, stderr)
 	case "approve":
 		return approve(ctx, args[1:], getenv, stdout, stderr)
+	case "chat":
+		return chat(ctx, args[1:], getenv, stdin, stdout, stderr)
+	case "approvals":
+		return approvals(ctx, args[1:], getenv, stdout, stderr)
+	case "tail":
+		return tail(ctx, args[1:], getenv, stdout, stderr)
 	case "demo-api":
 		return demoAPI(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":

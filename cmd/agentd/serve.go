@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"github.com/agentd-dev/agentd/demo"
 	"github.com/agentd-dev/agentd/demo/billing"
 	"github.com/agentd-dev/agentd/feed"
+	"github.com/agentd-dev/agentd/files"
+	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/model/anthropic"
 	"github.com/agentd-dev/agentd/model/openai"
@@ -65,7 +68,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return fmt.Errorf("load project: %w", err)
 	}
-	agentTools, err := toolRegistry(proj)
+	var workspace *files.Source
+	if proj.Agent.Workspace != "" {
+		if workspace, err = files.Open(proj.Agent.Workspace, files.Options{}); err != nil {
+			return fmt.Errorf("load project: agent.json: %w", err)
+		}
+		defer workspace.Close()
+	}
+	model, err := newModel(proj, getenv)
+	if err != nil {
+		return err
+	}
+	agentTools, subagents, err := toolRegistry(proj, workspace, model, getenv)
 	if err != nil {
 		return fmt.Errorf("load project: %w", err)
 	}
@@ -88,10 +102,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", *addr)
 	}
 
-	model, err := newModel(proj, getenv)
-	if err != nil {
-		return err
-	}
 	store, err := sqlite.Open(filepath.Join(*dataDir, "agentd.db"))
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -105,10 +115,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	events := feed.New(store, feed.Options{})
 	defer events.Close()
 	hub := sse.NewHub()
-	engine := loop.New(store, publishers{hub, events}, &loop.Agent{
+	agent := &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
-		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
-	}, loop.Options{Logger: log})
+		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: subagents,
+	}
+	if len(proj.Hooks) > 0 {
+		agent.Hooks = hooks.New(proj.Hooks, log)
+	}
+	engine := loop.New(store, publishers{hub, events}, agent, loop.Options{Logger: log})
 	if err := engine.Start(ctx); err != nil {
 		return err
 	}
@@ -172,23 +186,29 @@ func (ps publishers) Publish(e agentd.Event) {
 // hosted providers read their API key through getenv. Errors of the hosted
 // providers name agent.json and the field.
 func newModel(p *project.Project, getenv func(string) string) (agentd.Model, error) {
-	switch p.Agent.Provider {
+	return modelFrom(p.Agent.Provider, p.Agent.Model, p.Dir, getenv)
+}
+
+// modelFrom builds a model from a "model" object of agent.json whose
+// provider is given.
+func modelFrom(provider string, raw json.RawMessage, dir string, getenv func(string) string) (agentd.Model, error) {
+	switch provider {
 	case "script":
-		return script.New(p.Agent.Model, p.Dir)
+		return script.New(raw, dir)
 	case openai.Provider:
-		m, err := openai.New(p.Agent.Model, getenv)
+		m, err := openai.New(raw, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("agent.json: %w", err)
 		}
 		return m, nil
 	case anthropic.Provider:
-		m, err := anthropic.New(p.Agent.Model, getenv)
+		m, err := anthropic.New(raw, getenv)
 		if err != nil {
 			return nil, fmt.Errorf("agent.json: %w", err)
 		}
 		return m, nil
 	default:
-		return nil, fmt.Errorf("agent.json: field \"model.provider\": provider %q is not available in this build (use \"script\", \"openai\" or \"anthropic\")", p.Agent.Provider)
+		return nil, fmt.Errorf("agent.json: field \"model.provider\": provider %q is not available in this build (use \"script\", \"openai\" or \"anthropic\")", provider)
 	}
 }
 
@@ -224,20 +244,52 @@ func or(a, b string) string {
 
 // toolRegistry builds the project's one tool registry from its tool
 // sources — the command tools, the request tool, each connection's
-// operations — and returns the tools the agent's model sees. Its errors
-// are load errors: a name two sources define, an agent.json "tools" entry
-// no source has or the model may not see.
-func toolRegistry(proj *project.Project) (*registry.Toolset, error) {
+// operations, the workspace's file tools (nil: no workspace), and the
+// subagents' task tool — and returns the tools the agent's model sees and
+// the subagents, each with its model (the parent's by default) and its
+// tools (never the task tool: subagents cannot start subagents). Its
+// errors are load errors: a name two sources define, an agent.json "tools"
+// entry no source has or the model may not see.
+func toolRegistry(proj *project.Project, workspace *files.Source, parent agentd.Model, getenv func(string) string) (*registry.Toolset, []*loop.Subagent, error) {
 	sources := append([]loop.ToolSource{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
+	if workspace != nil {
+		sources = append(sources, workspace)
+	}
+	inner, err := registry.New(sources...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var subs []*loop.Subagent
+	for i, sa := range proj.Agent.Subagents {
+		set, err := inner.Toolset(sa.Tools)
+		if err != nil {
+			return nil, nil, fmt.Errorf("agent.json: subagents[%d]: %w", i, err)
+		}
+		m := parent
+		if sa.Model != nil {
+			var p struct {
+				Provider string `json:"provider"`
+			}
+			_ = json.Unmarshal(sa.Model, &p)
+			if m, err = modelFrom(p.Provider, sa.Model, proj.Dir, getenv); err != nil {
+				return nil, nil, fmt.Errorf("subagents[%d]: %w", i, err)
+			}
+		}
+		subs = append(subs, &loop.Subagent{Name: sa.Name, Description: sa.Description, System: sa.SystemPrompt,
+			Model: m, Tools: set, MaxTurns: sa.MaxTurns})
+	}
+	if len(subs) > 0 {
+		sources = append(sources, loop.TaskSource(subs))
+	}
 	reg, err := registry.New(sources...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	set, err := reg.Toolset(proj.Agent.Tools)
 	if err != nil {
-		return nil, fmt.Errorf("agent.json: %w", err)
+		return nil, nil, fmt.Errorf("agent.json: %w", err)
 	}
-	return set, nil
+	return set, subs, nil
 }
 
 // startDemoAPI serves the demo billing API on a free loopback port and

@@ -1,0 +1,128 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/loop"
+	"github.com/rs/zerolog"
+)
+
+func TestDecodeOutput(t *testing.T) {
+	for in, want := range map[string]Output{
+		"":                                  {Decision: "allow"},
+		"  \n":                              {Decision: "allow"},
+		`{"decision":"deny","reason":"no"}`: {Decision: "deny", Reason: "no"},
+		`{"decision":"ask"}`:                {Decision: "ask"},
+		`{"decision":"allow","updated_arguments":{"a": 1}}`: {Decision: "allow", UpdatedArguments: json.RawMessage(`{"a":1}`)},
+	} {
+		got, err := DecodeOutput([]byte(in))
+		if err != nil || got.Decision != want.Decision || got.Reason != want.Reason || string(got.UpdatedArguments) != string(want.UpdatedArguments) {
+			t.Errorf("%q: %+v %v, want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`nope`, `[]`, `{}`, `{"decision":"maybe"}`, `{"decision":"allow","x":1}`,
+		`{"decision":"allow","updated_arguments":[1]}`, `{"decision":"allow"} {"decision":"deny"}`, `"allow"`, `{"decision":"allow"`} {
+		if _, err := DecodeOutput([]byte(bad)); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// The decoder never panics, and whatever it accepts is a known decision
+// with rewritten arguments that are one JSON object.
+func FuzzDecodeOutput(f *testing.F) {
+	for _, s := range []string{"", `{"decision":"deny","reason":"x"}`, `{"decision":"allow","updated_arguments":{"a":[1,{"b":null}]}}`,
+		`{"decision":"ask","reason":"` + strings.Repeat("é", 600) + `"}`, `{"decision":"allow","updated_arguments":null}`, "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, err := DecodeOutput(b)
+		if err != nil {
+			return
+		}
+		switch out.Decision {
+		case confirm.HookAllow, confirm.HookAsk, confirm.HookDeny:
+		default:
+			t.Fatalf("decision %q accepted", out.Decision)
+		}
+		if len(out.Reason) > maxReason {
+			t.Fatalf("reason of %d bytes", len(out.Reason))
+		}
+		if out.UpdatedArguments != nil {
+			var m map[string]any
+			if err := json.Unmarshal(out.UpdatedArguments, &m); err != nil || m == nil {
+				t.Fatalf("updated_arguments %q is not an object", out.UpdatedArguments)
+			}
+		}
+	})
+}
+
+// hook writes a hook whose command is a /bin/sh script.
+func hook(t *testing.T, name, script string, mod func(*Hook)) *Hook {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := &Hook{Name: name, Pre: true, Command: []string{"/bin/sh", "./run.sh"}, Dir: dir, Timeout: 5 * time.Second}
+	if mod != nil {
+		mod(h)
+	}
+	return h
+}
+
+func pre(t *testing.T, hs ...*Hook) *confirm.HookVerdict {
+	t.Helper()
+	return New(hs, zerolog.Nop()).PreToolUse(context.Background(), loop.HookCall{ToolCallID: "call_1", ToolName: "pay",
+		Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: loop.PhaseClassify})
+}
+
+func TestPreToolUseChain(t *testing.T) {
+	// Each hook sees the previous rewrite; the verdict has the last one.
+	double := hook(t, "a", `sed 's/.*"amount":\([0-9]*\).*/{"decision":"allow","updated_arguments":{"amount":\1\1}}/'`, nil)
+	plusone := hook(t, "b", `in=$(cat); case "$in" in *'"amount":55'*) echo '{"decision":"ask","reason":"big","updated_arguments":{"amount":56}}';; *) echo '{"decision":"deny","reason":"did not see the rewrite"}';; esac`, nil)
+	v := pre(t, double, plusone)
+	if v == nil || v.Decision != "ask" || v.Hook != "b" || v.Reason != "big" || string(v.Arguments) != `{"amount":56}` || len(v.RewrittenBy) != 2 {
+		t.Fatalf("verdict %+v", v)
+	}
+	// Deny wins over ask and ends the chain.
+	never := hook(t, "c", `echo '{"decision":"deny","reason":"no payments today"}'`, nil)
+	if v := pre(t, double, plusone, never); v.Decision != "deny" || v.Hook != "c" || v.Reason != "no payments today" {
+		t.Fatalf("deny: %+v", v)
+	}
+	// A hook that does not match does not run; no match is no verdict.
+	other := hook(t, "d", `echo '{"decision":"deny"}'`, func(h *Hook) { h.Matcher = regexpMust(`refund_.*`) })
+	if v := pre(t, other); v != nil {
+		t.Fatalf("a non-matching hook decided: %+v", v)
+	}
+	partial := hook(t, "e", `echo '{"decision":"deny"}'`, func(h *Hook) { h.Matcher = regexpMust(`pa`) })
+	if v := pre(t, partial); v != nil {
+		t.Fatalf("the matcher matched part of the name: %+v", v)
+	}
+}
+
+func TestFailPolicy(t *testing.T) {
+	for name, script := range map[string]string{"exit": `exit 3`, "hang": `sleep 30`, "garbage": `echo 'not json'`} {
+		closed := hook(t, name, script, func(h *Hook) { h.Timeout = 200 * time.Millisecond })
+		if v := pre(t, closed); v.Decision != "deny" || v.Hook != name || !strings.Contains(v.Reason, "fail_policy is closed") {
+			t.Errorf("%s closed: %+v", name, v)
+		}
+		open := hook(t, name, script, func(h *Hook) { h.Timeout = 200 * time.Millisecond; h.FailOpen = true })
+		if v := pre(t, open); v.Decision != "allow" {
+			t.Errorf("%s open: %+v", name, v)
+		}
+	}
+}
+
+func regexpMust(s string) *regexp.Regexp { return regexp.MustCompile(`^(?:` + s + `)$`) }

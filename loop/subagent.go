@@ -1,0 +1,238 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+)
+
+// SubagentsServerID is the server_id of the task tool.
+const SubagentsServerID = "subagents"
+
+// TaskTool is the name of the tool that starts a subagent.
+const TaskTool = "task"
+
+// Subagent is one configured subagent (agent.json "subagents"): it runs its
+// own loop, with its own messages, inside the parent's task call.
+type Subagent struct {
+	Name        string
+	Description string
+	System      string
+	Model       agentd.Model
+	// Tools are the tools its model sees and runs (never the task tool:
+	// subagents cannot start subagents). Nil means none.
+	Tools    Toolset
+	MaxTurns int
+}
+
+// TaskSource is the task tool as a tool source (server_id "subagents",
+// tier auto), for the registry to list beside the others. Its calls run
+// in the engine, which owns the subagents' loops: Execute outside the
+// loop refuses.
+func TaskSource(subs []*Subagent) ToolSource {
+	names := make([]string, 0, len(subs))
+	desc := "Give a task to a subagent and get its final answer. Subagents:"
+	for _, s := range subs {
+		names = append(names, s.Name)
+		desc += fmt.Sprintf(" %s (%s);", s.Name, s.Description)
+	}
+	enum, _ := json.Marshal(names)
+	params := `{"type":"object","properties":{"subagent":{"type":"string","enum":` + string(enum) +
+		`},"prompt":{"type":"string","minLength":1,"maxLength":65536}},"required":["subagent","prompt"],"additionalProperties":false}`
+	known := map[string]bool{}
+	for _, n := range names {
+		known[n] = true
+	}
+	return taskSource{def: ToolDef{
+		Spec: agentd.ToolSpec{Name: TaskTool, Description: desc, Parameters: json.RawMessage(params)},
+		Decision: &confirm.Tool{Name: TaskTool, ServerID: SubagentsServerID, Validate: func(raw json.RawMessage) (json.RawMessage, error) {
+			a, err := taskArgs(raw)
+			if err != nil {
+				return nil, err
+			}
+			if !known[a.Subagent] {
+				return nil, fmt.Errorf("unknown subagent %q (subagents: %s)", a.Subagent, string(enum))
+			}
+			return json.Marshal(a)
+		}},
+		LLMCallable: true,
+		Origin:      "agent.json subagents",
+	}}
+}
+
+type taskSource struct{ def ToolDef }
+
+func (s taskSource) ID() string       { return SubagentsServerID }
+func (s taskSource) Tools() []ToolDef { return []ToolDef{s.def} }
+func (s taskSource) Execute(context.Context, agentd.ToolCall) (json.RawMessage, error) {
+	return nil, fmt.Errorf("the task tool runs only in the agent loop")
+}
+
+type task struct {
+	Subagent string `json:"subagent"`
+	Prompt   string `json:"prompt"`
+}
+
+func taskArgs(raw json.RawMessage) (task, error) {
+	var a task
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return a, fmt.Errorf("invalid arguments for tool %q: %v", TaskTool, err)
+	}
+	if a.Prompt == "" || len(a.Prompt) > 64<<10 {
+		return a, fmt.Errorf(`invalid arguments for tool %q: "prompt" must be 1 to 65536 bytes`, TaskTool)
+	}
+	return a, nil
+}
+
+// subagentRun is one subagent's loop inside a parent's task call.
+type subagentRun struct {
+	e      *Engine
+	parent agentd.ToolCall
+	sa     *Subagent
+	defs   map[string]ToolDef
+	specs  []agentd.ToolSpec
+	deleg  bool
+}
+
+// runSubagent runs the subagent a task call names, in the parent's
+// conversation, and returns its final assistant text as the call's result.
+// Each of its events is committed and published as a subagent_event of the
+// parent's stream. It has no approval handler: a call that would be
+// confirm is refused (status denied, no confirmation_required); auto
+// calls run; review and never are refused as usual. A cancel of the
+// parent's run ends it (ctx). A crash leaves the task call executing, which
+// recovery reports as failed, outcome unknown: nothing runs twice.
+func (e *Engine) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.RawMessage, error) {
+	a, err := taskArgs(parent.Arguments)
+	if err != nil {
+		return nil, err
+	}
+	var sa *Subagent
+	for _, s := range e.agent.Subagents {
+		if s.Name == a.Subagent {
+			sa = s
+		}
+	}
+	if sa == nil {
+		return nil, fmt.Errorf("unknown subagent %q", a.Subagent)
+	}
+	conv, err := e.store.Conversation(ctx, parent.ConversationID)
+	if err != nil {
+		return nil, err
+	}
+	r := &subagentRun{e: e, parent: parent, sa: sa, defs: map[string]ToolDef{}, deleg: conv.Delegated}
+	if sa.Tools != nil {
+		for _, d := range sa.Tools.Tools() {
+			r.defs[d.Spec.Name] = d
+			r.specs = append(r.specs, d.Spec)
+		}
+	}
+	maxTurns := sa.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = 6
+	}
+	msgs := []agentd.ModelMessage{{Role: agentd.ModelRoleUser, Content: a.Prompt}}
+	for range maxTurns {
+		msgID := agentd.NewID(agentd.PrefixMessage)
+		resp, err := sa.Model.Generate(ctx, agentd.ModelRequest{System: sa.System, Messages: msgs, Tools: r.specs}, func(delta string) {
+			if delta != "" {
+				r.relay(ctx, &agentd.TextDeltaPayload{RunID: parent.RunID, MessageID: msgID, Delta: delta})
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("subagent %q: model: %w", sa.Name, err)
+		}
+		if resp.Text != "" {
+			r.relay(ctx, &agentd.MessagePayload{RunID: parent.RunID, MessageID: msgID, Role: agentd.RoleAssistant, Content: resp.Text})
+		}
+		if len(resp.ToolCalls) == 0 {
+			return json.Marshal(resp.Text)
+		}
+		am := agentd.ModelMessage{Role: agentd.ModelRoleAssistant, Content: resp.Text}
+		var results []agentd.ModelMessage
+		for _, mc := range resp.ToolCalls {
+			mc.ID = agentd.NewID(agentd.PrefixToolCall)
+			am.ToolCalls = append(am.ToolCalls, mc)
+			results = append(results, r.call(ctx, mc))
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+		msgs = append(append(msgs, am), results...)
+	}
+	return nil, fmt.Errorf("subagent %q reached max_turns (%d) without a final answer", sa.Name, maxTurns)
+}
+
+// relay commits and publishes one inner event as a subagent_event.
+func (r *subagentRun) relay(ctx context.Context, p agentd.EventPayload) {
+	e := r.e
+	inner := e.event(r.parent.ConversationID, p)
+	if err := e.emit(ctx, r.parent.ConversationID, &agentd.SubagentEventPayload{
+		ToolCallID: r.parent.ID, Subagent: r.sa.Name, Event: inner.Data,
+	}); err != nil && ctx.Err() == nil {
+		e.log.Error().Err(err).Str("tool_call_id", r.parent.ID).Msg("append subagent event")
+	}
+}
+
+// call classifies and, if it may run, runs one of the subagent's calls,
+// and returns the tool message its model reads.
+func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.ModelMessage {
+	e, p := r.e, r.parent
+	tm := agentd.ModelMessage{Role: agentd.ModelRoleTool, ToolCallID: mc.ID, ToolName: mc.Name}
+	var def *ToolDef
+	if d, ok := r.defs[mc.Name]; ok {
+		def = &d
+	}
+	in := classifyIn{id: mc.ID, name: mc.Name, conv: p.ConversationID, run: p.RunID, tenant: p.TenantID,
+		args: mc.Arguments, delegated: r.deleg, phase: PhaseClassify, def: def}
+	cl := e.classifyCall(ctx, in)
+	if !cl.d.Refused && cl.d.Tier == agentd.TierAuto {
+		// Right before it runs, as in the parent's loop.
+		in.args, in.tier, in.phase = cl.d.Arguments, cl.d.Tier, PhaseExecute
+		if again := e.classifyCall(ctx, in); again.d.Refused || again.d.Tier != agentd.TierAuto || again.d.Digest != cl.d.Digest {
+			cl = again
+			if !cl.d.Refused {
+				cl.d.Tier = agentd.TierConfirm
+			}
+		}
+	}
+	d := cl.d
+	refuse := func(status agentd.CallStatus, tier agentd.Tier, reason string) agentd.ModelMessage {
+		r.relay(ctx, &agentd.ToolCallRefusedPayload{RunID: p.RunID, ToolCallID: mc.ID, ToolName: mc.Name, ServerID: d.ServerID,
+			Tier: tier, Reason: reason, Escalated: d.Escalated})
+		tm.ToolStatus, tm.ToolReason, tm.Content = status, reason, reason
+		return tm
+	}
+	switch {
+	case d.Refused:
+		return refuse(agentd.StatusRefused, d.Tier, d.Reason)
+	case d.Tier != agentd.TierAuto:
+		return refuse(agentd.StatusDenied, d.Tier, fmt.Sprintf("%q needs a person's approval, and a subagent cannot ask for it", mc.Name))
+	}
+	c := agentd.ToolCall{ID: mc.ID, TenantID: p.TenantID, ProjectID: p.ProjectID, ConversationID: p.ConversationID, RunID: p.RunID,
+		CorrelationID: p.CorrelationID, Name: mc.Name, ServerID: d.ServerID, Arguments: d.Arguments, ArgumentsSHA256: d.Digest,
+		Tier: d.Tier, Status: agentd.StatusExecuting, StateSHA256: cl.prep.State, Method: d.Method, Endpoint: d.Endpoint,
+		ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params}
+	r.relay(ctx, &agentd.ToolCallStartedPayload{RunID: p.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments})
+	result, err := r.sa.Tools.Execute(ctx, c)
+	res := &agentd.ToolCallResultPayload{RunID: p.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusCompleted, Result: result}
+	if err != nil {
+		res.Status, res.Result, res.Error = agentd.StatusFailed, nil, err.Error()
+	}
+	r.relay(ctx, res)
+	if e.agent.Hooks != nil {
+		if herr := e.agent.Hooks.PostToolUse(ctx, hookCall(c, PhaseExecute), res.Status, res.Result, res.Error); herr != nil {
+			e.log.Warn().Err(herr).Str("tool_call_id", c.ID).Msg("postToolUse hook failed")
+		}
+	}
+	c.Status, c.Result, c.Error = res.Status, res.Result, res.Error
+	tm.Content, tm.ToolReason = e.toolResultText(c)
+	tm.ToolStatus = c.Status
+	if c.Status == agentd.StatusCompleted {
+		tm.ToolResult = c.Result
+	}
+	return tm
+}

@@ -1,0 +1,91 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Statements that transactions run often are prepared once per pool when
+// the database opens, not parsed again on every call: preparing one of them
+// cost more than running it (about 24 µs against 16 µs for an UPDATE of a
+// tool call). A statement is registered by wrapping its SQL text in
+// prepared where it is declared; a transaction runs it through the querier
+// that db.w or db.r wraps around it, which uses the prepared statement when
+// the text is registered and runs the text as it is otherwise, so an
+// unregistered statement is slower, never wrong.
+//
+// They cannot be prepared lazily: the write pool has one connection, which
+// a write transaction holds while it runs, so preparing on the pool from
+// inside one would wait for itself.
+
+// preparedQueries is every registered statement's SQL text.
+var preparedQueries []string
+
+// prepared registers q as a statement to prepare at Open and returns it.
+func prepared(q string) string {
+	preparedQueries = append(preparedQueries, q)
+	return q
+}
+
+// querier is what a transaction's statements run through: a *sql.Tx, or
+// one wrapped by db.w or db.r.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// stmtTx runs a transaction's registered statements prepared.
+type stmtTx struct {
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+// w wraps a write transaction (of writeTx).
+func (db *DB) w(tx *sql.Tx) querier { return stmtTx{tx, db.writeStmts} }
+
+// r wraps a read transaction (of readTx).
+func (db *DB) r(tx *sql.Tx) querier { return stmtTx{tx, db.readStmts} }
+
+func (s stmtTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := s.stmts[q]; st != nil {
+		return s.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return s.tx.ExecContext(ctx, q, args...)
+}
+
+func (s stmtTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := s.stmts[q]; st != nil {
+		return s.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return s.tx.QueryContext(ctx, q, args...)
+}
+
+func (s stmtTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := s.stmts[q]; st != nil {
+		return s.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return s.tx.QueryRowContext(ctx, q, args...)
+}
+
+// prepareAll prepares every registered statement on both pools. A write
+// statement prepared on the read pool is harmless (query_only refuses it
+// when run), and so the two pools share one list.
+func (db *DB) prepareAll(ctx context.Context) error {
+	db.writeStmts = make(map[string]*sql.Stmt, len(preparedQueries))
+	db.readStmts = make(map[string]*sql.Stmt, len(preparedQueries))
+	for _, q := range preparedQueries {
+		if db.writeStmts[q] != nil {
+			continue // registered twice
+		}
+		for pool, m := range map[*sql.DB]map[string]*sql.Stmt{db.writer: db.writeStmts, db.reader: db.readStmts} {
+			st, err := pool.PrepareContext(ctx, q)
+			if err != nil {
+				return fmt.Errorf("prepare %.60q: %w", q, err)
+			}
+			m[q] = st
+		}
+	}
+	return nil
+}
