@@ -141,6 +141,9 @@ type Conversation struct {
 	// ("dev" in dev mode): client and delegate keys reach only their own.
 	CreatedBy string    `json:"created_by"`
 	CreatedAt time.Time `json:"created_at"`
+	// LastSeq is the Seq of the conversation's newest event when it was
+	// read (Store.Conversation), 0 for none; not part of the API's JSON.
+	LastSeq int64 `json:"-"`
 }
 
 // Message roles.

@@ -16,6 +16,10 @@ type DecisionRequest struct {
 	ArgumentsSHA256 string
 	// Via is the door the decision came through (ViaSingle when empty).
 	Via string
+	// ConversationID, when set, is the conversation the call must be of:
+	// a call of another one is not found (a chat protocol's thread names
+	// its calls).
+	ConversationID string
 }
 
 // ConversationDetail is a conversation with its messages and tool calls

@@ -35,7 +35,8 @@ import (
 type Store interface {
 	// CreateConversation inserts c. EINVALID if c.ID is empty.
 	CreateConversation(ctx context.Context, c *Conversation) error
-	// Conversation returns the conversation, or ENOTFOUND.
+	// Conversation returns the conversation, with the Seq of its newest
+	// event as of the read in LastSeq, or ENOTFOUND.
 	Conversation(ctx context.Context, id string) (*Conversation, error)
 
 	// StartRun inserts the user message and the run (whose Status must be
@@ -158,10 +159,33 @@ type Store interface {
 	// match f, with ID > f.After, in ID order. EINVALID when f.TenantID or
 	// f.ProjectID is empty or f.Kind is set and not one of AuditKinds.
 	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+	// BindThread binds a chat protocol's thread (an AG-UI threadId, an AI
+	// SDK chat id: a name the client chose) to a conversation, scoped by
+	// tenant, project and protocol, and returns the conversation the thread
+	// is bound to: b.ConversationID when the thread was unbound, else the
+	// conversation of the existing binding (the first binding wins; a
+	// thread is never rebound). EINVALID when a field of b is empty;
+	// ENOTFOUND when b.ConversationID does not exist.
+	BindThread(ctx context.Context, b ThreadBinding) (string, error)
+	// ThreadConversation returns the conversation a thread of the protocol
+	// is bound to in the tenant and project, or ENOTFOUND.
+	ThreadConversation(ctx context.Context, tenantID, projectID, protocol, threadID string) (string, error)
 
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error
 	Close() error
+}
+
+// ThreadBinding names a conversation by a chat protocol's thread id
+// (Store.BindThread). Two tenants, or two projects, using the same thread id
+// have two bindings.
+type ThreadBinding struct {
+	TenantID, ProjectID string
+	// Protocol is the protocol whose thread ids these are ("ag-ui", "ai-sdk").
+	Protocol       string
+	ThreadID       string
+	ConversationID string
+	CreatedAt      time.Time
 }
 
 // RunUpdate is a conditional change of a run.

@@ -20,19 +20,45 @@ import (
 // or data after the object; ETOOLARGE past the body limit. An empty body is
 // allowed only when optional is true.
 func decode(c echo.Context, v any, optional bool) error {
-	body, err := io.ReadAll(c.Request().Body)
+	body, err := readBody(c)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return agentd.Errorf(agentd.ETOOLARGE, "request body is larger than %d bytes", mbe.Limit)
-		}
-		return agentd.Errorf(agentd.EINVALID, "cannot read request body")
+		return err
 	}
 	return decodeBytes(body, v, optional)
 }
 
+// decodeOpen is decode for the bodies of the chat protocols, whose schemas
+// are open: fields v does not have are ignored, everything else is checked
+// alike (one JSON object, valid UTF-8, no duplicate keys, fields of the
+// right type, the body limit). An empty body is EINVALID.
+func decodeOpen(c echo.Context, v any) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	return decodeJSON(body, v, false, false)
+}
+
+// readBody reads the request body: ETOOLARGE past the body limit.
+func readBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, agentd.Errorf(agentd.ETOOLARGE, "request body is larger than %d bytes", mbe.Limit)
+		}
+		return nil, agentd.Errorf(agentd.EINVALID, "cannot read request body")
+	}
+	return body, nil
+}
+
 // decodeBytes is decode on a body already read.
 func decodeBytes(body []byte, v any, optional bool) error {
+	return decodeJSON(body, v, optional, true)
+}
+
+// decodeJSON decodes body into v; strict refuses unknown fields.
+func decodeJSON(body []byte, v any, optional, strict bool) error {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
 		if optional {
@@ -44,7 +70,9 @@ func decodeBytes(body []byte, v any, optional bool) error {
 		return agentd.Errorf(agentd.EINVALID, "request body must be a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}

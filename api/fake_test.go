@@ -133,6 +133,10 @@ func (f *fakeService) Decide(ctx context.Context, p agentd.Principal, id string,
 	if err := f.record("Decide", p, id, req); err != nil {
 		return nil, err
 	}
+	if req.ConversationID != "" {
+		// The fake's calls belong to no conversation.
+		return nil, agentd.Errorf(agentd.ENOTFOUND, "tool call not found")
+	}
 	return &agentd.Decision{ID: "dec_1", ToolCallID: id, Decision: agentd.DecisionApproved, DecidedBy: p.KeyID}, nil
 }
 

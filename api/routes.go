@@ -49,6 +49,8 @@ func (s *Server) routes() {
 	authed.GET("/audit", s.handleAudit)
 	authed.GET("/tools", s.handleListTools)
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
+	authed.POST("/ag-ui", s.handleAGUI)
+	authed.POST("/ai-sdk/chat", s.handleAISDKChat)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	e.GET("/v1/conversations/:id/events", s.handleEvents, s.authenticate(true))

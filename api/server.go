@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/protocol"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -111,13 +112,15 @@ type Service interface {
 // Server serves the API.
 type Server struct {
 	engine Service
-	hub    *sse.Hub
-	store  agentd.Store
-	cfg    Config
-	keys   map[string]agentd.APIKey // by SHA-256
-	echo   *echo.Echo
-	log    zerolog.Logger
-	m      *httpMetrics
+	// protocols serves the chat-protocol endpoints over the same engine.
+	protocols *protocol.Service
+	hub       *sse.Hub
+	store     agentd.Store
+	cfg       Config
+	keys      map[string]agentd.APIKey // by SHA-256
+	echo      *echo.Echo
+	log       zerolog.Logger
+	m         *httpMetrics
 }
 
 // New returns the API server for one service.
@@ -126,7 +129,8 @@ func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
 	}
 	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger,
-		m: newHTTPMetrics(cfg.Registerer)}
+		m:         newHTTPMetrics(cfg.Registerer),
+		protocols: protocol.New(engine, store, hub, protocol.Options{Heartbeat: cfg.Heartbeat})}
 	for _, k := range cfg.Keys {
 		s.keys[strings.ToLower(k.SHA256)] = k
 	}

@@ -147,7 +147,8 @@ const decideRetries = 5
 //
 // Errors: EFORBIDDEN (a delegate key, or edited arguments that were
 // refused: the call is then refused), EINVALID (bad decision, edited
-// arguments the card does not allow), ENOTFOUND, ECONFLICT (decided
+// arguments the card does not allow), ENOTFOUND (also for a call not of
+// req.ConversationID, when set), ECONFLICT (decided
 // otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
 // ESTALE (digest differs, also on a repeat).
 func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
@@ -159,6 +160,9 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		c, err := e.ToolCall(ctx, p, id)
 		if err != nil {
 			return nil, err
+		}
+		if req.ConversationID != "" && c.ConversationID != req.ConversationID {
+			return nil, notFound("tool call") // a chat protocol's thread names its calls
 		}
 		pd, dec, err := e.planDecision(ctx, c, d)
 		if pd == nil {

@@ -493,15 +493,22 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
-	// The API depends on the service interface, not on the loop or a store.
-	out, err := exec.Command("go", "list", "-deps", "github.com/agentd-dev/agentd/api").Output()
-	if err != nil {
-		t.Fatalf("go list api: %v", err)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, f := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite", "modernc.org/sqlite", "github.com/jackc/pgx"} {
-			if dep == f || strings.HasPrefix(dep, f+"/") {
-				t.Errorf("api imports %s", dep)
+	// The API, and the chat protocols it serves, depend on the service
+	// interface, not on the loop or a store; the protocol encoders know
+	// no HTTP framework.
+	for _, pkg := range []string{"github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/protocol/agui", "github.com/agentd-dev/agentd/protocol/aisdk"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite", "modernc.org/sqlite", "github.com/jackc/pgx"} {
+				if dep == f || strings.HasPrefix(dep, f+"/") {
+					t.Errorf("%s imports %s", pkg, dep)
+				}
+			}
+			if pkg != "github.com/agentd-dev/agentd/api" && strings.HasPrefix(dep, "github.com/labstack/echo") {
+				t.Errorf("%s imports %s", pkg, dep)
 			}
 		}
 	}
@@ -535,5 +542,23 @@ func TestCancelThenApprove(t *testing.T) {
 	other := agentd.Principal{TenantID: "t2", ProjectID: "p1"}
 	if _, err := f.engine.Cancel(context.Background(), other, c.RunID); agentd.ErrorCode(err) != agentd.ENOTFOUND {
 		t.Fatalf("other tenant cancel: %v", err)
+	}
+}
+
+// A decision that names a conversation applies only to a call of it: a
+// call of another conversation is not found and stays parked.
+func TestDecideNamesConversation(t *testing.T) {
+	f := newFixture(t, "", payCall())
+	c := f.park(t)
+	ctx := context.Background()
+	other := agentd.NewID(agentd.PrefixConversation)
+	if _, err := f.engine.Decide(ctx, f.p, c.ID, agentd.DecisionRequest{Decision: "approve", ConversationID: other}); agentd.ErrorCode(err) != agentd.ENOTFOUND {
+		t.Fatalf("decide for another conversation: %v, want not_found", err)
+	}
+	if got, _ := f.engine.ToolCall(ctx, f.p, c.ID); got.Status != agentd.StatusRequiresConfirmation {
+		t.Fatalf("the call moved: %s", got.Status)
+	}
+	if _, err := f.engine.Decide(ctx, f.p, c.ID, agentd.DecisionRequest{Decision: "approve", ConversationID: c.ConversationID}); err != nil {
+		t.Fatalf("decide for its conversation: %v", err)
 	}
 }

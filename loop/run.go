@@ -333,41 +333,11 @@ func (e *Engine) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
 	})
 }
 
-// cardArguments are what a person approves: the grouped arguments {path,
-// query, header, body} of a connection call, the arguments of other tools.
-func cardArguments(c *agentd.ToolCall) json.RawMessage {
-	if len(c.Params) > 0 {
-		return c.Params
-	}
-	return c.Arguments
-}
+// cardArguments are what a person approves (agentd.ToolCall.CardArguments).
+func cardArguments(c *agentd.ToolCall) json.RawMessage { return c.CardArguments() }
 
-// card is the display summary of a parked call (SPEC §6).
-func card(c *agentd.ToolCall) agentd.Card {
-	title := fmt.Sprintf("Run %s?", c.Name)
-	if c.ConnectionName != "" {
-		title = fmt.Sprintf("%s %s on %s?", c.Method, c.Endpoint, c.ConnectionName)
-	}
-	return agentd.Card{
-		Title:          title,
-		Summary:        c.Reason,
-		ConnectionName: nilIfEmpty(c.ConnectionName),
-		Method:         c.Method,
-		Endpoint:       c.Endpoint,
-		PathTemplate:   nilIfEmpty(c.PathTemplate),
-		Diff:           diffJSON(c.Diff),
-		Arguments:      cardArguments(c),
-	}
-}
-
-// diffJSON is a card's diff: a JSON string, or null when none applies.
-func diffJSON(diff string) json.RawMessage {
-	if diff == "" {
-		return nil
-	}
-	b, _ := json.Marshal(diff)
-	return b
-}
+// card is the display summary of a parked call (agentd.ToolCall.Card).
+func card(c *agentd.ToolCall) agentd.Card { return c.Card() }
 
 // toolResultText is what the model reads for a resolved call.
 func (e *Engine) toolResultText(c agentd.ToolCall) (content, reason string) {

@@ -35,17 +35,18 @@ func (db *DB) CreateConversation(ctx context.Context, c *agentd.Conversation) er
 
 // conversationQuery reads one conversation, on every step (stmt.go).
 var conversationQuery = prepared(`
-			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at
+			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at, last_seq
 			FROM conversations WHERE id = ?`)
 
-// Conversation returns the conversation, or ENOTFOUND.
+// Conversation returns the conversation, with the Seq of its newest event
+// as of the read, or ENOTFOUND.
 func (db *DB) Conversation(ctx context.Context, id string) (*agentd.Conversation, error) {
 	var c agentd.Conversation
 	var metadata sql.NullString
 	var created sql.NullInt64
 	err := db.readTx(ctx, func(tx *sql.Tx) error {
 		err := db.r(tx).QueryRowContext(ctx, conversationQuery, id).
-			Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.Agent, &metadata, &c.Delegated, &c.CreatedBy, &created)
+			Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.Agent, &metadata, &c.Delegated, &c.CreatedBy, &created, &c.LastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", id)
 		}

@@ -496,3 +496,28 @@ func testCancelRun(t *testing.T, s agentd.Store) {
 		t.Errorf("CancelRun of a missing run: %v, want ENOTFOUND", err)
 	}
 }
+
+// testConversationLastSeq: Conversation reports the Seq of the newest
+// event as of the read.
+func testConversationLastSeq(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	c := newConversation(t, s)
+	got, err := s.Conversation(ctx, c.ID)
+	noErr(t, err, "Conversation")
+	if got.LastSeq != 0 {
+		t.Errorf("LastSeq of a new conversation = %d, want 0", got.LastSeq)
+	}
+	for i := 0; i < 3; i++ {
+		d, err := agentd.NewEventDraft(c.ID, t0, &agentd.ErrorPayload{Code: "x", Message: "y"})
+		noErr(t, err, "NewEventDraft")
+		_, err = s.AppendEvents(ctx, []agentd.EventDraft{d})
+		noErr(t, err, "AppendEvents")
+	}
+	got, err = s.Conversation(ctx, c.ID)
+	noErr(t, err, "Conversation")
+	last, err := s.LastSeq(ctx, c.ID)
+	noErr(t, err, "LastSeq")
+	if got.LastSeq != 3 || last != 3 {
+		t.Errorf("LastSeq = %d (Conversation), %d (LastSeq), want 3", got.LastSeq, last)
+	}
+}

@@ -51,6 +51,8 @@
 //     its filter, in position order, at most its limit.
 //   - A feed consumer's position survives closing and reopening the store
 //     and never moves backwards.
+//   - A protocol thread binding is scoped by tenant, project and protocol,
+//     and the first binding of a thread wins, also under concurrent binders.
 package storetest
 
 import (
@@ -83,6 +85,7 @@ func Run(t *testing.T, b Backend) {
 
 		{"Conversation/RoundTrip", testConversationRoundTrip},
 		{"Conversation/Errors", testConversationErrors},
+		{"Conversation/LastSeq", testConversationLastSeq},
 
 		{"StartRun/RoundTrip", testStartRunRoundTrip},
 		{"StartRun/OneActiveRun", testStartRunOneActive},
@@ -140,6 +143,10 @@ func Run(t *testing.T, b Backend) {
 		{"Feed/ConcurrentAppends", testFeedConcurrent},
 		{"Feed/Consumers", testFeedConsumers},
 		{"Feed/ConsumerErrors", testFeedConsumerErrors},
+
+		{"BindThread", testBindThread},
+		{"BindThread/Errors", testBindThreadErrors},
+		{"BindThread/Concurrent", testBindThreadConcurrent},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,25 +39,34 @@ func TestAPIDocCurlSession(t *testing.T) {
 		`"reason":"duplicate"`, `agentd_approval_decisions_total{decision="approved",source="bulk"} 1`, "agentd_parked_tool_calls 0"})
 }
 
+// The curl session of docs/protocols.md works: an AG-UI run to the
+// interrupt, its resume, and an AI SDK denial.
+func TestProtocolsDocCurlSession(t *testing.T) {
+	runDocSection(t, filepath.Join("docs", "protocols.md"), "## With curl", []string{
+		`"type":"interrupt"`, `"reason":"tool_call"`, `"type":"TOOL_CALL_RESULT"`, `"delta":"Done, the "`,
+		`"outcome":{"type":"success"}`, `"type":"tool-approval-request"`, `"type":"tool-output-denied"`,
+		`"delta":"did not "`, "data: [DONE]"})
+}
+
 func runReadmeSection(t *testing.T, heading string, wants []string) {
 	t.Helper()
 	runDocSection(t, "README.md", heading, wants)
 }
 
-// runDocSection runs the shell blocks of one section of a Markdown file
-// of the repository (path relative to its root) against a server on the
-// embedded demo, one second apart, and checks the output has each of wants.
-func runDocSection(t *testing.T, path, heading string, wants []string) {
+// runDocSection runs the shell blocks of one section of a file of the
+// repository, in order, against a server on the embedded demo, and checks
+// their output has every one of wants.
+func runDocSection(t *testing.T, file, heading string, wants []string) {
 	t.Helper()
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Skip("curl is not installed")
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", path))
+	readme, err := os.ReadFile(filepath.Join("..", "..", file))
 	must(t, err)
 	section := string(readme)
 	i := strings.Index(section, heading+"\n")
 	if i < 0 {
-		t.Fatalf("%s has no section %q", path, heading)
+		t.Fatalf("%s has no section %q", file, heading)
 	}
 	section = section[i+1:]
 	if j := strings.Index(section, "\n## "); j >= 0 {
@@ -79,17 +88,17 @@ func runDocSection(t *testing.T, path, heading string, wants []string) {
 			script.WriteString("\nsleep 1\n") // the model runs while the reader looks at the card
 		}
 	}
-	script.WriteString("\nsleep 1\nkill %1 2>/dev/null || true\n") // a section may start no background stream
+	script.WriteString("\nsleep 1\nkill %1 2>/dev/null || true\n") // the stream in the background, if any
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "bash", "-c", script.String()).CombinedOutput()
 	if err != nil {
-		t.Fatalf("%s session failed: %v\n%s", path, err, out)
+		t.Fatalf("%s session failed: %v\n%s", file, err, out)
 	}
 	got := string(out)
 	for _, want := range wants {
 		if !strings.Contains(got, want) {
-			t.Errorf("%s session output lacks %q:\n%s", path, want, got)
+			t.Errorf("%s session output lacks %q:\n%s", file, want, got)
 		}
 	}
 }

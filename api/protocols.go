@@ -1,0 +1,27 @@
+package api
+
+import (
+	"github.com/agentd-dev/agentd/protocol/agui"
+	"github.com/agentd-dev/agentd/protocol/aisdk"
+	"github.com/labstack/echo/v4"
+)
+
+// handleAGUI is POST /v1/ag-ui: a RunAgentInput in, AG-UI events out
+// (docs/protocols.md).
+func (s *Server) handleAGUI(c echo.Context) error {
+	var in agui.RunAgentInput
+	if err := decodeOpen(c, &in); err != nil {
+		return err
+	}
+	return agui.Serve(c.Request().Context(), c.Response(), s.protocols, principal(c), &in)
+}
+
+// handleAISDKChat is POST /v1/ai-sdk/chat: the body of the AI SDK's
+// DefaultChatTransport in, the UI message stream out (docs/protocols.md).
+func (s *Server) handleAISDKChat(c echo.Context) error {
+	var in aisdk.ChatRequest
+	if err := decodeOpen(c, &in); err != nil {
+		return err
+	}
+	return aisdk.Serve(c.Request().Context(), c.Response(), s.protocols, principal(c), &in)
+}

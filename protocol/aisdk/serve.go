@@ -1,0 +1,104 @@
+package aisdk
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/protocol"
+)
+
+// HeaderConversation names, on every response, the conversation the chat
+// is bound to, for the native API.
+const HeaderConversation = "X-Agentd-Conversation-Id"
+
+// Serve answers one POST /v1/ai-sdk/chat for p: it applies the request to
+// its chat's conversation and streams the run as UI message chunks, ending
+// with data: [DONE] when the run finishes or parks. An approval response
+// after the call's deadline is answered on the tool part with
+// tool-output-error (the call did not run). An error it returns (a
+// malformed body, a chat p does not reach, a decision the engine refuses:
+// conflict, stale, forbidden, …) was found before anything was written, so
+// the caller answers it with an error status, which the SDK reports. A
+// client that goes away ends the stream, not the run.
+func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p agentd.Principal, r *ChatRequest) error {
+	input, err := r.Input()
+	if err != nil {
+		return err
+	}
+	input.ExpiredIsAnswer = true // shown on the tool part, as the SDK shows errors
+	conv, err := svc.Thread(ctx, p, protocol.AISDK, r.ID, true)
+	if err != nil {
+		return err
+	}
+	turn, err := svc.Apply(ctx, p, conv, input)
+	if err != nil {
+		return err
+	}
+	out := svc.NewWriter(w)
+	defer out.Done()
+	header := http.Header{}
+	header.Set("X-Vercel-Ai-Ui-Message-Stream", "v1")
+	header.Set(HeaderConversation, conv.ID)
+	if err := out.Start(header); err != nil {
+		return nil
+	}
+	enc := NewEncoder()
+	s := &sink{out: out, enc: enc}
+	if err := s.send(enc.Start(turn.RunID)); err != nil {
+		return nil
+	}
+	for _, x := range turn.Expired {
+		if err := s.send(enc.Expired(x)); err != nil {
+			return nil
+		}
+	}
+	end, err := svc.Follow(ctx, turn, s)
+	switch {
+	case ctx.Err() != nil || s.failed:
+		return nil // the client went away; the run goes on
+	case err != nil:
+		_ = s.send(enc.Fail(err))
+	default:
+		_ = s.send(enc.End(end))
+	}
+	_ = out.Data(Done)
+	return nil
+}
+
+type sink struct {
+	out    *protocol.Writer
+	enc    *Encoder
+	failed bool
+}
+
+func (s *sink) Item(it protocol.Item) error { return s.send(s.enc.Item(it)) }
+
+func (s *sink) Ping() error {
+	if err := s.out.Ping(); err != nil {
+		s.failed = true
+		return err
+	}
+	return nil
+}
+
+func (s *sink) send(chunks []Chunk) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	lines := make([][]byte, len(chunks))
+	for i, c := range chunks {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return fmt.Errorf("aisdk: encode %s: %w", c.Type, err)
+		}
+		lines[i] = b
+	}
+	if err := s.out.Data(lines...); err != nil {
+		s.failed = true
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,273 @@
+// Package protocol is what the chat-protocol endpoints (AG-UI in
+// protocol/agui, the AI SDK UI message stream in protocol/aisdk) share: a
+// request names a thread, which is bound to a conversation (created for the
+// caller if new); its input is a new user message or decisions on parked
+// calls, applied through the engine exactly as the native API applies them
+// (same roles, deadlines, digests and edit rules); and its answer is the
+// conversation's typed events of that run, from the durable log after the
+// request's starting point, then live, until the run finishes or parks.
+// Each protocol package maps those events onto its frames with a pure
+// encoder.
+//
+// The server holds the state: nothing of a client's copy of the history is
+// read but its new message and its decisions.
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sse"
+)
+
+// Protocol names, as stored in thread bindings.
+const (
+	AGUI  = "ag-ui"
+	AISDK = "ai-sdk"
+)
+
+// MaxThreadID bounds a client-chosen thread id, in bytes.
+const MaxThreadID = 256
+
+// Engine is the agent loop as the protocol endpoints use it: a subset of
+// api.Service, implemented by loop.Engine. Its methods answer ENOTFOUND for
+// objects the principal does not reach, and apply the native API's rules.
+type Engine interface {
+	CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error)
+	Conversation(ctx context.Context, p agentd.Principal, id string) (*agentd.Conversation, error)
+	Send(ctx context.Context, p agentd.Principal, conversationID, content string) (*agentd.Run, error)
+	Run(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error)
+	ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error)
+	Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error)
+}
+
+// Store is what the endpoints read of the store, after the engine has
+// answered that the principal reaches the conversation. agentd.Store
+// satisfies it.
+type Store interface {
+	sse.EventSource
+	BindThread(ctx context.Context, b agentd.ThreadBinding) (string, error)
+	ThreadConversation(ctx context.Context, tenantID, projectID, protocol, threadID string) (string, error)
+	Run(ctx context.Context, id string) (*agentd.Run, error)
+	RunToolCalls(ctx context.Context, runID string) ([]agentd.ToolCall, error)
+	ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error)
+	Messages(ctx context.Context, conversationID string) ([]agentd.Message, error)
+}
+
+// Options tunes a Service. The zero value gives the defaults.
+type Options struct {
+	// Heartbeat is the interval of the ": ping" comment of a stream
+	// (default sse.DefaultHeartbeat).
+	Heartbeat time.Duration
+	// WriteTimeout bounds each write of a stream (default
+	// sse.DefaultWriteTimeout).
+	WriteTimeout time.Duration
+	// Clock stamps the frames that no event stamps (default the system clock).
+	Clock agentd.Clock
+}
+
+// Service serves the protocol endpoints over one engine, store and hub.
+type Service struct {
+	engine Engine
+	store  Store
+	hub    *sse.Hub
+	opt    Options
+}
+
+// New returns the Service.
+func New(engine Engine, store Store, hub *sse.Hub, opt Options) *Service {
+	if opt.Heartbeat <= 0 {
+		opt.Heartbeat = sse.DefaultHeartbeat
+	}
+	if opt.WriteTimeout <= 0 {
+		opt.WriteTimeout = sse.DefaultWriteTimeout
+	}
+	if opt.Clock == nil {
+		opt.Clock = agentd.SystemClock{}
+	}
+	return &Service{engine: engine, store: store, hub: hub, opt: opt}
+}
+
+// Now is the service clock's time.
+func (s *Service) Now() time.Time { return s.opt.Clock.Now() }
+
+// Thread returns the conversation a protocol thread names for p: the
+// conversation itself when threadID is the id of one p reaches (so a
+// conversation of the native API can be continued over a protocol), else
+// the conversation bound to the thread in p's tenant and project, created
+// for p and bound when the thread is new and create is true. ENOTFOUND for
+// a thread bound to a conversation p does not reach (another client key's),
+// and for an unbound thread when create is false; EINVALID for an empty or
+// oversized thread id.
+func (s *Service) Thread(ctx context.Context, p agentd.Principal, protocol, threadID string, create bool) (*agentd.Conversation, error) {
+	if threadID == "" || len(threadID) > MaxThreadID || !utf8.ValidString(threadID) {
+		return nil, agentd.Errorf(agentd.EINVALID, "the thread id must be 1 to %d bytes of UTF-8", MaxThreadID)
+	}
+	if strings.HasPrefix(threadID, agentd.PrefixConversation+"_") && agentd.CheckID(agentd.PrefixConversation, "", threadID) == nil {
+		return s.engine.Conversation(ctx, p, threadID)
+	}
+	convID, err := s.store.ThreadConversation(ctx, p.TenantID, p.ProjectID, protocol, threadID)
+	switch {
+	case err == nil:
+		return s.reach(ctx, p, convID)
+	case agentd.ErrorCode(err) != agentd.ENOTFOUND:
+		return nil, err
+	case !create:
+		return nil, threadNotFound()
+	}
+	conv, err := s.engine.CreateConversation(ctx, p, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	// Of two first requests on one thread, the first binding wins; the
+	// loser's conversation stays empty.
+	bound, err := s.store.BindThread(ctx, agentd.ThreadBinding{TenantID: p.TenantID, ProjectID: p.ProjectID,
+		Protocol: protocol, ThreadID: threadID, ConversationID: conv.ID, CreatedAt: s.Now().UTC()})
+	if err != nil {
+		return nil, err
+	}
+	if bound == conv.ID {
+		return conv, nil
+	}
+	return s.reach(ctx, p, bound)
+}
+
+func (s *Service) reach(ctx context.Context, p agentd.Principal, convID string) (*agentd.Conversation, error) {
+	conv, err := s.engine.Conversation(ctx, p, convID)
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+		return nil, threadNotFound()
+	}
+	return conv, err
+}
+
+func threadNotFound() error { return agentd.Errorf(agentd.ENOTFOUND, "thread not found") }
+
+// Decision is a client's decision on one parked call.
+type Decision struct {
+	ToolCallID string
+	Request    agentd.DecisionRequest
+}
+
+// Input is what a protocol request asks for: decisions on parked calls, or
+// else a new user message, or else neither (then it follows the latest run).
+type Input struct {
+	Message   string
+	Decisions []Decision
+	// ExpiredIsAnswer makes a decision on a call whose deadline passed an
+	// answer (Turn.Expired names the call) rather than an EEXPIRED error.
+	ExpiredIsAnswer bool
+}
+
+// Turn is one request's run and where its stream starts.
+type Turn struct {
+	Conversation *agentd.Conversation
+	// RunID is the run the stream follows ("" when the conversation has
+	// none yet).
+	RunID string
+	// After is the Seq the stream starts after: the newest event before
+	// the request changed anything.
+	After int64
+	// Expired are the calls of the request's decisions whose deadline had
+	// passed (with Input.ExpiredIsAnswer), with the engine's message.
+	Expired []Expired
+	// Decided are the calls the request decided.
+	Decided []string
+}
+
+func (t *Turn) decided(callID string) bool { return slices.Contains(t.Decided, callID) }
+
+// Expired is a decision that came too late.
+type Expired struct {
+	ToolCallID, Message string
+}
+
+// Apply applies in to conv, as Thread returned it for p, and returns the
+// turn to follow. Decisions go through Engine.Decide one by one, so a
+// repeated decision changes nothing and answers as it did; a call that is
+// not one of conv's is ENOTFOUND ("unknown interrupt"), and the engine's
+// EEXPIRED, ECONFLICT, ESTALE, EFORBIDDEN and EINVALID pass through. A message while a run is
+// active is ERUNACTIVE, and says so when calls are parked.
+func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Conversation, in Input) (*Turn, error) {
+	// conv was read before anything changed: its LastSeq is the starting point.
+	t := &Turn{Conversation: conv, After: conv.LastSeq}
+	switch {
+	case len(in.Decisions) > 0:
+		for _, d := range in.Decisions {
+			req := d.Request
+			req.ConversationID = conv.ID // a call of another thread is unknown here
+			_, err := s.engine.Decide(ctx, p, d.ToolCallID, req)
+			switch code := agentd.ErrorCode(err); {
+			case code == agentd.ENOTFOUND || code == agentd.EINVALID && agentd.CheckID(agentd.PrefixToolCall, "", d.ToolCallID) != nil:
+				return nil, agentd.Errorf(agentd.ENOTFOUND, "unknown interrupt %q: no parked call of this thread has that id", agentd.TruncateUTF8(d.ToolCallID, 80))
+			case code == agentd.EEXPIRED && in.ExpiredIsAnswer:
+				t.Expired = append(t.Expired, Expired{ToolCallID: d.ToolCallID, Message: agentd.ErrorMessage(err)})
+			case err != nil:
+				return nil, err
+			}
+			if t.RunID == "" {
+				if t.RunID, err = s.runOfCall(ctx, d.ToolCallID); err != nil {
+					return nil, err
+				}
+			}
+			t.Decided = append(t.Decided, d.ToolCallID)
+		}
+	case in.Message != "":
+		run, err := s.engine.Send(ctx, p, conv.ID, in.Message)
+		if agentd.ErrorCode(err) == agentd.ERUNACTIVE {
+			return nil, s.activeRun(ctx, conv.ID, err)
+		} else if err != nil {
+			return nil, err
+		}
+		t.RunID = run.ID
+	default:
+		runID, err := s.latestRun(ctx, conv.ID)
+		if err != nil {
+			return nil, err
+		}
+		t.RunID = runID
+	}
+	return t, nil
+}
+
+// runOfCall is the run of a call the engine just decided (it is of the
+// turn's conversation, so the store is read directly); it is read after the
+// decision, while its tool starts, not before.
+func (s *Service) runOfCall(ctx context.Context, callID string) (string, error) {
+	c, err := s.store.ToolCall(ctx, callID)
+	if err != nil {
+		return "", err
+	}
+	return c.RunID, nil
+}
+
+// latestRun is the run of the conversation's newest message ("" for none).
+func (s *Service) latestRun(ctx context.Context, convID string) (string, error) {
+	msgs, err := s.store.Messages(ctx, convID)
+	if err != nil || len(msgs) == 0 {
+		return "", err
+	}
+	return msgs[len(msgs)-1].RunID, nil
+}
+
+// activeRun explains a refused new message: ERUNACTIVE naming the open
+// interrupts when the active run waits on parked calls.
+func (s *Service) activeRun(ctx context.Context, convID string, cause error) error {
+	runID, err := s.latestRun(ctx, convID)
+	if err != nil || runID == "" {
+		return cause
+	}
+	parked, _, err := s.parked(ctx, runID)
+	if err != nil || len(parked) == 0 {
+		return cause
+	}
+	ids := make([]string, len(parked))
+	for i, c := range parked {
+		ids[i] = c.ID
+	}
+	return agentd.Errorf(agentd.ERUNACTIVE, "this thread has open interrupts (%s): resume them before sending a new message", strings.Join(ids, ", "))
+}
