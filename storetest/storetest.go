@@ -51,6 +51,9 @@
 //     its filter, in position order, at most its limit.
 //   - A feed consumer's position survives closing and reopening the store
 //     and never moves backwards.
+//   - Webhook deliveries keep their body byte for byte; enqueueing an id
+//     again changes nothing; a claimed delivery is claimed by no one else
+//     until its lease lapses; attempts come back in order.
 package storetest
 
 import (
@@ -132,6 +135,12 @@ func Run(t *testing.T, b Backend) {
 		{"Feed/ConcurrentAppends", testFeedConcurrent},
 		{"Feed/Consumers", testFeedConsumers},
 		{"Feed/ConsumerErrors", testFeedConsumerErrors},
+
+		{"Webhook/Enqueue", testWebhookEnqueue},
+		{"Webhook/Claim", testWebhookClaim},
+		{"Webhook/Attempts", testWebhookAttempts},
+		{"Webhook/List", testWebhookList},
+		{"Webhook/EndpointStates", testWebhookEndpointStates},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
