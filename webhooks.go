@@ -28,7 +28,8 @@ func ValidDeliveryStatus(s string) bool {
 	return s == DeliveryPending || s == DeliverySucceeded || s == DeliveryFailed
 }
 
-// WebhookDelivery is one event for one endpoint: a row of the outbox.
+// WebhookDelivery is one event for one endpoint: a row of the outbox. While
+// an attempt is in flight (leased), NextAttemptAt is when the lease lapses.
 type WebhookDelivery struct {
 	// ID is the Standard Webhooks webhook-id: derived from (EventID,
 	// EndpointID), so that re-creating the row after a crash gives the
@@ -49,8 +50,11 @@ type WebhookDelivery struct {
 	// NextAttemptAt is when the next attempt is due; nil unless pending.
 	NextAttemptAt *time.Time       `json:"next_attempt_at"`
 	Attempts      []WebhookAttempt `json:"attempts"`
-	CreatedAt     time.Time        `json:"created_at"`
-	UpdatedAt     time.Time        `json:"updated_at"`
+	// AttemptCount is len(Attempts), also where Attempts are not loaded
+	// (claims).
+	AttemptCount int       `json:"attempt_count"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 	// Seq orders deliveries by creation (the list cursor).
 	Seq int64 `json:"-"`
 }
@@ -115,4 +119,31 @@ type WebhookEndpointState struct {
 	// DisabledReason says why ("" while enabled).
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// WebhookDeliveryQuery is a page request of the delivery log (GET
+// /v1/webhooks/deliveries): filters, an opaque cursor and a limit (1..100,
+// 0 = 50).
+type WebhookDeliveryQuery struct {
+	EndpointID, Status, EventName string
+	Cursor                        string
+	Limit                         int
+}
+
+// WebhookEndpoint is a configured endpoint as operators see it.
+type WebhookEndpoint struct {
+	ID string `json:"id"`
+	// URL is the endpoint's URL without its query and user info (which may
+	// hold credentials).
+	URL string `json:"url"`
+	// Events are the event names it receives; empty means all.
+	Events    []string `json:"events"`
+	TenantID  string   `json:"tenant_id,omitempty"`
+	ProjectID string   `json:"project_id,omitempty"`
+	Enabled   bool     `json:"enabled"`
+	// DisabledAt and DisabledReason say when and why it was disabled.
+	DisabledAt     *time.Time `json:"disabled_at"`
+	DisabledReason string     `json:"disabled_reason,omitempty"`
+	// Pending is the number of its deliveries waiting for an attempt.
+	Pending int64 `json:"pending"`
 }

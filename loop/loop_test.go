@@ -476,6 +476,10 @@ func TestImportRules(t *testing.T) {
 	for pkg, forbidden := range map[string][]string{
 		"github.com/agentd-dev/agentd/loop":           {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
 		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
+		// Webhooks read the store and the feed through their interfaces;
+		// the API reaches them through api.Webhooks.
+		"github.com/agentd-dev/agentd/webhook": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite",
+			"github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/feed", "github.com/labstack/echo/v4", "modernc.org/sqlite"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {

@@ -14,7 +14,8 @@ import (
 // inserts as it follows the feed, their attempts, and endpoint states.
 
 const deliveryColumns = `seq, id, endpoint_id, event_id, event_name, position, tenant_id, project_id, body,
-	status, next_attempt_at, created_at, updated_at`
+	status, next_attempt_at, created_at, updated_at,
+	(SELECT COUNT(*) FROM webhook_attempts WHERE delivery_seq = webhook_deliveries.seq)`
 
 // EnqueueWebhookDeliveries implements agentd.Store.EnqueueWebhookDeliveries.
 func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []agentd.WebhookDelivery) error {
@@ -99,8 +100,10 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 			return err
 		}
 		for _, d := range out {
-			if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ? WHERE seq = ?`,
-				c.Owner, until, d.Seq); err != nil {
+			// Until the attempt is recorded, the delivery is due again
+			// when the lease lapses: NextWebhookAttempt needs no lease test.
+			if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
+				WHERE seq = ?`, c.Owner, until, until, d.Seq); err != nil {
 				return err
 			}
 		}
@@ -340,7 +343,7 @@ func scanDeliveries(rows *sql.Rows) ([]agentd.WebhookDelivery, error) {
 		var body string
 		var next, created, updated sql.NullInt64
 		if err := rows.Scan(&d.Seq, &d.ID, &d.EndpointID, &d.EventID, &d.EventName, &d.Position, &d.TenantID, &d.ProjectID,
-			&body, &d.Status, &next, &created, &updated); err != nil {
+			&body, &d.Status, &next, &created, &updated, &d.AttemptCount); err != nil {
 			return nil, err
 		}
 		d.Body = []byte(body)
