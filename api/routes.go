@@ -28,6 +28,10 @@ func (s *Server) routes() {
 	authed.GET("/approvals", s.handleListApprovals)
 	authed.GET("/tools", s.handleListTools)
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
+	authed.GET("/webhooks/deliveries", s.handleListDeliveries)
+	authed.POST("/webhooks/deliveries/:id/redeliver", s.handleRedeliver)
+	authed.GET("/webhooks/endpoints", s.handleListEndpoints)
+	authed.POST("/webhooks/endpoints/:id/enable", s.handleEnableEndpoint)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	v1.GET("/conversations/:id/events", s.handleEvents, s.authenticate(true))

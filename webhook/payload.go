@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"crypto/sha256"
+	"embed"
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
@@ -188,3 +189,9 @@ func DeliveryID(eventID, endpointID string) string {
 	sum := sha256.Sum256([]byte(eventID + "\x00" + endpointID))
 	return "msg_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
 }
+
+// Schemas holds the JSON Schema of each event's body, schemas/<event>.json
+// (draft 2020-12); tests validate every delivered body against them.
+//
+//go:embed schemas/*.json
+var Schemas embed.FS

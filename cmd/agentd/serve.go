@@ -28,6 +28,8 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/agentd-dev/agentd/webhook"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
 
@@ -105,6 +107,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	events := feed.New(store, feed.Options{})
 	defer events.Close()
 	hub := sse.NewHub()
+	hooks, err := startWebhooks(ctx, proj, store, events, log, nil)
+	if err != nil {
+		return err
+	}
+	defer hooks.Close()
 	engine := loop.New(store, publishers{hub, events}, &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns,
@@ -115,6 +122,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer engine.Close()
 
 	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins}
+	if len(proj.Server.Webhooks) > 0 {
+		cfg.Webhooks = hooks
+	}
 	if len(proj.Connections) > 0 {
 		cfg.Connections = connections.NewDurable(proj.Connections)
 	}
@@ -156,6 +166,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	return nil
 }
+
+// startWebhooks starts the webhook outbox's dispatcher and delivery workers
+// for the project's endpoints (none: it does nothing). It must run before
+// the loop starts, so that the dispatcher's first cursor precedes every
+// event the loop commits. reg, when set, gets its metrics.
+func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, events agentd.Feed,
+	log zerolog.Logger, reg prometheus.Registerer) (*webhook.Service, error) {
+	svc, err := webhook.New(store, events, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start webhooks: %w", err)
+	}
+	for _, e := range proj.Server.Webhooks {
+		log.Info().Str("endpoint", e.ID).Strs("events", e.Events).Msg("webhook endpoint")
+	}
+	return svc, nil
+}
+
+var _ api.Webhooks = (*webhook.Service)(nil)
 
 // publishers hands each committed event to each of its publishers, in
 // order. Like every loop.Publisher, none of them blocks.
