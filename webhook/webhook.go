@@ -145,8 +145,9 @@ func New(store agentd.Store, feed agentd.Feed, endpoints []Endpoint, opts Option
 }
 
 // Start loads the endpoints' states, places the dispatcher's cursor (at the
-// end of the log on its very first start: history from before webhooks
-// were configured is not delivered), and starts the dispatcher and one
+// end of the log on its very first start, when no endpoint has a recorded
+// state: history from before webhooks were configured is not delivered),
+// records a state for each new endpoint, and starts the dispatcher and one
 // worker per endpoint. Without endpoints it does nothing. Call it before
 // the loop starts, so that no event committed after Start is missed.
 func (s *Service) Start(ctx context.Context) error {
@@ -157,7 +158,9 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	known := map[string]bool{}
 	for _, st := range states {
+		known[st.ID] = true
 		if ep := s.byID[st.ID]; ep != nil {
 			ep.setDisabled(st.DisabledAt, st.DisabledReason)
 		}
@@ -166,12 +169,23 @@ func (s *Service) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if pos == 0 {
+	// The very first start (no endpoint has a state yet) begins at the end
+	// of the log. Later starts resume from the cursor, also when it is 0:
+	// a cursor of 0 may mean events after it that were never dispatched.
+	if len(states) == 0 {
 		if pos, err = s.store.LastPosition(ctx); err != nil {
 			return err
 		}
 		if err := s.store.SetConsumerPosition(ctx, Consumer, pos); err != nil {
 			return err
+		}
+	}
+	now := s.opts.Clock.Now().UTC()
+	for _, ep := range s.endpoints {
+		if !known[ep.ID] {
+			if err := s.store.SetWebhookEndpointState(ctx, agentd.WebhookEndpointState{ID: ep.ID, UpdatedAt: now}); err != nil {
+				return err
+			}
 		}
 	}
 	sub, err := s.feed.Follow(agentd.FeedFilter{After: pos})

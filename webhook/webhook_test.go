@@ -199,3 +199,38 @@ func seedStarted(t testing.TB, store agentd.Store, n int) []string {
 	}
 	return ids
 }
+
+// TestRestartResumesFromCursor: events committed while the service is down
+// (after a first start on an empty log, whose cursor is 0) are delivered
+// when it starts again: only the very first start skips the log's history.
+func TestRestartResumesFromCursor(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rc := webhooktest.NewReceiver(t)
+	eps, err := webhook.ParseConfig(json.RawMessage(fmt.Sprintf(`[{"id":"ops","url":%q,"secret_env":"S"}]`, rc.URL)),
+		env(map[string]string{"S": goodSecret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := feed.New(store, feed.Options{})
+	defer f.Close()
+	start := func() *webhook.Service {
+		svc, err := webhook.New(store, f, eps, webhook.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	start().Close() // the first start, on an empty log: cursor 0
+	seedStarted(t, store, 3)
+	svc := start()
+	defer svc.Close()
+	rc.WaitFor(t, 30*time.Second, "the events committed while down", func(r []webhooktest.Request) bool { return len(r) == 3 })
+}

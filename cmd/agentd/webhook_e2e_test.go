@@ -183,17 +183,37 @@ func TestWebhookRetriesAndDisabling(t *testing.T) {
 		}
 		return m
 	}
+	// hang and fast also get the decision; hang has one attempt in flight
+	// at most, and it hangs.
+	both := []string{webhook.EventApprovalRequired, webhook.EventApprovalResolved}
+	var hangingWhenFastGotDecision atomic.Int32
+	hangingWhenFastGotDecision.Store(-1)
+	fast.Respond = func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			hangingWhenFastGotDecision.Store(hanging.Load())
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
 	withWebhooks(t, dir, ep("flaky", flaky.URL, nil), ep("gone", gone.URL, nil),
-		ep("hang", hang.URL, map[string]any{"timeout": "3s", "max_in_flight": 1}), ep("fast", fast.URL, nil))
+		ep("hang", hang.URL, map[string]any{"timeout": "5s", "max_in_flight": 1, "events": both}),
+		ep("fast", fast.URL, map[string]any{"events": both}))
 	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog, "HOOK_SECRET": secret})
 
 	conv, st := newConversation(t, base, "")
 	send(t, base, "", conv, "pay the bill")
-	st.waitFor("confirmation_required", nil)
-
-	fast.WaitFor(t, waitLimit, "fast endpoint", func(r []webhooktest.Request) bool { return len(r) == 1 })
-	if len(hang.Requests()) == 1 && hanging.Load() != 1 {
-		t.Fatalf("the hanging receiver answered before the fast one was served")
+	callID := str(st.waitFor("confirmation_required", nil).Data, "tool_call_id")
+	hang.WaitFor(t, waitLimit, "the hanging receiver holds the first delivery", func(r []webhooktest.Request) bool {
+		return len(r) == 1 && hanging.Load() == 1
+	})
+	if status, _ := call(t, http.MethodPost, base+"/v1/tool-calls/"+callID+"/approval", "", `{"decision":"approve"}`); status != http.StatusOK {
+		t.Fatalf("approve: %d", status)
+	}
+	fast.WaitFor(t, waitLimit, "the fast endpoint gets both events", func(r []webhooktest.Request) bool { return len(r) == 2 })
+	if got := hangingWhenFastGotDecision.Load(); got != 1 {
+		t.Fatalf("when the fast endpoint got the decision, the hanging receiver held %d requests, want 1 (still hanging)", got)
+	}
+	if n := len(hang.Requests()); n != 1 {
+		t.Fatalf("the hanging endpoint got %d requests while its first hangs, want 1 (max_in_flight 1)", n)
 	}
 	reqs := flaky.WaitFor(t, waitLimit, "three attempts", func(r []webhooktest.Request) bool { return len(r) == 3 })
 	if reqs[0].ID() != reqs[1].ID() || reqs[1].ID() != reqs[2].ID() {
@@ -205,8 +225,10 @@ func TestWebhookRetriesAndDisabling(t *testing.T) {
 	gone.WaitFor(t, waitLimit, "the 410 receiver", func(r []webhooktest.Request) bool { return len(r) == 1 })
 	// The hanging receiver's attempt times out and is retried: a second
 	// request with the same id.
-	hreqs := hang.WaitFor(t, waitLimit, "a retry after the timeout", func(r []webhooktest.Request) bool { return len(r) >= 2 })
-	if hreqs[0].ID() != hreqs[1].ID() {
+	hreqs := hang.WaitFor(t, waitLimit, "a retry after the timeout", func(r []webhooktest.Request) bool {
+		return len(webhooktest.WithEvent(r, webhook.EventApprovalRequired)) >= 2
+	})
+	if parked := webhooktest.WithEvent(hreqs, webhook.EventApprovalRequired); parked[0].ID() != parked[1].ID() {
 		t.Fatal("the retry after a timeout has another webhook-id")
 	}
 
