@@ -2,12 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -332,5 +338,57 @@ func TestKill9WebhookDelivery(t *testing.T) {
 	}
 	if err := webhooktest.Verify(secret, last); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The curl block of docs/webhooks.md ("The delivery log and redelivery")
+// really works: run with an operator key against a server whose parked
+// call was delivered, it lists, pages, redelivers (the receiver gets the
+// same webhook-id again) and shows and enables the endpoint.
+func TestWebhookDocsCurl(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "webhooks.md"))
+	must(t, err)
+	section := string(doc)[strings.Index(string(doc), "## The delivery log and redelivery"):]
+	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(section)
+	if block == nil {
+		t.Fatal("docs/webhooks.md: no shell block in the delivery log section")
+	}
+
+	dir, execLog := writeProject(t, projectOpts{})
+	rc := webhooktest.NewReceiver(t)
+	const opKey = "op-key-for-the-docs"
+	sum := sha256.Sum256([]byte(opKey))
+	b, _ := json.Marshal(map[string]any{
+		"api_keys": []map[string]string{{"id": "op", "sha256": hex.EncodeToString(sum[:]), "tenant_id": "acme", "project_id": "shop", "role": "operator"}},
+		"webhooks": []map[string]any{{"id": "ops", "url": rc.URL, "secret_env": "OPS_WEBHOOK_SECRET"}},
+	})
+	must(t, os.WriteFile(filepath.Join(dir, "agentd.json"), b, 0o644))
+	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog, "OPS_WEBHOOK_SECRET": newSecret(t)})
+	conv, st := newConversation(t, base, opKey)
+	send(t, base, opKey, conv, "pay the bill")
+	st.waitFor("confirmation_required", nil)
+	first := rc.WaitFor(t, waitLimit, "the delivery", func(r []webhooktest.Request) bool { return len(r) == 1 })[0]
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	script := "set -e\n" + strings.ReplaceAll(block[1], "A=http://127.0.0.1:8787", "A="+base)
+	cmd := exec.CommandContext(ctx, "sh", "-c", script)
+	cmd.Env = append(os.Environ(), "AGENTD_OPERATOR_KEY="+opKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the docs' curl block: %v\n%s", err, out)
+	}
+	for _, want := range []string{`"deliveries":[{"id":"msg_`, `"event_name":"llm.tool_call_approval_required"`,
+		`"deliveries":[]`, `"status":"pending"`, `"endpoints":[{"id":"ops"`, `"enabled":true`} {
+		if !strings.Contains(string(out), want) {
+			t.Fatalf("the docs' curl block printed no %s:\n%s", want, out)
+		}
+	}
+	again := rc.WaitFor(t, waitLimit, "the redelivery", func(r []webhooktest.Request) bool { return len(r) == 2 })[1]
+	if again.ID() != first.ID() {
+		t.Fatalf("redelivered %s, first %s", again.ID(), first.ID())
 	}
 }
