@@ -97,7 +97,8 @@ func TestRetryTiming(t *testing.T) {
 // same id; two endpoints get different ids.
 func TestDeliveryIDs(t *testing.T) {
 	e := agentd.Event{ConversationID: "conv_1", Seq: 4}
-	if webhook.EventID(e) != webhook.EventID(e) || webhook.EventID(e) == webhook.EventID(agentd.Event{ConversationID: "conv_1", Seq: 5}) {
+	same := agentd.Event{ConversationID: "conv_1", Seq: 4, Position: 99} // read again later: same conversation and seq
+	if webhook.EventID(e) != webhook.EventID(same) || webhook.EventID(e) == webhook.EventID(agentd.Event{ConversationID: "conv_1", Seq: 5}) {
 		t.Fatal("event ids")
 	}
 	a, b := webhook.DeliveryID(webhook.EventID(e), "ops"), webhook.DeliveryID(webhook.EventID(e), "audit")
