@@ -52,7 +52,15 @@ func TestOperatorViewIsTenantScoped(t *testing.T) {
 	other := agentd.Principal{TenantID: "u", ProjectID: "p", Role: agentd.RoleAdmin, KeyID: "other"}
 	var ds []agentd.WebhookDelivery
 	deadline := time.Now().Add(30 * time.Second)
-	for len(ds) < 6 || ds[0].Status != agentd.DeliverySucceeded || ds[5].Status != agentd.DeliverySucceeded {
+	allDone := func() bool {
+		for _, d := range ds {
+			if d.Status != agentd.DeliverySucceeded {
+				return false
+			}
+		}
+		return len(ds) == 6
+	}
+	for !allDone() {
 		if time.Now().After(deadline) {
 			t.Fatalf("deliveries %+v", ds)
 		}
