@@ -170,6 +170,48 @@ type Store interface {
 	// ThreadConversation returns the conversation a thread of the protocol
 	// is bound to in the tenant and project, or ENOTFOUND.
 	ThreadConversation(ctx context.Context, tenantID, projectID, protocol, threadID string) (string, error)
+	// EnqueueWebhookDeliveries inserts the deliveries (the webhook outbox)
+	// and records the named consumer's position pos, as SetConsumerPosition
+	// does, in one transaction. A delivery whose ID exists is left as it is
+	// (re-enqueueing after a crash changes nothing). Each delivery is
+	// inserted pending with its NextAttemptAt (required) and no attempts.
+	// EINVALID for an invalid consumer name or position, or a delivery
+	// without ID, endpoint, tenant, project or a JSON body.
+	EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []WebhookDelivery) error
+	// ClaimWebhookDeliveries leases up to c.Limit pending deliveries of
+	// c.EndpointID due at c.Now (NextAttemptAt <= Now) and not leased by
+	// another claimer until after c.Now, oldest due first, to c.Owner
+	// until c.LeaseUntil, and returns them (without attempts). EINVALID
+	// without endpoint or owner.
+	ClaimWebhookDeliveries(ctx context.Context, c WebhookClaim) ([]WebhookDelivery, error)
+	// RecordWebhookAttempt appends r.Attempt to the delivery's attempts and
+	// sets its status (and NextAttemptAt when pending), releasing the
+	// lease, if the delivery is pending and leased to r.Owner. ECONFLICT
+	// when it is not (the lease lapsed and another claimer took it, or an
+	// operator redelivered it); ENOTFOUND when there is no such delivery.
+	RecordWebhookAttempt(ctx context.Context, r WebhookAttemptRecord) error
+	// WebhookDeliveries returns a page of f's deliveries, newest first,
+	// with attempts. EINVALID for an invalid filter.
+	WebhookDeliveries(ctx context.Context, f WebhookDeliveryFilter) ([]WebhookDelivery, error)
+	// WebhookDelivery returns one delivery with its attempts, or ENOTFOUND.
+	WebhookDelivery(ctx context.Context, id string) (*WebhookDelivery, error)
+	// RedeliverWebhook makes a delivery pending, due at now, whatever its
+	// status, dropping any lease; its attempts stay. ENOTFOUND when there
+	// is no such delivery.
+	RedeliverWebhook(ctx context.Context, id string, now time.Time) (*WebhookDelivery, error)
+	// NextWebhookAttempt returns the earliest NextAttemptAt of the pending
+	// deliveries of an endpoint (leased ones included: their lease may
+	// lapse), the zero time when there is none. It reads one index entry.
+	NextWebhookAttempt(ctx context.Context, endpointID string) (time.Time, error)
+	// WebhookQueueDepth returns the number of pending deliveries of each
+	// endpoint that has any.
+	WebhookQueueDepth(ctx context.Context) (map[string]int64, error)
+	// WebhookEndpointStates returns the recorded state of every endpoint
+	// that has one, by id.
+	WebhookEndpointStates(ctx context.Context) ([]WebhookEndpointState, error)
+	// SetWebhookEndpointState records st (replacing the endpoint's state).
+	// EINVALID without id.
+	SetWebhookEndpointState(ctx context.Context, st WebhookEndpointState) error
 
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error

@@ -20,7 +20,13 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	if err := s.store.Ping(c.Request().Context()); err != nil {
 		return &agentd.Error{Code: agentd.EUNAVAILABLE, Message: "store is not ready", Detail: err}
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	if s.cfg.Webhooks == nil {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	}
+	// A disabled webhook endpoint does not make the server unready; the
+	// details say which ones wait for an operator.
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready",
+		"webhooks": map[string]any{"disabled_endpoints": s.cfg.Webhooks.DisabledEndpoints()}})
 }
 
 type createConversationRequest struct {

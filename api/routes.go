@@ -51,6 +51,10 @@ func (s *Server) routes() {
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
 	authed.POST("/ag-ui", s.handleAGUI)
 	authed.POST("/ai-sdk/chat", s.handleAISDKChat)
+	authed.GET("/webhooks/deliveries", s.handleListDeliveries)
+	authed.POST("/webhooks/deliveries/:id/redeliver", s.handleRedeliver)
+	authed.GET("/webhooks/endpoints", s.handleListEndpoints)
+	authed.POST("/webhooks/endpoints/:id/enable", s.handleEnableEndpoint)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	e.GET("/v1/conversations/:id/events", s.handleEvents, s.authenticate(true))

@@ -46,6 +46,30 @@ type Config struct {
 	// Metrics serves GET /metrics (unauthenticated, like the probes:
 	// docs/metrics.md says why); nil: no such route.
 	Metrics http.Handler
+	// Webhooks serves the delivery log and the endpoints (the /v1/webhooks
+	// routes); nil when no webhooks are configured (those routes answer
+	// 404 then).
+	Webhooks Webhooks
+}
+
+// Webhooks is the webhook outbox as operators see it; webhook.Service
+// implements it. Every method answers EFORBIDDEN for a role below operator
+// and shows only the caller's tenant and project: ENOTFOUND for a delivery
+// or endpoint outside them, with the same message as for one that does not
+// exist.
+type Webhooks interface {
+	// Deliveries returns a page of the delivery log, newest first, and the
+	// next page's cursor ("" at the end). EINVALID for a bad filter, limit
+	// or cursor.
+	Deliveries(ctx context.Context, p agentd.Principal, q agentd.WebhookDeliveryQuery) ([]agentd.WebhookDelivery, string, error)
+	// Redeliver makes a delivery due now, with the same webhook-id.
+	Redeliver(ctx context.Context, p agentd.Principal, id string) (*agentd.WebhookDelivery, error)
+	// Endpoints returns the endpoints that receive p's events.
+	Endpoints(ctx context.Context, p agentd.Principal) ([]agentd.WebhookEndpoint, error)
+	// EnableEndpoint enables an endpoint disabled by a 410 answer.
+	EnableEndpoint(ctx context.Context, p agentd.Principal, id string) (*agentd.WebhookEndpoint, error)
+	// DisabledEndpoints are the ids of the disabled endpoints (for /readyz).
+	DisabledEndpoints() []string
 }
 
 // Connections is the durable/workflow request path (SPEC §2.3).

@@ -32,6 +32,7 @@ import (
 	"github.com/agentd-dev/agentd/tools/registry"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/agentd-dev/agentd/webhook"
 	"github.com/rs/zerolog"
 )
 
@@ -220,6 +221,7 @@ type instance struct {
 	events   *feed.Feed
 	feedsHub bool
 	stopFeed func()
+	hooks    *webhook.Service // nil without webhook endpoints
 }
 
 // Wirings of the hub ($AGENTD_BENCH_WIRING).
@@ -305,6 +307,14 @@ func startAgentd(tb testing.TB, dir, rules string, defs []toolDef) *instance {
 // or wiringFeed).
 func startAgentdWired(tb testing.TB, dir, rules string, defs []toolDef, wiring string) *instance {
 	tb.Helper()
+	return startAgentdHooks(tb, dir, rules, defs, wiring, nil)
+}
+
+// startAgentdHooks is startAgentdWired with the webhook outbox serving
+// endpoints (none: no webhook service), started before the engine as
+// serve.go starts it.
+func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring string, endpoints []webhook.Endpoint) *instance {
+	tb.Helper()
 	toolsDir := filepath.Join(dir, "tools")
 	for _, d := range defs {
 		td := filepath.Join(toolsDir, d.name)
@@ -352,6 +362,16 @@ func startAgentdWired(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 	// Metrics as cmd/agentd/serve.go registers them: the approval path pays
 	// for its observer and the HTTP collectors too.
 	promReg := prometheus.NewRegistry()
+	if len(endpoints) > 0 {
+		hooks, err := webhook.New(store, inst.events, endpoints, webhook.Options{Logger: zerolog.Nop()})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := hooks.Start(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+		inst.hooks = hooks
+	}
 	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolset,
 	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount)})
@@ -387,6 +407,9 @@ func (inst *instance) close() {
 	_ = inst.srv.Shutdown(ctx)
 	_ = inst.srv.Close()
 	inst.engine.Close()
+	if inst.hooks != nil {
+		inst.hooks.Close()
+	}
 	if inst.stopFeed != nil {
 		inst.stopFeed()
 	}

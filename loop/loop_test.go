@@ -482,6 +482,10 @@ func TestImportRules(t *testing.T) {
 		// HTTP framework, no engine (the loop reports to them).
 		"github.com/agentd-dev/agentd/metrics": {"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/api",
 			"github.com/labstack/echo/v4", "github.com/agentd-dev/agentd/loop", "modernc.org/sqlite"},
+		// Webhooks read the store and the feed through their interfaces;
+		// the API reaches them through api.Webhooks.
+		"github.com/agentd-dev/agentd/webhook": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite",
+			"github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/feed", "github.com/labstack/echo/v4", "modernc.org/sqlite"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/origin"
 	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/webhook"
 )
 
 // Model providers an agent may name.
@@ -72,8 +73,9 @@ type Agent struct {
 // Server holds the settings of agentd.json.
 type Server struct {
 	APIKeys []agentd.APIKey
-	// Webhooks is the raw "webhooks" array; nothing reads it yet.
-	Webhooks     json.RawMessage
+	// Webhooks are the endpoints of the "webhooks" array, with their
+	// secrets read from the environment (webhook.ParseConfig).
+	Webhooks     []webhook.Endpoint
 	MaxBodyBytes int64 // limits.max_body_bytes
 	// CORSOrigins are the web origins, besides the server's own, whose
 	// pages may call the API (cors_origins), normalized by origin.Normalize.
@@ -137,7 +139,7 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 	case err != nil:
 		return nil, fmt.Errorf("agentd.json: %w", err)
 	default:
-		if p.Server, err = parseServer(data); err != nil {
+		if p.Server, err = parseServer(data, getenv); err != nil {
 			return nil, fmt.Errorf("agentd.json: %w", err)
 		}
 	}
@@ -327,7 +329,7 @@ type limitsFile struct {
 	MaxBodyBytes *int64 `json:"max_body_bytes"`
 }
 
-func parseServer(data []byte) (Server, error) {
+func parseServer(data []byte, getenv func(string) string) (Server, error) {
 	var f serverFile
 	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Server{}, err
@@ -379,7 +381,9 @@ func parseServer(data []byte) (Server, error) {
 		if t := bytes.TrimSpace(f.Webhooks); t[0] != '[' {
 			return Server{}, jsonconf.FieldErr("webhooks", "must be an array")
 		}
-		s.Webhooks = compact(f.Webhooks)
+		if s.Webhooks, err = webhook.ParseConfig(f.Webhooks, getenv); err != nil {
+			return Server{}, err
+		}
 	}
 
 	if !jsonconf.IsNull(f.Limits) {

@@ -58,7 +58,7 @@ func TestLoadFull(t *testing.T) {
 				{"id": "web", "sha256": "` + okKey + `", "tenant_id": "acme", "project_id": "shop", "role": "client"},
 				{"id": "ops", "sha256": "` + strings.Repeat("ab", 32) + `", "tenant_id": "acme", "project_id": "shop", "role": "operator"}
 			],
-			"webhooks": [{"id": "ops", "url": "https://ops.example.com/hooks"}],
+			"webhooks": [{"id": "ops", "url": "https://ops.example.com/hooks", "secret_env": "PROJECT_TEST_WEBHOOK_SECRET"}],
 			"limits": {"max_body_bytes": 4096},
 			"cors_origins": ["https://Chat.Example.com:443", "http://localhost:5173", "https://chat.example.com/"]
 		}`,
@@ -67,6 +67,7 @@ func TestLoadFull(t *testing.T) {
 	withTool(files, "lookup", ``)
 	withTool(files, "hidden", `, "llm_callable": false`)
 	dir := writeProject(t, files)
+	t.Setenv("PROJECT_TEST_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 
 	if err := os.Mkdir(filepath.Join(dir, "ws"), 0o755); err != nil {
 		t.Fatal(err)
@@ -97,10 +98,13 @@ func TestLoadFull(t *testing.T) {
 			{ID: "web", SHA256: okKey, TenantID: "acme", ProjectID: "shop", Role: "client"},
 			{ID: "ops", SHA256: strings.Repeat("ab", 32), TenantID: "acme", ProjectID: "shop", Role: "operator"},
 		},
-		Webhooks:     json.RawMessage(`[{"id":"ops","url":"https://ops.example.com/hooks"}]`),
 		MaxBodyBytes: 4096,
 		CORSOrigins:  []string{"https://chat.example.com", "http://localhost:5173"},
 	}
+	if len(p.Server.Webhooks) != 1 || p.Server.Webhooks[0].ID != "ops" || p.Server.Webhooks[0].URL != "https://ops.example.com/hooks" {
+		t.Errorf("Webhooks = %+v", p.Server.Webhooks)
+	}
+	p.Server.Webhooks = nil // webhook.ParseConfig's own tests check the rest
 	if !reflect.DeepEqual(p.Server, wantServer) {
 		t.Errorf("Server = %+v\nwant     %+v", p.Server, wantServer)
 	}

@@ -53,6 +53,9 @@
 //     and never moves backwards.
 //   - A protocol thread binding is scoped by tenant, project and protocol,
 //     and the first binding of a thread wins, also under concurrent binders.
+//   - Webhook deliveries keep their body byte for byte; enqueueing an id
+//     again changes nothing; a claimed delivery is claimed by no one else
+//     until its lease lapses; attempts come back in order.
 package storetest
 
 import (
@@ -147,6 +150,11 @@ func Run(t *testing.T, b Backend) {
 		{"BindThread", testBindThread},
 		{"BindThread/Errors", testBindThreadErrors},
 		{"BindThread/Concurrent", testBindThreadConcurrent},
+		{"Webhook/Enqueue", testWebhookEnqueue},
+		{"Webhook/Claim", testWebhookClaim},
+		{"Webhook/Attempts", testWebhookAttempts},
+		{"Webhook/List", testWebhookList},
+		{"Webhook/EndpointStates", testWebhookEndpointStates},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

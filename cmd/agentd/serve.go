@@ -32,6 +32,7 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/agentd-dev/agentd/webhook"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -122,6 +123,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	outbox, err := startWebhooks(ctx, proj, store, events, log, reg)
+	if err != nil {
+		return err
+	}
+	defer outbox.Close()
 	agent := &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: subagents,
@@ -137,6 +143,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins,
 		Registerer: reg, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{log}})}
+	if len(proj.Server.Webhooks) > 0 {
+		cfg.Webhooks = outbox
+	}
 	if len(proj.Connections) > 0 {
 		cfg.Connections = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
 	}
@@ -185,6 +194,27 @@ type promLogger struct{ log zerolog.Logger }
 
 // Println implements promhttp.Logger.
 func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
+
+// startWebhooks starts the webhook outbox's dispatcher and delivery workers
+// for the project's endpoints (none: it does nothing). It must run before
+// the loop starts, so that the dispatcher's first cursor precedes every
+// event the loop commits. reg, when set, gets its metrics.
+func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, events agentd.Feed,
+	log zerolog.Logger, reg prometheus.Registerer) (*webhook.Service, error) {
+	svc, err := webhook.New(store, events, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg})
+	if err != nil {
+		return nil, err
+	}
+	if err := svc.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start webhooks: %w", err)
+	}
+	for _, e := range proj.Server.Webhooks {
+		log.Info().Str("endpoint", e.ID).Strs("events", e.Events).Msg("webhook endpoint")
+	}
+	return svc, nil
+}
+
+var _ api.Webhooks = (*webhook.Service)(nil)
 
 // publishers hands each committed event to each of its publishers, in
 // order. Like every loop.Publisher, none of them blocks.

@@ -1,0 +1,153 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// Bounds of the dispatcher's batches.
+const (
+	// maxBatch is the most deliveries written in one transaction.
+	maxBatch = 500
+	// idleFlush: a cursor that moved over events no endpoint wants is
+	// recorded after this long without events, or after cursorLag events.
+	idleFlush = time.Second
+	cursorLag = 5000
+)
+
+// dispatch follows the feed after pos and turns the events endpoints want
+// into delivery rows until ctx ends or the feed closes.
+func (s *Service) dispatch(ctx context.Context, sub agentd.FeedSubscription, pos int64) {
+	var batch []agentd.WebhookDelivery
+	recorded, last := pos, pos
+	for ctx.Err() == nil {
+		wait := idleFlush
+		if len(batch) > 0 {
+			wait = s.opts.BatchWindow
+		}
+		nctx, cancel := context.WithTimeout(ctx, wait)
+		ev, err := sub.Next(nctx)
+		cancel()
+		switch {
+		case errors.Is(err, agentd.ErrFeedEnded) || ctx.Err() != nil:
+			return
+		case errors.Is(err, context.DeadlineExceeded):
+			if last > recorded && s.flush(ctx, &batch, last) {
+				recorded = last
+			}
+			continue
+		case err != nil:
+			s.log.Error().Err(err).Msg("webhooks: reading the event feed")
+			sleep(ctx, time.Second)
+			continue
+		}
+		ds, err := s.deliveriesFor(ctx, ev)
+		for err != nil && ctx.Err() == nil { // a store read failed: retry this event
+			s.log.Error().Err(err).Int64("position", ev.Position).Msg("webhooks: building deliveries")
+			sleep(ctx, time.Second)
+			ds, err = s.deliveriesFor(ctx, ev)
+		}
+		batch, last = append(batch, ds...), ev.Position
+		if len(batch) >= maxBatch || last-recorded >= cursorLag {
+			if s.flush(ctx, &batch, last) {
+				recorded = last
+			}
+		}
+	}
+}
+
+// flush writes batch and the cursor last in one transaction, retrying
+// until it succeeds or ctx ends, and wakes the endpoints it wrote for.
+func (s *Service) flush(ctx context.Context, batch *[]agentd.WebhookDelivery, last int64) bool {
+	for {
+		err := s.store.EnqueueWebhookDeliveries(ctx, Consumer, last, *batch)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		s.log.Error().Err(err).Int64("position", last).Msg("webhooks: writing deliveries")
+		sleep(ctx, time.Second)
+	}
+	for _, d := range *batch {
+		if ep := s.byID[d.EndpointID]; ep != nil {
+			ep.poke()
+		}
+	}
+	*batch = (*batch)[:0]
+	return true
+}
+
+// deliveriesFor returns the deliveries of ev: one per endpoint that wants
+// its webhook event, due now. Events without a webhook event give none.
+func (s *Service) deliveriesFor(ctx context.Context, ev agentd.Event) ([]agentd.WebhookDelivery, error) {
+	name, ok := EventName(ev.Type)
+	if !ok || !s.anyWants(name) {
+		return nil, nil
+	}
+	p, err := agentd.DecodeEvent(ev)
+	if err != nil {
+		s.log.Error().Err(err).Int64("position", ev.Position).Msg("webhooks: undecodable event skipped")
+		return nil, nil
+	}
+	call, err := s.store.ToolCall(ctx, toolCallID(p))
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+		s.log.Error().Int64("position", ev.Position).Str("tool_call_id", toolCallID(p)).Msg("webhooks: event of an unknown call skipped")
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	payload, err := Build(ev, p, call)
+	if err != nil {
+		s.log.Error().Err(err).Int64("position", ev.Position).Msg("webhooks: event skipped")
+		return nil, nil
+	}
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return nil, err
+	}
+	now := s.opts.Clock.Now().UTC()
+	var out []agentd.WebhookDelivery
+	for _, ep := range s.endpoints {
+		if !ep.Wants(name, call.TenantID, call.ProjectID) {
+			continue
+		}
+		out = append(out, agentd.WebhookDelivery{
+			ID: DeliveryID(payload.EventContext.EventID, ep.ID), EndpointID: ep.ID,
+			EventID: payload.EventContext.EventID, EventName: name, Position: ev.Position,
+			TenantID: call.TenantID, ProjectID: call.ProjectID, Body: body, NextAttemptAt: &now,
+		})
+	}
+	return out, nil
+}
+
+// anyWants reports whether some endpoint receives events named name (of
+// some tenant): the others need no read of the call.
+func (s *Service) anyWants(name string) bool {
+	for _, ep := range s.endpoints {
+		if ep.Events == nil {
+			return true
+		}
+		for _, n := range ep.Events {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

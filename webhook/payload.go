@@ -1,0 +1,197 @@
+package webhook
+
+import (
+	"crypto/sha256"
+	"embed"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/google/uuid"
+)
+
+// The webhook events (SPEC §7), each made from one event type of the log.
+const (
+	EventApprovalRequired = "llm.tool_call_approval_required" // confirmation_required
+	EventApprovalResolved = "llm.tool_call_approval_resolved" // confirmation_resolved
+	EventStarted          = "llm.tool_call_started"           // tool_call_started
+	EventCompleted        = "llm.tool_call_completed"         // tool_call_result
+	EventRefused          = "llm.tool_call_refused"           // tool_call_refused
+)
+
+// EventNames are the webhook events, in the order of SPEC §7.
+var EventNames = []string{EventApprovalRequired, EventApprovalResolved, EventStarted, EventCompleted, EventRefused}
+
+// eventOf maps a log event type to its webhook event.
+var eventOf = map[string]string{
+	agentd.EventConfirmationRequired: EventApprovalRequired,
+	agentd.EventConfirmationResolved: EventApprovalResolved,
+	agentd.EventToolCallStarted:      EventStarted,
+	agentd.EventToolCallResult:       EventCompleted,
+	agentd.EventToolCallRefused:      EventRefused,
+}
+
+// PayloadVersion is event_context.version.
+const PayloadVersion = "1.0"
+
+// Payload is the body of every webhook: protobuf field names, enums as
+// names, timestamps RFC 3339 (schemas/*.json pin it per event).
+type Payload struct {
+	EventContext EventContext `json:"event_context"`
+	ToolCall     ToolCall     `json:"tool_call"`
+}
+
+// EventContext is the event's provenance and routing.
+type EventContext struct {
+	EventName string `json:"event_name"`
+	Version   string `json:"version"`
+	// EventID is derived from the log event (conversation and sequence
+	// number): the same event always has the same id.
+	EventID       string    `json:"event_id"`
+	CorrelationID string    `json:"correlation_id"`
+	EmittedAt     time.Time `json:"emitted_at"`
+	// CallerKey is "<tenant>:<conversation>".
+	CallerKey string `json:"caller_key"`
+	TenantID  string `json:"tenant_id"`
+	ProjectID string `json:"project_id"`
+}
+
+// ToolCall is the call as the event saw it.
+type ToolCall struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	ServerID string `json:"server_id"`
+	// ArgumentsJSON is the effective arguments, a JSON object.
+	ArgumentsJSON json.RawMessage `json:"arguments_json"`
+	// Status is a TOOL_EXECUTION_STATUS_* name.
+	Status string `json:"status"`
+	// RequiresApprovalAt is the decision deadline (approval events).
+	RequiresApprovalAt *time.Time `json:"requires_approval_at,omitempty"`
+	// ResultJSON is the tool's result (llm.tool_call_completed, completed).
+	ResultJSON json.RawMessage `json:"result_json,omitempty"`
+	// Error is a failed call's error message.
+	Error string `json:"error,omitempty"`
+	// Reason is a refusal's reason, or a decision's.
+	Reason string `json:"reason,omitempty"`
+}
+
+// StatusName is the TOOL_EXECUTION_STATUS_* name of a call status.
+func StatusName(s agentd.CallStatus) string {
+	return "TOOL_EXECUTION_STATUS_" + strings.ToUpper(string(s))
+}
+
+// decisionStatus is the status a parked call has after a decision.
+var decisionStatus = map[string]agentd.CallStatus{
+	agentd.DecisionApproved:  agentd.StatusApproved,
+	agentd.DecisionDenied:    agentd.StatusDenied,
+	agentd.DecisionExpired:   agentd.StatusExpired,
+	agentd.DecisionCancelled: agentd.StatusCancelled,
+}
+
+// EventName returns the webhook event of a log event type, and whether it
+// has one.
+func EventName(eventType string) (string, bool) {
+	name, ok := eventOf[eventType]
+	return name, ok
+}
+
+// toolCallID returns the id of the call a decoded webhook-worthy event is
+// about.
+func toolCallID(p agentd.EventPayload) string {
+	switch p := p.(type) {
+	case *agentd.ConfirmationRequiredPayload:
+		return p.ToolCallID
+	case *agentd.ConfirmationResolvedPayload:
+		return p.ToolCallID
+	case *agentd.ToolCallStartedPayload:
+		return p.ToolCallID
+	case *agentd.ToolCallResultPayload:
+		return p.ToolCallID
+	case *agentd.ToolCallRefusedPayload:
+		return p.ToolCallID
+	}
+	return ""
+}
+
+// Build returns the payload of the webhook event of e, a log event that has
+// one (EventName), given e's decoded data p and the call it is about as the
+// store holds it now (for its tenant, correlation and server). What the
+// event itself carries wins over the call's current state.
+func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payload, error) {
+	name, ok := eventOf[e.Type]
+	if !ok {
+		return Payload{}, fmt.Errorf("webhook: event type %s has no webhook event", e.Type)
+	}
+	h := p.Header()
+	out := Payload{
+		EventContext: EventContext{EventName: name, Version: PayloadVersion, EventID: EventID(e),
+			CorrelationID: call.CorrelationID, EmittedAt: h.Timestamp,
+			CallerKey: call.TenantID + ":" + e.ConversationID, TenantID: call.TenantID, ProjectID: call.ProjectID},
+		ToolCall: ToolCall{ID: call.ID, Name: call.Name, ServerID: call.ServerID, ArgumentsJSON: call.Arguments},
+	}
+	tc := &out.ToolCall
+	switch p := p.(type) {
+	case *agentd.ConfirmationRequiredPayload:
+		tc.Status = StatusName(agentd.StatusRequiresConfirmation)
+		at := p.RequiresApprovalAt
+		tc.RequiresApprovalAt = &at
+		if p.ArgumentsSHA256 != call.ArgumentsSHA256 { // edited since: the event's arguments
+			tc.ArgumentsJSON = p.Params
+		}
+	case *agentd.ConfirmationResolvedPayload:
+		st, ok := decisionStatus[p.Decision]
+		if !ok {
+			return Payload{}, fmt.Errorf("webhook: event %d: unknown decision %q", e.Seq, p.Decision)
+		}
+		tc.Status, tc.Reason, tc.RequiresApprovalAt = StatusName(st), p.Reason, call.RequiresApprovalAt
+	case *agentd.ToolCallStartedPayload:
+		tc.Status, tc.ArgumentsJSON = StatusName(agentd.StatusExecuting), p.Arguments
+	case *agentd.ToolCallResultPayload:
+		tc.Status = StatusName(p.Status)
+		if p.Status == agentd.StatusCompleted {
+			tc.ResultJSON = p.Result
+			if len(tc.ResultJSON) == 0 {
+				tc.ResultJSON = json.RawMessage("null")
+			}
+		} else {
+			tc.Error = p.Error
+		}
+	case *agentd.ToolCallRefusedPayload:
+		tc.Status, tc.Reason = StatusName(agentd.StatusRefused), p.Reason
+	}
+	if !isObject(tc.ArgumentsJSON) {
+		tc.ArgumentsJSON = json.RawMessage("{}")
+	}
+	return out, nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	t := strings.TrimSpace(string(raw))
+	return strings.HasPrefix(t, "{")
+}
+
+// eventNamespace namespaces the event ids (UUID v5) of agentd's events.
+var eventNamespace = uuid.MustParse("6f1d3c7e-3a52-4c1e-9a37-8f0e7c2b5d41")
+
+// EventID is the event_id of a log event: a UUID derived from its
+// conversation and sequence number, so it is the same after any restart.
+func EventID(e agentd.Event) string {
+	return uuid.NewSHA1(eventNamespace, fmt.Appendf(nil, "%s/%d", e.ConversationID, e.Seq)).String()
+}
+
+// DeliveryID is the webhook-id of an event for an endpoint: derived from
+// both, so a delivery re-created after a crash has the same id, and
+// different endpoints see different ids.
+func DeliveryID(eventID, endpointID string) string {
+	sum := sha256.Sum256([]byte(eventID + "\x00" + endpointID))
+	return "msg_" + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:16]))
+}
+
+// Schemas holds the JSON Schema of each event's body, schemas/<event>.json
+// (draft 2020-12); tests validate every delivered body against them.
+//
+//go:embed schemas/*.json
+var Schemas embed.FS
