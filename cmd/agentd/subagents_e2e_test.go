@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -192,5 +193,55 @@ func TestSubagentCancelKillsItsTool(t *testing.T) {
 	_, task := call(t, http.MethodGet, base+"/v1/tool-calls/"+taskID, "", "")
 	if task["status"] != "failed" {
 		t.Fatalf("task call: %v", task)
+	}
+}
+
+// kill -9 of the real server while a subagent's tool runs: the tool dies
+// with the server; after the restart the task call is failed with
+// "outcome is unknown" (task is not idempotent), nothing the subagent did
+// runs again, and the parent run goes on with that result and finishes.
+func TestKill9MidSubagent(t *testing.T) {
+	bin := agentdBinary(t)
+	dir, execLog, pidFile := blockingProject(t)
+	data := t.TempDir()
+	env := "AGENTD_TEST_LOG=" + execLog
+	base, proc := startProcess(t, bin, dir, data, env)
+	conv, st := newConversation(t, base, "")
+	runID := str(send(t, base, "", conv, "delegate block"), "run_id")
+	taskID := str(st.waitFor("tool_call_started", func(ev sseEvent) bool { return ev.Data["tool_name"] == "task" }).Data, "tool_call_id")
+	st.waitFor("subagent_event", func(ev sseEvent) bool { typ, tool, _ := innerEvent(ev); return typ == "tool_call_started" && tool == "block" })
+	waitForExec(t, execLog, "block")
+	lastSeen := st.seen[len(st.seen)-1].ID
+
+	must(t, syscall.Kill(-proc.Process.Pid, syscall.SIGKILL))
+	_ = proc.Wait()
+	st.close()
+	assertProcessGone(t, pidFile)
+
+	base2, _ := startProcess(t, bin, dir, data, env)
+	st2 := openStream(t, base2, "", conv, lastSeen)
+	res := st2.waitFor("tool_call_result", nil)
+	if res.Data["tool_call_id"] != taskID || res.Data["status"] != "failed" || !strings.Contains(str(res.Data, "error"), "outcome is unknown") {
+		t.Fatalf("first result after the restart: %s (%s)", res.Raw, st2.summary())
+	}
+	msg := st2.waitFor("message", nil)
+	if !strings.HasPrefix(str(msg.Data, "content"), "task failed: ") || !strings.Contains(str(msg.Data, "content"), "outcome is unknown") {
+		t.Fatalf("the parent model read %q", msg.Data["content"])
+	}
+	fin := st2.waitFor("run_finished", nil)
+	if fin.Data["run_id"] != runID || fin.Data["status"] != "completed" {
+		t.Fatalf("run_finished: %s", fin.Raw)
+	}
+	for _, ev := range st2.seen {
+		if typ, _, _ := innerEvent(ev); typ != "" {
+			t.Fatalf("the subagent went on after the restart: %s (%s)", ev.Raw, st2.summary())
+		}
+	}
+	if n, done, rec := execCount(t, execLog, "block"), execCount(t, execLog, "block-done"), execCount(t, execLog, "record"); n != 1 || done != 0 || rec != 0 {
+		t.Fatalf("block ran %d times, finished %d times; record ran %d times (want 1, 0, 0)", n, done, rec)
+	}
+	_, task := call(t, http.MethodGet, base2+"/v1/tool-calls/"+taskID, "", "")
+	if task["status"] != "failed" {
+		t.Fatalf("task call after the restart: %v", task)
 	}
 }
