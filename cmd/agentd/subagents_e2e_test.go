@@ -245,3 +245,40 @@ func TestKill9MidSubagent(t *testing.T) {
 		t.Fatalf("task call after the restart: %v", task)
 	}
 }
+
+// A subagent cannot start a subagent: with its default tools (every
+// llm_callable tool but task) its model's call to task is refused as a
+// tool it does not have, nothing is started, and its answer is the parent's
+// task result.
+func TestSubagentCannotCallTask(t *testing.T) {
+	dir, execLog := writeProject(t, projectOpts{})
+	writeAgent(t, dir, `[
+ {"when":{"user":"^nest"},"reply":{"tool_calls":[{"name":"task","arguments":{"subagent":"nester","prompt":"again nest"}}]}},
+ {"when":{"user":"^again nest"},"reply":{"tool_calls":[{"name":"task","arguments":{"subagent":"nester","prompt":"nest deeper"}}]}},
+ {"when":{"tool_result":"task"},"reply":{"text":"task {{status}}: {{reason}}{{result}}"}}]`,
+		map[string]any{"subagents": []map[string]any{{"name": "nester", "description": "tries to nest", "system_prompt": "You nest."}}})
+	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog})
+	conv, st := newConversation(t, base, "")
+	send(t, base, "", conv, "nest")
+	res := st.waitFor("tool_call_result", nil)
+	if res.Data["tool_name"] != "task" || res.Data["status"] != "completed" || !strings.Contains(res.Raw, "task refused") || !strings.Contains(res.Raw, "not available") {
+		t.Fatalf("task result: %s", res.Raw)
+	}
+	st.waitFor("run_finished", nil)
+	refused, tasks := 0, 0
+	for _, ev := range st.seen {
+		typ, tool, in := innerEvent(ev)
+		if typ == "tool_call_refused" && tool == "task" && in["tier"] == "never" {
+			refused++
+		}
+		if ev.Type == "tool_call_started" && ev.Data["tool_name"] == "task" {
+			tasks++
+		}
+		if typ == "tool_call_started" {
+			t.Fatalf("the subagent started a call: %s", ev.Raw)
+		}
+	}
+	if refused != 1 || tasks != 1 {
+		t.Fatalf("inner task refusals %d, task calls %d (want 1, 1): %s", refused, tasks, st.summary())
+	}
+}
