@@ -212,6 +212,12 @@ func TestKill9MidSubagent(t *testing.T) {
 	st.waitFor("subagent_event", func(ev sseEvent) bool { typ, tool, _ := innerEvent(ev); return typ == "tool_call_started" && tool == "block" })
 	waitForExec(t, execLog, "block")
 	lastSeen := st.seen[len(st.seen)-1].ID
+	var relayed []sseEvent
+	for _, ev := range st.seen {
+		if ev.Type == "subagent_event" {
+			relayed = append(relayed, ev)
+		}
+	}
 
 	must(t, syscall.Kill(-proc.Process.Pid, syscall.SIGKILL))
 	_ = proc.Wait()
@@ -243,6 +249,24 @@ func TestKill9MidSubagent(t *testing.T) {
 	_, task := call(t, http.MethodGet, base2+"/v1/tool-calls/"+taskID, "", "")
 	if task["status"] != "failed" {
 		t.Fatalf("task call after the restart: %v", task)
+	}
+	// The whole log again: the subagent's events from before the crash,
+	// each exactly once, byte for byte, and none after.
+	all := openStream(t, base2, "", conv, 0)
+	all.waitFor("run_finished", nil)
+	var again []sseEvent
+	for _, ev := range all.seen {
+		if ev.Type == "subagent_event" {
+			again = append(again, ev)
+		}
+	}
+	if len(again) != len(relayed) {
+		t.Fatalf("%d subagent events replayed, %d seen live: %s", len(again), len(relayed), all.summary())
+	}
+	for i := range relayed {
+		if again[i].ID != relayed[i].ID || again[i].Raw != relayed[i].Raw {
+			t.Fatalf("replayed %s, live %s", again[i].Raw, relayed[i].Raw)
+		}
 	}
 }
 
