@@ -146,7 +146,10 @@ func TestSubagentCancelKillsItsTool(t *testing.T) {
 	conv, st := newConversation(t, base, "")
 	runID := str(send(t, base, "", conv, "delegate block"), "run_id")
 	taskID := str(st.waitFor("tool_call_started", func(ev sseEvent) bool { return ev.Data["tool_name"] == "task" }).Data, "tool_call_id")
-	st.waitFor("subagent_event", func(ev sseEvent) bool { typ, tool, _ := innerEvent(ev); return typ == "tool_call_started" && tool == "block" })
+	st.waitFor("subagent_event", func(ev sseEvent) bool {
+		typ, tool, _ := innerEvent(ev)
+		return typ == "tool_call_started" && tool == "block"
+	})
 	waitForExec(t, execLog, "block")
 
 	if status, run := call(t, http.MethodPost, base+"/v1/runs/"+runID+"/cancel", "", ""); status != 200 || run["status"] != "cancelled" {
@@ -209,7 +212,10 @@ func TestKill9MidSubagent(t *testing.T) {
 	conv, st := newConversation(t, base, "")
 	runID := str(send(t, base, "", conv, "delegate block"), "run_id")
 	taskID := str(st.waitFor("tool_call_started", func(ev sseEvent) bool { return ev.Data["tool_name"] == "task" }).Data, "tool_call_id")
-	st.waitFor("subagent_event", func(ev sseEvent) bool { typ, tool, _ := innerEvent(ev); return typ == "tool_call_started" && tool == "block" })
+	st.waitFor("subagent_event", func(ev sseEvent) bool {
+		typ, tool, _ := innerEvent(ev)
+		return typ == "tool_call_started" && tool == "block"
+	})
 	waitForExec(t, execLog, "block")
 	lastSeen := st.seen[len(st.seen)-1].ID
 	var relayed []sseEvent
