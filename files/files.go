@@ -194,6 +194,7 @@ type change struct {
 	old, new []byte
 	existed  bool
 	remove   bool
+	link     string // a deleted symbolic link's target ("" for a file)
 	state    string // the digest of old (absent when it did not exist)
 }
 
@@ -222,6 +223,11 @@ func (s *Source) prepare(tool string, raw json.RawMessage) (loop.Preparation, er
 
 // change computes what a write, edit or delete would do now.
 func (s *Source) change(tool string, a args) (*change, error) {
+	if tool == DeleteFile {
+		if ch, err := s.linkChange(a.Path); ch != nil || err != nil {
+			return ch, err
+		}
+	}
 	old, existed, err := s.current(a.Path)
 	if err != nil {
 		return nil, err
@@ -257,12 +263,34 @@ func (s *Source) change(tool string, a args) (*change, error) {
 	return ch, nil
 }
 
+// linkChange is the delete of a symbolic link that stays inside the
+// workspace (nil when p is not a link): the link goes, its target stays.
+// As git shows a link, its "content" in the diff is the target's path,
+// and the state an approval is bound to is that target: a link pointed
+// elsewhere after the card is parked again. A link that leads outside is
+// refused, as everywhere.
+func (s *Source) linkChange(p string) (*change, error) {
+	info, err := s.root.Lstat(p)
+	if err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		return nil, nil // not a link: the caller reads it as a file
+	}
+	if _, err := s.root.Stat(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, outside(p, err)
+	}
+	target, err := s.root.Readlink(p)
+	if err != nil {
+		return nil, outside(p, err)
+	}
+	return &change{path: p, old: []byte(target), existed: true, remove: true, link: target,
+		state: digest([]byte("symlink\x00" + target))}, nil
+}
+
 // current reads a workspace file: its content and whether it exists. A
 // path whose folder does not exist yet is a file that does not exist; a
 // path through a link outside the workspace, a folder, or a file over the
 // read limit is an error.
 func (s *Source) current(p string) ([]byte, bool, error) {
-	f, err := s.root.Open(p)
+	f, err := s.open(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The file does not exist: its folder must not lead outside either.
 		if _, derr := s.root.Stat(path.Dir(p)); derr != nil && !errors.Is(derr, fs.ErrNotExist) {
@@ -280,6 +308,9 @@ func (s *Source) current(p string) ([]byte, bool, error) {
 	if info.IsDir() {
 		return nil, false, fmt.Errorf("%s is a folder, not a file", p)
 	}
+	if !info.Mode().IsRegular() {
+		return nil, false, fmt.Errorf("%s is not a regular file (%s), so the file tools leave it alone", p, kind(info.Mode()))
+	}
 	if info.Size() > s.opts.MaxReadBytes {
 		return nil, false, fmt.Errorf("%s is larger than the %d-byte read limit", p, s.opts.MaxReadBytes)
 	}
@@ -291,6 +322,27 @@ func (s *Source) current(p string) ([]byte, bool, error) {
 		return nil, false, fmt.Errorf("%s is larger than the %d-byte read limit", p, s.opts.MaxReadBytes)
 	}
 	return b, true, nil
+}
+
+// open opens a workspace path for reading; a named pipe or a device opens
+// at once instead of blocking (nonBlock), so that the caller can refuse
+// it (current, list): a read of one could wait forever, and with it the
+// run's model step.
+func (s *Source) open(p string) (*os.File, error) {
+	return s.root.OpenFile(p, os.O_RDONLY|nonBlock, 0)
+}
+
+// kind names a file mode that is not a regular file or a folder.
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
 }
 
 // diff is the unified diff of the change, "--- a/<path>" "+++ b/<path>".
@@ -354,6 +406,10 @@ func (s *Source) apply(call agentd.ToolCall, a args) (json.RawMessage, error) {
 		if err := s.root.Remove(a.Path); err != nil {
 			return nil, outside(a.Path, err)
 		}
+		if ch.link != "" {
+			return json.Marshal(map[string]any{"path": a.Path, "action": "deleted", "symlink_to": ch.link,
+				"note": "only the symbolic link was removed; its target was not changed"})
+		}
 		return json.Marshal(map[string]any{"path": a.Path, "action": "deleted", "bytes_removed": len(ch.old), "lines_removed": removed})
 	}
 	if dir := path.Dir(a.Path); dir != "." {
@@ -398,7 +454,7 @@ type entry struct {
 
 // list lists a workspace folder, at most maxEntries entries, sorted.
 func (s *Source) list(p string) (json.RawMessage, error) {
-	f, err := s.root.Open(p)
+	f, err := s.open(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s does not exist", p)
@@ -406,6 +462,9 @@ func (s *Source) list(p string) (json.RawMessage, error) {
 		return nil, outside(p, err)
 	}
 	defer f.Close()
+	if info, err := f.Stat(); err != nil || !info.IsDir() {
+		return nil, fmt.Errorf("%s is not a folder", p)
+	}
 	des, err := f.ReadDir(maxEntries + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %v", p, unwrapPath(err))

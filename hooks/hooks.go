@@ -23,6 +23,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/rs/zerolog"
@@ -168,48 +169,65 @@ type Output struct {
 // DecodeOutput reads a preToolUse hook's stdout: empty (or only white
 // space) is allow with no change; otherwise exactly one JSON object
 // {"decision": "allow"|"deny"|"ask", "reason"?, "updated_arguments"?: {…}}
-// with no other field. Reasons longer than 1 KiB are cut.
+// with no other key. Ambiguous JSON is refused as package strictjson
+// refuses it everywhere (a key twice, keys that differ only by case, at any
+// depth; invalid UTF-8), and keys must be spelled exactly so: which
+// decision a hook gave never depends on which reader looks. Reasons longer
+// than 1 KiB are cut.
 func DecodeOutput(stdout []byte) (Output, error) {
 	trimmed := bytes.TrimSpace(stdout)
 	if len(trimmed) == 0 {
 		return Output{Decision: confirm.HookAllow}, nil
 	}
-	var o struct {
-		Decision         *string         `json:"decision"`
-		Reason           *string         `json:"reason"`
-		UpdatedArguments json.RawMessage `json:"updated_arguments"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&o); err != nil {
+	if err := strictjson.CheckKeys(trimmed); err != nil {
 		return Output{}, fmt.Errorf("the output is not a decision object: %v", err)
 	}
-	if dec.More() {
-		return Output{}, errors.New("the output has more than one JSON value")
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &fields); err != nil || fields == nil {
+		return Output{}, errors.New("the output is not a decision object: it must be one JSON object")
 	}
-	if o.Decision == nil {
-		return Output{}, errors.New(`the output has no "decision"`)
+	var out Output
+	for k, v := range fields {
+		var err error
+		switch k {
+		case "decision":
+			err = json.Unmarshal(v, &out.Decision)
+		case "reason":
+			err = json.Unmarshal(v, &out.Reason)
+		case "updated_arguments":
+			out.UpdatedArguments, err = objectArg(v)
+		default:
+			err = errors.New("unknown field")
+		}
+		if err != nil {
+			return Output{}, fmt.Errorf("the output's %q: %v", k, err)
+		}
 	}
-	out := Output{Decision: *o.Decision}
 	switch out.Decision {
 	case confirm.HookAllow, confirm.HookAsk, confirm.HookDeny:
+	case "":
+		return Output{}, errors.New(`the output has no "decision"`)
 	default:
 		return Output{}, fmt.Errorf(`"decision" must be "allow", "deny" or "ask", got %q`, out.Decision)
 	}
-	if o.Reason != nil {
-		out.Reason = agentd.TruncateUTF8(*o.Reason, maxReason)
-	}
-	if !jsonconf.IsNull(o.UpdatedArguments) {
-		if t := bytes.TrimSpace(o.UpdatedArguments); t[0] != '{' {
-			return Output{}, errors.New(`"updated_arguments" must be a JSON object`)
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, o.UpdatedArguments); err != nil {
-			return Output{}, fmt.Errorf(`"updated_arguments": %v`, err)
-		}
-		out.UpdatedArguments = buf.Bytes()
-	}
+	out.Reason = agentd.TruncateUTF8(out.Reason, maxReason)
 	return out, nil
+}
+
+// objectArg is updated_arguments compacted: nil for null, an error for
+// anything but an object.
+func objectArg(v json.RawMessage) (json.RawMessage, error) {
+	if jsonconf.IsNull(v) {
+		return nil, nil
+	}
+	if v[0] != '{' {
+		return nil, errors.New("must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // Set is a project's hooks, in name order (loop.Hooks).

@@ -29,7 +29,13 @@ func TestDecodeOutput(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{`nope`, `[]`, `{}`, `{"decision":"maybe"}`, `{"decision":"allow","x":1}`,
-		`{"decision":"allow","updated_arguments":[1]}`, `{"decision":"allow"} {"decision":"deny"}`, `"allow"`, `{"decision":"allow"`} {
+		`{"decision":"allow","updated_arguments":[1]}`, `{"decision":"allow"} {"decision":"deny"}`, `"allow"`, `{"decision":"allow"`,
+		// Ambiguous or not quite the contract's keys: which decision a
+		// reader sees must not depend on the reader (a reason built from
+		// the model's words by string pasting must not turn a deny into
+		// an allow).
+		`{"decision":"deny","reason":"","decision":"allow"}`, `{"decision":"deny","DECISION":"allow"}`, `{"Decision":"deny"}`,
+		`{"decision":"deny","updated_arguments":{"a":1,"a":2}}`, `null`, "{\"decision\":\"deny\",\"reason\":\"\xff\"}"} {
 		if _, err := DecodeOutput([]byte(bad)); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -126,3 +132,46 @@ func TestFailPolicy(t *testing.T) {
 }
 
 func regexpMust(s string) *regexp.Regexp { return regexp.MustCompile(`^(?:` + s + `)$`) }
+
+// A hook runs as command tools run: the server's environment does not
+// reach it (only PATH, HOME, TMPDIR and the variables it names), and its
+// stdout is bounded.
+func TestHookEnvironmentAndOutputBound(t *testing.T) {
+	t.Setenv("AGENTD_TEST_SERVER_SECRET", "s3cret-value")
+	t.Setenv("HOOK_SETTING", "yes")
+	env := hook(t, "env", `cat >/dev/null; if env | grep -q s3cret-value; then echo '{"decision":"deny","reason":"the server env leaked"}'; `+
+		`elif [ "$HOOK_SETTING" = yes ]; then echo '{"decision":"ask","reason":"named variable seen"}'; fi`,
+		func(h *Hook) { h.Env = []string{"HOOK_SETTING"} })
+	if v := pre(t, env); v.Decision != "ask" || v.Reason != "named variable seen" {
+		t.Fatalf("environment: %+v", v)
+	}
+	// 2 MB of white space and then a valid allow: over the bound, so the
+	// hook failed, whatever it printed last.
+	huge := hook(t, "huge", `cat >/dev/null; head -c 2000000 /dev/zero | tr '\0' ' '; echo '{"decision":"allow"}'`, nil)
+	if v := pre(t, huge); v.Decision != "deny" || v.Hook != "huge" || !strings.Contains(v.Reason, "too large") {
+		t.Fatalf("huge output: %+v", v)
+	}
+	for name, out := range map[string]string{"array": `[{"decision":"allow"}]`, "string": `"allow"`, "extra": `{"decision":"allow","continue":true}`} {
+		h := hook(t, name, `cat >/dev/null; echo '`+out+`'`, nil)
+		if v := pre(t, h); v.Decision != "deny" || v.Hook != name || !strings.Contains(v.Reason, "fail_policy is closed") {
+			t.Errorf("%s: %+v", name, v)
+		}
+	}
+}
+
+// A fail-open hook that prints garbage allows for itself only: a later
+// hook's deny still wins, and an earlier ask stands.
+func TestFailOpenGarbageWithOtherHooks(t *testing.T) {
+	garbage := hook(t, "a-garbage", `cat >/dev/null; echo 'garbage {'`, func(h *Hook) { h.FailOpen = true })
+	ask := hook(t, "b-ask", `cat >/dev/null; echo '{"decision":"ask","reason":"check"}'`, nil)
+	deny := hook(t, "c-deny", `cat >/dev/null; echo '{"decision":"deny","reason":"no"}'`, nil)
+	if v := pre(t, garbage, ask); v.Decision != "ask" || v.Hook != "b-ask" {
+		t.Fatalf("garbage then ask: %+v", v)
+	}
+	if v := pre(t, garbage, ask, deny); v.Decision != "deny" || v.Hook != "c-deny" {
+		t.Fatalf("garbage, ask, deny: %+v", v)
+	}
+	if v := pre(t, garbage); v == nil || v.Decision != "allow" {
+		t.Fatalf("garbage alone, open: %+v", v)
+	}
+}

@@ -191,6 +191,12 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 			}))
 		})
 		updated = cur
+		if err == nil {
+			// Under the conversation's lock, before run_finished is
+			// published: whatever commits after it (a subagent's next
+			// tool_call_started) finds the run's context done.
+			e.stopDriver(id)
+		}
 		return evs, err
 	})
 	if err != nil {
@@ -211,12 +217,17 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 		e.obs.ToolCallFinished(agentd.StatusCancelled, c.Tier)
 	}
 	e.obs.RunFinished(agentd.RunCancelled)
+	return updated, nil
+}
+
+// stopDriver cancels the context of a run's driver, its model step and
+// its tools, if it has one.
+func (e *Engine) stopDriver(runID string) {
 	e.mu.Lock()
-	if rs, ok := e.runs[id]; ok {
+	defer e.mu.Unlock()
+	if rs, ok := e.runs[runID]; ok {
 		rs.cancel()
 	}
-	e.mu.Unlock()
-	return updated, nil
 }
 
 // ToolCall returns a call of a conversation the principal reaches, with

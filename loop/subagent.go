@@ -139,14 +139,14 @@ func (e *Engine) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.
 		msgID := agentd.NewID(agentd.PrefixMessage)
 		resp, err := sa.Model.Generate(ctx, agentd.ModelRequest{System: sa.System, Messages: msgs, Tools: r.specs}, func(delta string) {
 			if delta != "" {
-				r.relay(ctx, &agentd.TextDeltaPayload{RunID: parent.RunID, MessageID: msgID, Delta: delta})
+				_ = r.relay(ctx, &agentd.TextDeltaPayload{RunID: parent.RunID, MessageID: msgID, Delta: delta})
 			}
 		})
 		if err != nil {
 			return nil, fmt.Errorf("subagent %q: model: %w", sa.Name, err)
 		}
 		if resp.Text != "" {
-			r.relay(ctx, &agentd.MessagePayload{RunID: parent.RunID, MessageID: msgID, Role: agentd.RoleAssistant, Content: resp.Text})
+			_ = r.relay(ctx, &agentd.MessagePayload{RunID: parent.RunID, MessageID: msgID, Role: agentd.RoleAssistant, Content: resp.Text})
 		}
 		if len(resp.ToolCalls) == 0 {
 			return json.Marshal(resp.Text)
@@ -166,42 +166,49 @@ func (e *Engine) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.
 	return nil, fmt.Errorf("subagent %q reached max_turns (%d) without a final answer", sa.Name, maxTurns)
 }
 
-// relay commits and publishes one inner event as a subagent_event.
-func (r *subagentRun) relay(ctx context.Context, p agentd.EventPayload) {
-	e := r.e
-	inner := e.event(r.parent.ConversationID, p)
-	if err := e.emit(ctx, r.parent.ConversationID, &agentd.SubagentEventPayload{
-		ToolCallID: r.parent.ID, Subagent: r.sa.Name, Event: inner.Data,
-	}); err != nil && ctx.Err() == nil {
+// relay commits and publishes one inner event as a subagent_event. It
+// refuses (and returns ctx's error) once ctx, the parent run's, is done:
+// the check is made under the conversation's lock, under which Cancel
+// ends that context too, so nothing of the subagent is announced after
+// the run's run_finished.
+func (r *subagentRun) relay(ctx context.Context, p agentd.EventPayload) error {
+	return r.append(ctx, ctx, p)
+}
+
+// relayResult commits an inner call's result even when the run was
+// cancelled while it ran, as runCall records the parent's calls: a
+// tool_call_started is always followed by its result.
+func (r *subagentRun) relayResult(ctx context.Context, p *agentd.ToolCallResultPayload) {
+	_ = r.append(context.WithoutCancel(ctx), nil, p)
+}
+
+// append commits one inner event as a subagent_event unless live is done.
+func (r *subagentRun) append(ctx, live context.Context, p agentd.EventPayload) error {
+	e, conv := r.e, r.parent.ConversationID
+	err := e.commit(conv, func() ([]agentd.Event, error) {
+		if live != nil && live.Err() != nil {
+			return nil, live.Err()
+		}
+		inner := e.event(conv, p)
+		return e.store.AppendEvents(ctx, []agentd.EventDraft{e.event(conv, &agentd.SubagentEventPayload{
+			ToolCallID: r.parent.ID, Subagent: r.sa.Name, Event: inner.Data,
+		})})
+	})
+	if err != nil && ctx.Err() == nil {
 		e.log.Error().Err(err).Str("tool_call_id", r.parent.ID).Msg("append subagent event")
 	}
+	return err
 }
 
 // call classifies and, if it may run, runs one of the subagent's calls,
 // and returns the tool message its model reads.
 func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.ModelMessage {
-	e, p := r.e, r.parent
+	p := r.parent
 	tm := agentd.ModelMessage{Role: agentd.ModelRoleTool, ToolCallID: mc.ID, ToolName: mc.Name}
-	var def *ToolDef
-	if d, ok := r.defs[mc.Name]; ok {
-		def = &d
-	}
-	in := classifyIn{id: mc.ID, name: mc.Name, conv: p.ConversationID, run: p.RunID, tenant: p.TenantID,
-		args: mc.Arguments, delegated: r.deleg, phase: PhaseClassify, def: def}
-	cl := e.classifyCall(ctx, in)
-	if !cl.d.Refused && cl.d.Tier == agentd.TierAuto {
-		// Right before it runs, as in the parent's loop.
-		in.args, in.tier, in.phase = cl.d.Arguments, cl.d.Tier, PhaseExecute
-		if again := e.classifyCall(ctx, in); again.d.Refused || again.d.Tier != agentd.TierAuto || again.d.Digest != cl.d.Digest {
-			cl = again
-			if !cl.d.Refused {
-				cl.d.Tier = agentd.TierConfirm
-			}
-		}
-	}
+	cl := r.classify(ctx, mc)
 	d := cl.d
 	refuse := func(status agentd.CallStatus, tier agentd.Tier, reason string) agentd.ModelMessage {
-		r.relay(ctx, &agentd.ToolCallRefusedPayload{RunID: p.RunID, ToolCallID: mc.ID, ToolName: mc.Name, ServerID: d.ServerID,
+		_ = r.relay(ctx, &agentd.ToolCallRefusedPayload{RunID: p.RunID, ToolCallID: mc.ID, ToolName: mc.Name, ServerID: d.ServerID,
 			Tier: tier, Reason: reason, Escalated: d.Escalated})
 		tm.ToolStatus, tm.ToolReason, tm.Content = status, reason, reason
 		return tm
@@ -216,23 +223,66 @@ func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.
 		CorrelationID: p.CorrelationID, Name: mc.Name, ServerID: d.ServerID, Arguments: d.Arguments, ArgumentsSHA256: d.Digest,
 		Tier: d.Tier, Status: agentd.StatusExecuting, StateSHA256: cl.prep.State, Method: d.Method, Endpoint: d.Endpoint,
 		ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params}
-	r.relay(ctx, &agentd.ToolCallStartedPayload{RunID: p.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments})
-	result, err := r.sa.Tools.Execute(ctx, c)
-	res := &agentd.ToolCallResultPayload{RunID: p.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusCompleted, Result: result}
-	if err != nil {
-		res.Status, res.Result, res.Error = agentd.StatusFailed, nil, err.Error()
-	}
-	r.relay(ctx, res)
-	if e.agent.Hooks != nil {
-		if herr := e.agent.Hooks.PostToolUse(ctx, hookCall(c, PhaseExecute), res.Status, res.Result, res.Error); herr != nil {
-			e.log.Warn().Err(herr).Str("tool_call_id", c.ID).Msg("postToolUse hook failed")
-		}
-	}
-	c.Status, c.Result, c.Error = res.Status, res.Result, res.Error
-	tm.Content, tm.ToolReason = e.toolResultText(c)
+	c = r.execute(ctx, c)
+	tm.Content, tm.ToolReason = r.e.toolResultText(c)
 	tm.ToolStatus = c.Status
 	if c.Status == agentd.StatusCompleted {
 		tm.ToolResult = c.Result
 	}
 	return tm
+}
+
+// classify decides one of the subagent's calls as the parent's loop does:
+// at classification and, for an auto call, again right before it runs; a
+// call whose verdict changed in between is confirm (so denied here).
+func (r *subagentRun) classify(ctx context.Context, mc agentd.ModelToolCall) classified {
+	p := r.parent
+	var def *ToolDef
+	if d, ok := r.defs[mc.Name]; ok {
+		def = &d
+	}
+	in := classifyIn{id: mc.ID, name: mc.Name, conv: p.ConversationID, run: p.RunID, tenant: p.TenantID,
+		args: mc.Arguments, delegated: r.deleg, phase: PhaseClassify, def: def}
+	cl := r.e.classifyCall(ctx, in)
+	if cl.d.Refused || cl.d.Tier != agentd.TierAuto {
+		return cl
+	}
+	in.args, in.tier, in.phase = cl.d.Arguments, cl.d.Tier, PhaseExecute
+	again := r.e.classifyCall(ctx, in)
+	if !again.d.Refused && again.d.Tier == agentd.TierAuto && again.d.Digest == cl.d.Digest {
+		return cl
+	}
+	if !again.d.Refused {
+		again.d.Tier = agentd.TierConfirm
+	}
+	return again
+}
+
+// execute runs a cleared call of the subagent, announced by its
+// tool_call_started (nothing runs when that cannot be committed: the run
+// was cancelled), and returns it with its outcome, which is relayed as its
+// tool_call_result and shown to the postToolUse hooks.
+func (r *subagentRun) execute(ctx context.Context, c agentd.ToolCall) agentd.ToolCall {
+	e, p := r.e, r.parent
+	if err := r.relay(ctx, &agentd.ToolCallStartedPayload{RunID: p.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments}); err != nil {
+		c.Status, c.Error = agentd.StatusCancelled, "the call was not started: "+err.Error()
+		return c
+	}
+	result, err := r.sa.Tools.Execute(ctx, c)
+	res := &agentd.ToolCallResultPayload{RunID: p.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusCompleted, Result: result}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		res.Status, res.Result, res.Error = agentd.StatusFailed, nil, "the run was cancelled while the tool was running; its outcome is unknown"
+	default:
+		res.Status, res.Result, res.Error = agentd.StatusFailed, nil, err.Error()
+	}
+	r.relayResult(ctx, res)
+	if e.agent.Hooks != nil {
+		if herr := e.agent.Hooks.PostToolUse(ctx, hookCall(c, PhaseExecute), res.Status, res.Result, res.Error); herr != nil && ctx.Err() == nil {
+			e.log.Warn().Err(herr).Str("tool_call_id", c.ID).Msg("postToolUse hook failed")
+		}
+	}
+	c.Status, c.Result, c.Error = res.Status, res.Result, res.Error
+	return c
 }

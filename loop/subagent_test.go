@@ -1,0 +1,155 @@
+package loop_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/rs/zerolog"
+)
+
+// probeTool is an auto tool that counts its runs.
+type probeTool struct {
+	mu   sync.Mutex
+	runs int
+	ran  chan struct{} // closed at the first run
+}
+
+func (p *probeTool) ID() string { return "tools" }
+func (p *probeTool) Tools() []loop.ToolDef {
+	return []loop.ToolDef{{
+		Spec:        agentd.ToolSpec{Name: "probe", Description: "probe", Parameters: json.RawMessage(`{"type":"object"}`)},
+		Decision:    &confirm.Tool{Name: "probe", ServerID: "tools", Exposure: confirm.ExposureOpen},
+		LLMCallable: true,
+	}}
+}
+func (p *probeTool) Execute(context.Context, agentd.ToolCall) (json.RawMessage, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.runs++; p.runs == 1 {
+		close(p.ran)
+	}
+	return json.RawMessage(`{"ok":true}`), nil
+}
+func (p *probeTool) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runs
+}
+
+// gateModel is a subagent's model whose first step answers a call to probe
+// only once gate is closed, whatever its context says: a model answer
+// that arrives just as the run is cancelled.
+type gateModel struct {
+	entered chan struct{}
+	gate    chan struct{}
+	once    sync.Once
+}
+
+func (m *gateModel) Generate(ctx context.Context, _ agentd.ModelRequest, _ func(string)) (*agentd.ModelResponse, error) {
+	first := false
+	m.once.Do(func() { first = true })
+	if !first {
+		return &agentd.ModelResponse{Text: "done"}, nil
+	}
+	close(m.entered)
+	select {
+	case <-m.gate:
+	case <-time.After(30 * time.Second):
+		return nil, context.DeadlineExceeded
+	}
+	return &agentd.ModelResponse{ToolCalls: []agentd.ModelToolCall{{Name: "probe", Arguments: json.RawMessage(`{}`)}}}, nil
+}
+
+// cancelLogWriter is the engine's log: at Cancel's "run cancelled" line —
+// after the cancel's commit — it opens the subagent model's gate and holds
+// Cancel there until the probe ran or the task call's result is out.
+type cancelLogWriter struct {
+	gate  chan struct{}
+	probe *probeTool
+	rec   *recorder
+}
+
+func (w *cancelLogWriter) Write(b []byte) (int, error) {
+	if !bytes.Contains(b, []byte(`"message":"run cancelled"`)) {
+		return len(b), nil
+	}
+	close(w.gate)
+	deadline := time.After(30 * time.Second)
+	for w.rec.count(agentd.EventToolCallResult) == 0 {
+		select {
+		case <-w.probe.ran:
+			return len(b), nil
+		case <-w.rec.notify:
+		case <-deadline:
+			return len(b), nil
+		}
+	}
+	return len(b), nil
+}
+
+// Nothing of a subagent starts after its run's cancel was committed, even
+// when its model answers a call right then: the cancel ends the run's
+// context before it lets go of the conversation, and the subagent's
+// tool_call_started is committed only under a live one.
+func TestSubagentStartsNothingAfterCancel(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := &probeTool{ran: make(chan struct{})}
+	sub := &gateModel{entered: make(chan struct{}), gate: make(chan struct{})}
+	subs := []*loop.Subagent{{Name: "worker", Description: "works", Model: sub, Tools: toolset(t, probe), MaxTurns: 3}}
+	rec := newRecorder()
+	parent := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "task",
+		Arguments: json.RawMessage(`{"subagent":"worker","prompt":"probe it"}`)}}}}}
+	log := zerolog.New(&cancelLogWriter{gate: sub.gate, probe: probe, rec: rec})
+	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: parent, Tools: toolset(t, loop.TaskSource(subs)), Subagents: subs, MaxTurns: 5},
+		loop.Options{ExpireEvery: -1, Logger: log})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); st.Close() })
+	p := agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}
+	conv, err := e.CreateConversation(context.Background(), p, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := e.Send(context.Background(), p, conv.ID, "go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sub.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the subagent's model was not called")
+	}
+	if got, err := e.Cancel(context.Background(), p, run.ID); err != nil || got.Status != agentd.RunCancelled {
+		t.Fatalf("cancel: %+v %v", got, err)
+	}
+	rec.wait(t, agentd.EventToolCallResult, 1)
+	if n := probe.count(); n != 0 {
+		t.Fatalf("the probe ran %d times after the run was cancelled", n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, ev := range rec.events {
+		var d struct {
+			Event struct {
+				Type string `json:"type"`
+			} `json:"event"`
+		}
+		_ = json.Unmarshal(ev.Data, &d)
+		if ev.Type == agentd.EventSubagentEvent && d.Event.Type == agentd.EventToolCallStarted {
+			t.Fatalf("a subagent call was announced after the cancel: %s", ev.Data)
+		}
+	}
+}
