@@ -119,7 +119,8 @@ func (s *Service) Endpoints(ctx context.Context, p agentd.Principal) ([]agentd.W
 
 // EnableEndpoint enables a disabled endpoint (a no-op for an enabled one);
 // its pending deliveries resume. ENOTFOUND for an endpoint that does not
-// receive p's events.
+// receive p's events; EFORBIDDEN for an endpoint without a tenant filter
+// (it receives every tenant's events) unless p is an admin.
 func (s *Service) EnableEndpoint(ctx context.Context, p agentd.Principal, id string) (*agentd.WebhookEndpoint, error) {
 	if err := requireOperator(p); err != nil {
 		return nil, err
@@ -127,6 +128,11 @@ func (s *Service) EnableEndpoint(ctx context.Context, p agentd.Principal, id str
 	ep := s.byID[id]
 	if ep == nil || !reaches(p, ep) {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "webhook endpoint not found")
+	}
+	if ep.TenantID == "" && p.Role != agentd.RoleAdmin {
+		// It receives every tenant's events: one tenant's operator does
+		// not decide for the others.
+		return nil, agentd.Errorf(agentd.EFORBIDDEN, "webhook endpoint %q receives every tenant's events: only an admin key re-enables it", id)
 	}
 	now := s.opts.Clock.Now().UTC()
 	if err := s.store.SetWebhookEndpointState(ctx, agentd.WebhookEndpointState{ID: id, UpdatedAt: now}); err != nil {

@@ -103,6 +103,14 @@ func TestOperatorViewIsTenantScoped(t *testing.T) {
 	if _, err := svc.EnableEndpoint(ctx, other, "only-t"); agentd.ErrorCode(err) != agentd.ENOTFOUND {
 		t.Fatalf("another tenant enables only-t: %v", err)
 	}
+	// "all" has no tenant filter: an operator of one tenant may not
+	// re-enable it for every tenant; an admin may.
+	if _, err := svc.EnableEndpoint(ctx, op, "all"); agentd.ErrorCode(err) != agentd.EFORBIDDEN {
+		t.Fatalf("an operator enables the shared endpoint: %v", err)
+	}
+	if _, err := svc.EnableEndpoint(ctx, other, "all"); err != nil {
+		t.Fatalf("an admin enables the shared endpoint: %v", err)
+	}
 	if eps, _ := svc.Endpoints(ctx, other); len(eps) != 1 || eps[0].ID != "all" {
 		t.Fatalf("another tenant's endpoints: %+v", eps)
 	}

@@ -363,7 +363,7 @@ func TestWebhookDocsCurl(t *testing.T) {
 	sum := sha256.Sum256([]byte(opKey))
 	b, _ := json.Marshal(map[string]any{
 		"api_keys": []map[string]string{{"id": "op", "sha256": hex.EncodeToString(sum[:]), "tenant_id": "acme", "project_id": "shop", "role": "operator"}},
-		"webhooks": []map[string]any{{"id": "ops", "url": rc.URL, "secret_env": "OPS_WEBHOOK_SECRET"}},
+		"webhooks": []map[string]any{{"id": "ops", "url": rc.URL, "secret_env": "OPS_WEBHOOK_SECRET", "tenant_id": "acme"}},
 	})
 	must(t, os.WriteFile(filepath.Join(dir, "agentd.json"), b, 0o644))
 	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog, "OPS_WEBHOOK_SECRET": newSecret(t)})
@@ -380,6 +380,9 @@ func TestWebhookDocsCurl(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the docs' curl block: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), `"error":`) {
+		t.Fatalf("a request of the docs' curl block failed:\n%s", out)
 	}
 	for _, want := range []string{`"deliveries":[{"id":"msg_`, `"event_name":"llm.tool_call_approval_required"`,
 		`"deliveries":[]`, `"status":"pending"`, `"endpoints":[{"id":"ops"`, `"enabled":true`} {
