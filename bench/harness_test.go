@@ -30,9 +30,9 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/agentd-dev/agentd/webhook"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/agentd-dev/agentd/webhook"
 	"github.com/rs/zerolog"
 )
 
