@@ -42,106 +42,171 @@ import (
 const defaultAddr = "127.0.0.1:8787"
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseServeFlags(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	level, err := zerolog.ParseLevel(or(getenv("AGENTD_LOG_LEVEL"), "info"))
+	if err != nil {
+		return fmt.Errorf("AGENTD_LOG_LEVEL: %w", err)
+	}
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	var done closers
+	defer done.close()
+
+	lp, err := loadServeProject(cfg, getenv, log, &done)
+	if err != nil {
+		return err
+	}
+	keys := lp.proj.Server.APIKeys
+	if len(keys) == 0 && !isLoopback(cfg.addr) {
+		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", cfg.addr)
+	}
+	store, err := sqlite.Open(filepath.Join(cfg.dataDir, "agentd.db"))
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	done.add(func() { store.Close() })
+	handler, hub, err := wireServer(ctx, lp, store, log, &done)
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		log.Warn().Str("addr", ln.Addr().String()).Msg("DEV MODE: no API keys configured; serving tenant default/default to anyone on loopback without authentication")
+	}
+	log.Info().Str("addr", ln.Addr().String()).Str("project", lp.proj.Dir).Str("data", cfg.dataDir).Str("agent", lp.proj.Agent.Name).Msg("listening")
+	fmt.Fprintf(stdout, "agentd listening on http://%s\n", ln.Addr())
+	if lp.demoAPI != "" {
+		fmt.Fprintf(stdout, "demo billing API on %s\n", lp.demoAPI)
+	}
+	return serveHTTP(ctx, ln, handler, hub, log)
+}
+
+// serveConfig is what agentd serve's flags and environment choose.
+type serveConfig struct {
+	projectDir, addr, dataDir string
+}
+
+func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	projectDir := fs.String("project", getenv("AGENTD_PROJECT"), "project folder (default: the embedded demo project)")
 	addr := fs.String("addr", or(getenv("AGENTD_ADDR"), defaultAddr), "listen address")
 	dataDir := fs.String("data", or(getenv("AGENTD_DATA"), defaultDataDir(getenv)), "data folder (SQLite database)")
 	if err := fs.Parse(args); err != nil {
-		return errUsage
+		return serveConfig{}, errUsage
 	}
+	return serveConfig{projectDir: *projectDir, addr: *addr, dataDir: *dataDir}, nil
+}
 
-	level, err := zerolog.ParseLevel(or(getenv("AGENTD_LOG_LEVEL"), "info"))
-	if err != nil {
-		return fmt.Errorf("AGENTD_LOG_LEVEL: %w", err)
-	}
-	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+// closers are what serve releases when it returns, newest first.
+type closers []func()
 
-	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
-		return fmt.Errorf("data folder: %w", err)
+func (c *closers) add(f func()) { *c = append(*c, f) }
+
+func (c *closers) close() {
+	for i := len(*c) - 1; i >= 0; i-- {
+		(*c)[i]()
 	}
-	usingDemo := *projectDir == ""
-	demoAPI := ""
+}
+
+// servedProject is a loaded project with what its agent needs.
+type servedProject struct {
+	proj      *project.Project
+	model     agentd.Model
+	tools     *registry.Toolset
+	subagents []*loop.Subagent
+	demoAPI   string // the demo billing API's base URL, when serving the demo
+}
+
+// loadServeProject loads the project (writing the embedded demo into the
+// data folder when none is given), its workspace, model and tool registry,
+// and starts the demo billing API for the demo.
+func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.Logger, done *closers) (*servedProject, error) {
+	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data folder: %w", err)
+	}
+	usingDemo := cfg.projectDir == ""
 	if usingDemo {
-		dir := filepath.Join(*dataDir, "demo-project")
-		if err := demo.WriteTo(dir); err != nil {
-			return fmt.Errorf("write the embedded demo project: %w", err)
+		cfg.projectDir = filepath.Join(cfg.dataDir, "demo-project")
+		if err := demo.WriteTo(cfg.projectDir); err != nil {
+			return nil, fmt.Errorf("write the embedded demo project: %w", err)
 		}
-		*projectDir = dir
 	}
-	proj, err := project.Load(*projectDir, getenv)
+	proj, err := project.Load(cfg.projectDir, getenv)
 	if err != nil {
-		return fmt.Errorf("load project: %w", err)
+		return nil, fmt.Errorf("load project: %w", err)
 	}
 	var workspace *files.Source
 	if proj.Agent.Workspace != "" {
 		if workspace, err = files.Open(proj.Agent.Workspace, files.Options{}); err != nil {
-			return fmt.Errorf("load project: agent.json: %w", err)
+			return nil, fmt.Errorf("load project: agent.json: %w", err)
 		}
-		defer workspace.Close()
+		done.add(func() { workspace.Close() })
 	}
-	model, err := newModel(proj, getenv)
-	if err != nil {
-		return err
+	lp := &servedProject{proj: proj}
+	if lp.model, err = newModel(proj, getenv); err != nil {
+		return nil, err
 	}
-	agentTools, subagents, err := toolRegistry(proj, workspace, model, getenv)
-	if err != nil {
-		return fmt.Errorf("load project: %w", err)
+	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.model, getenv); err != nil {
+		return nil, fmt.Errorf("load project: %w", err)
 	}
 	if usingDemo {
 		// The demo's billing connection talks to the demo billing API,
 		// served here on a free loopback port.
 		base, stopAPI, err := startDemoAPI(proj, log)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer stopAPI()
-		demoAPI = base
+		done.add(stopAPI)
+		lp.demoAPI = base
 	}
 	for _, w := range proj.Warnings {
 		log.Warn().Str("project", proj.Dir).Msg(w)
 	}
+	return lp, nil
+}
 
-	keys := proj.Server.APIKeys
-	if len(keys) == 0 && !isLoopback(*addr) {
-		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", *addr)
-	}
-
-	store, err := sqlite.Open(filepath.Join(*dataDir, "agentd.db"))
-	if err != nil {
-		return fmt.Errorf("open store: %w", err)
-	}
-	defer store.Close()
-
+// wireServer wires the parts over the store: the event feed, the SSE hub,
+// the one metrics registry, the webhook outbox, the engine (started: it
+// recovers what must run now) and the API, and returns the API's handler
+// and the hub (its streams end at shutdown).
+func wireServer(ctx context.Context, lp *servedProject, store *sqlite.DB, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
+	proj := lp.proj
 	// The loop's commits go to the SSE hub, the streams' live path, and wake
 	// the event feed, which consumers that must not miss an event follow
 	// (docs/architecture.md, "The event feed"; docs/sse.md says why the hub
 	// is not fed from the feed).
 	events := feed.New(store, feed.Options{})
-	defer events.Close()
+	done.add(events.Close)
 	hub := sse.NewHub()
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	outbox, err := startWebhooks(ctx, proj, store, events, log, reg)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer outbox.Close()
+	done.add(outbox.Close)
 	agent := &loop.Agent{
-		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: model, Tools: agentTools,
-		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: subagents,
+		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: lp.model, Tools: lp.tools,
+		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: lp.subagents,
 	}
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
 	}
 	engine := loop.New(store, publishers{hub, events}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
 	if err := engine.Start(ctx); err != nil {
-		return err
+		return nil, nil, err
 	}
-	defer engine.Close()
+	done.add(engine.Close)
 
-	cfg := api.Config{Keys: keys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins,
+	cfg := api.Config{Keys: proj.Server.APIKeys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins,
 		Registerer: reg, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{log}})}
 	if len(proj.Server.Webhooks) > 0 {
 		cfg.Webhooks = outbox
@@ -149,29 +214,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(proj.Connections) > 0 {
 		cfg.Connections = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
 	}
-	srvAPI := api.New(engine, hub, store, cfg)
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
+	return api.New(engine, hub, store, cfg).Handler(), hub, nil
+}
+
+// serveHTTP serves h on ln until ctx ends, then shuts down gracefully,
+// ending the hub's streams first (or Shutdown would wait for them).
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, hub *sse.Hub, log zerolog.Logger) error {
 	srv := &http.Server{
-		Handler:           srvAPI.Handler(),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       60 * time.Second, // SSE streams clear their read deadline
 		WriteTimeout:      60 * time.Second, // SSE streams set a deadline per write
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
-	srv.RegisterOnShutdown(hub.Close) // end streams, or Shutdown waits for them
-	if len(keys) == 0 {
-		log.Warn().Str("addr", ln.Addr().String()).Msg("DEV MODE: no API keys configured; serving tenant default/default to anyone on loopback without authentication")
-	}
-	log.Info().Str("addr", ln.Addr().String()).Str("project", proj.Dir).Str("data", *dataDir).Str("agent", proj.Agent.Name).Msg("listening")
-	fmt.Fprintf(stdout, "agentd listening on http://%s\n", ln.Addr())
-	if demoAPI != "" {
-		fmt.Fprintf(stdout, "demo billing API on %s\n", demoAPI)
-	}
-
+	srv.RegisterOnShutdown(hub.Close)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
