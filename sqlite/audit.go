@@ -135,7 +135,7 @@ func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEn
 
 // auditWhere is Audit's condition and its parameters: only the filters
 // that are set, so that a call's or a conversation's entries are read from
-// their own index (TestQueryPlans).
+// the conversation's index (TestQueryPlans).
 func auditWhere(f agentd.AuditFilter) (string, []any) {
 	where := `tenant_id = ? AND project_id = ? AND id > ?`
 	args := []any{f.TenantID, f.ProjectID, f.After}
@@ -146,11 +146,16 @@ func auditWhere(f agentd.AuditFilter) (string, []any) {
 	if f.Kind != "" {
 		add(`kind = ?`, f.Kind)
 	}
-	if f.ToolCallID != "" {
-		add(`tool_call_id = ?`, f.ToolCallID)
-	}
 	if f.ConversationID != "" {
 		add(`conversation_id = ?`, f.ConversationID)
+	} else if f.ToolCallID != "" {
+		// No index of its own (0013): the entries of a call carry its
+		// conversation (callEntry), so they are read from the
+		// conversation's index.
+		add(`conversation_id = (SELECT COALESCE(conversation_id, '') FROM tool_calls WHERE id = ?)`, f.ToolCallID)
+	}
+	if f.ToolCallID != "" {
+		add(`tool_call_id = ?`, f.ToolCallID)
 	}
 	if !f.Since.IsZero() {
 		add(`created_at >= ?`, encBound(f.Since))
