@@ -191,16 +191,7 @@ func (e *Engine) Close() {
 // under that conversation's lock, then publishes the committed events, so
 // the stream sees them in sequence order and only after they are durable.
 func (e *Engine) commit(convID string, tx func() ([]agentd.Event, error)) error {
-	unlock := e.convLocks.lock(convID)
-	defer unlock()
-	evs, err := tx()
-	if err != nil {
-		return err
-	}
-	for _, ev := range evs {
-		e.pub.Publish(ev)
-	}
-	return nil
+	return e.commitMany([]string{convID}, tx)
 }
 
 // event builds the draft of an event of convID, now on the engine's clock,
