@@ -391,32 +391,21 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.Always != nil {
 		return *s.Always
 	}
-	sub := func(x *openapi3.SchemaRef) any { return cv.schema(x, refDepth, nesting+1) }
-	subs := func(xs openapi3.SchemaRefs) []any {
-		out := make([]any, 0, len(xs))
-		for _, x := range xs {
-			out = append(out, sub(x))
-		}
-		return out
-	}
-	subMap := func(m openapi3.Schemas) map[string]any {
-		out := make(map[string]any, len(m))
-		for k, x := range m {
-			out[k] = sub(x)
-		}
-		return out
-	}
-	boolSchema := func(b openapi3.BoolSchema) any {
-		if b.Has != nil {
-			return *b.Has
-		}
-		if b.Schema != nil {
-			return sub(b.Schema)
-		}
-		return nil
-	}
-
 	out := map[string]any{}
+	typeKeywords(out, s)
+	annotationKeywords(out, s)
+	numberKeywords(out, s)
+	stringKeywords(out, s)
+	below := subschemas{cv: cv, refDepth: refDepth, nesting: nesting + 1}
+	below.arrayKeywords(out, s)
+	below.objectKeywords(out, s)
+	below.compositionKeywords(out, s)
+	return out
+}
+
+// typeKeywords sets type, enum and const of out from s, with OpenAPI 3.0's
+// nullable folded into type and enum.
+func typeKeywords(out map[string]any, s *openapi3.Schema) {
 	types := slices.Clone(s.Type.Slice())
 	if s.Nullable && len(types) > 0 && !slices.Contains(types, "null") {
 		types = append(types, "null")
@@ -428,6 +417,21 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	default:
 		out["type"] = types
 	}
+	if len(s.Enum) > 0 {
+		enum := slices.Clone(s.Enum)
+		if s.Nullable && !slices.Contains(enum, nil) {
+			enum = append(enum, nil)
+		}
+		out["enum"] = enum
+	}
+	if s.Const != nil {
+		out["const"] = s.Const
+	}
+}
+
+// annotationKeywords copies the annotations of s into out: title,
+// description, format, default, deprecated, readOnly, writeOnly.
+func annotationKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.Title != "" {
 		out["title"] = s.Title
 	}
@@ -449,19 +453,12 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.WriteOnly {
 		out["writeOnly"] = true
 	}
-	if len(s.Enum) > 0 {
-		enum := slices.Clone(s.Enum)
-		if s.Nullable && !slices.Contains(enum, nil) {
-			enum = append(enum, nil)
-		}
-		out["enum"] = enum
-	}
-	if s.Const != nil {
-		out["const"] = s.Const
-	}
+}
 
-	// Numbers. In OpenAPI 3.0 exclusiveMinimum is a boolean modifier of
-	// minimum; in 3.1 (and JSON Schema) it is the bound itself.
+// numberKeywords copies the numeric bounds of s into out. In OpenAPI 3.0
+// exclusiveMinimum is a boolean modifier of minimum; in 3.1 (and JSON
+// Schema) it is the bound itself: both come out as the JSON Schema bound.
+func numberKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.Min != nil {
 		if s.ExclusiveMin.IsTrue() {
 			out["exclusiveMinimum"] = *s.Min
@@ -485,8 +482,11 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.MultipleOf != nil {
 		out["multipleOf"] = *s.MultipleOf
 	}
+}
 
-	// Strings.
+// stringKeywords copies the string bounds of s into out: minLength,
+// maxLength, pattern.
+func stringKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.MinLength > 0 {
 		out["minLength"] = s.MinLength
 	}
@@ -496,8 +496,47 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.Pattern != "" {
 		out["pattern"] = s.Pattern
 	}
+}
 
-	// Arrays.
+// subschemas converts the subschemas of one schema, one nesting level
+// below it and with the $ref depth it was reached at.
+type subschemas struct {
+	cv                *converter
+	refDepth, nesting int
+}
+
+func (b subschemas) one(x *openapi3.SchemaRef) any { return b.cv.schema(x, b.refDepth, b.nesting) }
+
+func (b subschemas) list(xs openapi3.SchemaRefs) []any {
+	out := make([]any, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, b.one(x))
+	}
+	return out
+}
+
+func (b subschemas) named(m openapi3.Schemas) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, x := range m {
+		out[k] = b.one(x)
+	}
+	return out
+}
+
+// boolOrSchema is a keyword that is either true/false or a schema; nil
+// when it is absent.
+func (b subschemas) boolOrSchema(v openapi3.BoolSchema) any {
+	if v.Has != nil {
+		return *v.Has
+	}
+	if v.Schema != nil {
+		return b.one(v.Schema)
+	}
+	return nil
+}
+
+// arrayKeywords converts the array keywords of s into out.
+func (b subschemas) arrayKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.MinItems > 0 {
 		out["minItems"] = s.MinItems
 	}
@@ -508,13 +547,13 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 		out["uniqueItems"] = true
 	}
 	if s.Items != nil {
-		out["items"] = sub(s.Items)
+		out["items"] = b.one(s.Items)
 	}
 	if len(s.PrefixItems) > 0 {
-		out["prefixItems"] = subs(s.PrefixItems)
+		out["prefixItems"] = b.list(s.PrefixItems)
 	}
 	if s.Contains != nil {
-		out["contains"] = sub(s.Contains)
+		out["contains"] = b.one(s.Contains)
 	}
 	if s.MinContains != nil {
 		out["minContains"] = *s.MinContains
@@ -522,13 +561,15 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.MaxContains != nil {
 		out["maxContains"] = *s.MaxContains
 	}
-	if v := boolSchema(s.UnevaluatedItems); v != nil {
+	if v := b.boolOrSchema(s.UnevaluatedItems); v != nil {
 		out["unevaluatedItems"] = v
 	}
+}
 
-	// Objects.
+// objectKeywords converts the object keywords of s into out.
+func (b subschemas) objectKeywords(out map[string]any, s *openapi3.Schema) {
 	if len(s.Properties) > 0 {
-		out["properties"] = subMap(s.Properties)
+		out["properties"] = b.named(s.Properties)
 	}
 	if len(s.Required) > 0 {
 		out["required"] = slices.Clone(s.Required)
@@ -539,48 +580,50 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.MaxProps != nil {
 		out["maxProperties"] = *s.MaxProps
 	}
-	if v := boolSchema(s.AdditionalProperties); v != nil {
+	if v := b.boolOrSchema(s.AdditionalProperties); v != nil {
 		out["additionalProperties"] = v
 	}
 	if len(s.PatternProperties) > 0 {
-		out["patternProperties"] = subMap(s.PatternProperties)
+		out["patternProperties"] = b.named(s.PatternProperties)
 	}
 	if s.PropertyNames != nil {
-		out["propertyNames"] = sub(s.PropertyNames)
+		out["propertyNames"] = b.one(s.PropertyNames)
 	}
 	if len(s.DependentRequired) > 0 {
 		out["dependentRequired"] = s.DependentRequired
 	}
 	if len(s.DependentSchemas) > 0 {
-		out["dependentSchemas"] = subMap(s.DependentSchemas)
+		out["dependentSchemas"] = b.named(s.DependentSchemas)
 	}
-	if v := boolSchema(s.UnevaluatedProperties); v != nil {
+	if v := b.boolOrSchema(s.UnevaluatedProperties); v != nil {
 		out["unevaluatedProperties"] = v
 	}
+}
 
-	// Composition.
+// compositionKeywords converts allOf, anyOf, oneOf, not and if/then/else
+// of s into out; then and else only come with an if.
+func (b subschemas) compositionKeywords(out map[string]any, s *openapi3.Schema) {
 	if len(s.AllOf) > 0 {
-		out["allOf"] = subs(s.AllOf)
+		out["allOf"] = b.list(s.AllOf)
 	}
 	if len(s.AnyOf) > 0 {
-		out["anyOf"] = subs(s.AnyOf)
+		out["anyOf"] = b.list(s.AnyOf)
 	}
 	if len(s.OneOf) > 0 {
-		out["oneOf"] = subs(s.OneOf)
+		out["oneOf"] = b.list(s.OneOf)
 	}
 	if s.Not != nil {
-		out["not"] = sub(s.Not)
+		out["not"] = b.one(s.Not)
 	}
 	if s.If != nil {
-		out["if"] = sub(s.If)
+		out["if"] = b.one(s.If)
 		if s.Then != nil {
-			out["then"] = sub(s.Then)
+			out["then"] = b.one(s.Then)
 		}
 		if s.Else != nil {
-			out["else"] = sub(s.Else)
+			out["else"] = b.one(s.Else)
 		}
 	}
-	return out
 }
 
 // describeOperation is an operation tool's description for the model.
