@@ -172,8 +172,42 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 	if err != nil {
 		return nil, err
 	}
-	// Path-level parameters, overridden by operation parameters of the
-	// same name and location.
+	cv := &converter{}
+	groups, err := c.parameterGroups(cv, pathParams, mergeParameters(item, op))
+	if err != nil {
+		return nil, err
+	}
+	props, required := groupProperties(groups)
+	body, bodyRequired, err := jsonBody(cv, op.RequestBody)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		props["body"] = body
+		if bodyRequired {
+			required = append(required, "body")
+		}
+	}
+	top := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		top["required"] = required
+	}
+	raw, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("cannot derive the arguments schema: %v", err)
+	}
+	o := &Operation{ID: op.OperationID, Method: method, Template: tmpl,
+		Summary: strings.TrimSpace(op.Summary), Description: strings.TrimSpace(op.Description), Parameters: raw}
+	if o.schema, err = schema.Compile(o.ID, raw); err != nil {
+		return nil, fmt.Errorf("the derived arguments schema does not compile: %v", err)
+	}
+	return o, nil
+}
+
+// mergeParameters returns the parameters of op: the path item's, each
+// overridden by an operation parameter of the same name and location, in
+// the order they first appear.
+func mergeParameters(item *openapi3.PathItem, op *openapi3.Operation) []*openapi3.Parameter {
 	type key struct{ in, name string }
 	merged := map[key]*openapi3.Parameter{}
 	var order []key
@@ -189,10 +223,21 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 			merged[k] = ref.Value
 		}
 	}
-	cv := &converter{}
+	out := make([]*openapi3.Parameter, len(order))
+	for i, k := range order {
+		out[i] = merged[k]
+	}
+	return out
+}
+
+// parameterGroups sorts params into the path, query and header groups of
+// the grouped arguments. Every name of the path template is a required
+// string unless a parameter describes it; a path parameter the template
+// lacks is an error. Headers the model may not set and cookies are left
+// out; header values are strings.
+func (c *Connection) parameterGroups(cv *converter, pathParams []string, params []*openapi3.Parameter) (map[string]*group, error) {
 	groups := map[string]*group{"path": newGroup(), "query": newGroup(), "header": newGroup()}
-	for _, k := range order {
-		p := merged[k]
+	for _, p := range params {
 		switch p.In {
 		case openapi3.ParameterInPath:
 			if !slices.Contains(pathParams, p.Name) {
@@ -219,7 +264,13 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 			groups["path"].add(name, map[string]any{"type": "string"}, true)
 		}
 	}
+	return groups, nil
+}
 
+// groupProperties returns the top-level properties of the grouped
+// arguments for the non-empty groups, and the names of those that are
+// required (those with a required member), in path, query, header order.
+func groupProperties(groups map[string]*group) (map[string]any, []string) {
 	props := map[string]any{}
 	var required []string
 	for _, g := range []string{"path", "query", "header"} {
@@ -232,42 +283,34 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 			required = append(required, g)
 		}
 	}
-	if op.RequestBody != nil && op.RequestBody.Value != nil {
-		rb := op.RequestBody.Value
-		mt := rb.Content.Get("application/json")
-		switch {
-		case mt != nil:
-			var body any = map[string]any{}
-			if mt.Schema != nil {
-				body = cv.schema(mt.Schema, 0, 0)
-			}
-			if rb.Description != "" {
-				if m, ok := body.(map[string]any); ok && m["description"] == nil {
-					m["description"] = rb.Description
-				}
-			}
-			props["body"] = body
-			if rb.Required {
-				required = append(required, "body")
-			}
-		case rb.Required:
-			return nil, &unsupportedError{"the required request body has no application/json media type; only JSON bodies are supported"}
+	return props, required
+}
+
+// jsonBody returns the schema of the body argument (nil when the
+// operation takes no JSON body) and whether the body is required. A
+// required body with no application/json media type is unsupported.
+func jsonBody(cv *converter, ref *openapi3.RequestBodyRef) (any, bool, error) {
+	if ref == nil || ref.Value == nil {
+		return nil, false, nil
+	}
+	rb := ref.Value
+	mt := rb.Content.Get("application/json")
+	switch {
+	case mt != nil:
+		var body any = map[string]any{}
+		if mt.Schema != nil {
+			body = cv.schema(mt.Schema, 0, 0)
 		}
+		if rb.Description != "" {
+			if m, ok := body.(map[string]any); ok && m["description"] == nil {
+				m["description"] = rb.Description
+			}
+		}
+		return body, rb.Required, nil
+	case rb.Required:
+		return nil, false, &unsupportedError{"the required request body has no application/json media type; only JSON bodies are supported"}
 	}
-	top := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
-	if len(required) > 0 {
-		top["required"] = required
-	}
-	raw, err := json.Marshal(top)
-	if err != nil {
-		return nil, fmt.Errorf("cannot derive the arguments schema: %v", err)
-	}
-	o := &Operation{ID: op.OperationID, Method: method, Template: tmpl,
-		Summary: strings.TrimSpace(op.Summary), Description: strings.TrimSpace(op.Description), Parameters: raw}
-	if o.schema, err = schema.Compile(o.ID, raw); err != nil {
-		return nil, fmt.Errorf("the derived arguments schema does not compile: %v", err)
-	}
-	return o, nil
+	return nil, false, nil
 }
 
 // unknownOperationError is an operationId of tools.operations that the
