@@ -62,23 +62,43 @@ type Operation struct {
 // method, a required non-JSON body) is an error when sel names it, and
 // skipped with a warning otherwise. Errors name the place in the document.
 func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Operation, warnings []string, err error) {
-	root, err := os.OpenRoot(dir)
+	data, err := readDocument(dir, rel)
 	if err != nil {
 		return nil, nil, err
+	}
+	doc, err := parseOpenAPI(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.selectOperations(doc, sel)
+}
+
+// readDocument reads the file rel inside dir (never outside it), at most
+// maxDocumentBytes.
+func readDocument(dir, rel string) ([]byte, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
 	}
 	defer root.Close()
 	f, err := root.Open(rel)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
+		return nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxDocumentBytes+1))
 	f.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
+		return nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
 	}
 	if len(data) > maxDocumentBytes {
-		return nil, nil, fmt.Errorf("the OpenAPI document is larger than %d bytes", maxDocumentBytes)
+		return nil, fmt.Errorf("the OpenAPI document is larger than %d bytes", maxDocumentBytes)
 	}
+	return data, nil
+}
+
+// parseOpenAPI parses and validates an OpenAPI 3 document whose $refs all
+// stay inside it.
+func parseOpenAPI(data []byte) (*openapi3.T, error) {
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = false
 	loader.Context = context.Background()
@@ -86,17 +106,24 @@ func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Opera
 	if err != nil {
 		var ext *openapi3.DisallowedExternalRefError
 		if errors.As(err, &ext) {
-			return nil, nil, fmt.Errorf("$ref %q refers to another document: only references inside the document (#/...) are allowed", ext.Ref)
+			return nil, fmt.Errorf("$ref %q refers to another document: only references inside the document (#/...) are allowed", ext.Ref)
 		}
-		return nil, nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
+		return nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
 	}
 	if !strings.HasPrefix(doc.OpenAPI, "3.") {
-		return nil, nil, fmt.Errorf(`field "openapi": must be an OpenAPI 3 version such as "3.0.3", got %q`, doc.OpenAPI)
+		return nil, fmt.Errorf(`field "openapi": must be an OpenAPI 3 version such as "3.0.3", got %q`, doc.OpenAPI)
 	}
 	if err := doc.Validate(loader.Context); err != nil {
-		return nil, nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
+		return nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
 	}
+	return doc, nil
+}
 
+// selectOperations builds the operations of doc that sel names (every one
+// when sel is nil), by path and then method order, as loadOperations
+// promises. Every operationId must be unique, and every one sel names
+// must exist.
+func (c *Connection) selectOperations(doc *openapi3.T, sel []string) (ops []*Operation, warnings []string, err error) {
 	want := map[string]bool{}
 	for _, id := range sel {
 		want[id] = true
@@ -113,12 +140,7 @@ func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Opera
 			continue
 		}
 		all := item.Operations()
-		methods := make([]string, 0, len(all))
-		for m := range all {
-			methods = append(methods, m)
-		}
-		sort.Slice(methods, func(i, j int) bool { return methodOrder(methods[i]) < methodOrder(methods[j]) })
-		for _, m := range methods {
+		for _, m := range sortedMethods(all) {
 			op := all[m]
 			where := fmt.Sprintf("paths.%s.%s", p, strings.ToLower(m))
 			id := op.OperationID
@@ -152,6 +174,17 @@ func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Opera
 		}
 	}
 	return ops, warnings, nil
+}
+
+// sortedMethods returns the methods of a path item's operations in
+// operationMethods order, unknown methods last.
+func sortedMethods(all map[string]*openapi3.Operation) []string {
+	methods := make([]string, 0, len(all))
+	for m := range all {
+		methods = append(methods, m)
+	}
+	sort.Slice(methods, func(i, j int) bool { return methodOrder(methods[i]) < methodOrder(methods[j]) })
+	return methods
 }
 
 func methodOrder(m string) int {
