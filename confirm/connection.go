@@ -453,41 +453,71 @@ func refuseTenant(c Call, d Decision, eff json.RawMessage) (Decision, bool) {
 }
 
 // decideConnection classifies a request-tool or operation call whose
-// arguments passed the schema.
+// arguments passed the schema: the endpoint's policy tier (or the default
+// for reads or writes), raised by thresholds and delegation, never lowered.
 func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
-	refuse := func(tier agentd.Tier, escalated bool, why string) Decision {
-		d.Tier, d.Refused, d.Escalated = tier, true, escalated
-		d.Why, d.Reason = strings.TrimSuffix(why, "."), refusal(tier, why)
-		d.AllowedDecisions = nil
-		return d
-	}
 	tg, err := Resolve(c.Tool, eff)
 	if err == nil {
 		err = checkKeys(eff)
 	}
 	if err != nil {
 		d.Invalid = true
-		return refuse(agentd.TierNever, false, err.Error())
+		return refuse(d, agentd.TierNever, false, err.Error())
 	}
 	conn := c.Tool.Connection
 	if c.Tool.Kind == KindRequest {
 		conn = c.Tool.Connections[tg.Connection]
 	}
+	ep := describeTarget(&d, c.Tool, conn, tg)
+
+	write, err := writes(c.Tool.Kind, tg, ep)
+	if err == nil && c.Tool.Kind == KindRequest && c.Mode == ModeLoop && tg.Intent == IntentConfirmedWrite {
+		d, err = demoteConfirmedWrite(d, tg, eff)
+	}
+	if err != nil {
+		return refuse(d, agentd.TierNever, false, err.Error())
+	}
+
+	var reason string
+	d.Tier, reason = policyTier(conn.Policy, ep, write)
+	if ep != nil {
+		d.ApprovalTimeout = ep.ApprovalTimeout
+	}
+	subject := fmt.Sprintf("%s %s on connection %q", tg.Method, tg.Path, conn.Name)
+	base := d.Tier
+	d.Tier, reason = escalateByThreshold(ep, tg.Grouped, d.Tier, reason, subject)
+	if c.Delegated {
+		d.Tier, reason = escalateDelegated(conn.Policy, d.Tier, reason, subject)
+	}
+	d.Escalated = d.Tier.Rank() > base.Rank()
+	return settle(c, d, tg, ep, reason, subject)
+}
+
+// refuse returns d refused at tier because of why: the call does not run,
+// the model reads the refusal, and no decision is offered to an approver.
+func refuse(d Decision, tier agentd.Tier, escalated bool, why string) Decision {
+	d.Tier, d.Refused, d.Escalated = tier, true, escalated
+	d.Why, d.Reason = strings.TrimSuffix(why, "."), refusal(tier, why)
+	d.AllowedDecisions = nil
+	return d
+}
+
+// describeTarget returns the endpoint policy of conn that governs tg (nil
+// when none matches) and records on d what the call reaches: connection,
+// method, path, template, grouped arguments and the target itself. A
+// request tool's target takes the matched endpoint's template; path
+// parameters are unescaped in the grouped arguments.
+func describeTarget(d *Decision, t *Tool, conn *Connection, tg *Target) *Endpoint {
 	d.Connection = conn.Name
 	d.Method = tg.Method
 	d.Endpoint = tg.Path
-	ep, params := conn.Policy.Match(tg.Method, tg.Path)
-	if fold, foldParams := conn.Policy.MatchFold(tg.Method, tg.Path); fold != nil && (ep == nil || fold.Tier.Rank() > ep.Tier.Rank()) {
-		// A case-insensitive server would route the request to fold's
-		// endpoint: its stricter tier applies.
-		ep, params = fold, foldParams
-	}
-	if ep != nil && c.Tool.Kind == KindRequest {
+	ep, params := matchEndpoint(conn.Policy, tg.Method, tg.Path)
+	if ep != nil && t.Kind == KindRequest {
 		tg.Template = ep.Template
 	}
-	if c.Tool.Kind == KindOperation {
+	if t.Kind == KindOperation {
 		// The model named the operation's own parameters.
-		params = operationPathParams(c.Tool.Operation.Template, tg.Path)
+		params = operationPathParams(t.Operation.Template, tg.Path)
 	}
 	for k, v := range params {
 		if u, err := url.PathUnescape(v); err == nil {
@@ -498,85 +528,134 @@ func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 	tg.Grouped = grouped(tg, params)
 	d.Params = tg.Grouped
 	d.Target = tg
+	return ep
+}
 
-	write := tg.Write()
-	if c.Tool.Kind == KindRequest {
-		if write && tg.Intent == IntentRead && (ep == nil || !ep.IntentRead) {
-			return refuse(agentd.TierNever, false, fmt.Sprintf(
-				`%s %s changes data, so it must declare intent "write"; intent "read" is only accepted where the endpoint policy sets "intent": "read"`,
-				tg.Method, tg.Path))
-		}
-		if tg.Intent != IntentRead {
-			write = true
-		} else if ep != nil && ep.IntentRead {
-			write = false
-		}
-		if c.Mode == ModeLoop && tg.Intent == IntentConfirmedWrite {
-			// The model can never skip the gate: confirmed_write is write.
-			eff = setIntent(eff, IntentWrite)
-			tg.Intent = IntentWrite
-			d.Arguments = eff
-			if d.Digest, err = Digest(eff); err != nil {
-				return refuse(agentd.TierNever, false, err.Error())
-			}
-		}
+// matchEndpoint returns the endpoint of p that governs method and path,
+// with its path parameters: the exact match, unless a case-insensitive
+// match has a stricter tier.
+func matchEndpoint(p *Policy, method, path string) (*Endpoint, map[string]string) {
+	ep, params := p.Match(method, path)
+	if fold, foldParams := p.MatchFold(method, path); fold != nil && (ep == nil || fold.Tier.Rank() > ep.Tier.Rank()) {
+		// A case-insensitive server would route the request to fold's
+		// endpoint: its stricter tier applies.
+		return fold, foldParams
 	}
+	return ep, params
+}
 
-	var reason string
+// writes reports whether the policy treats the call as a write. For a
+// request tool that is its declared intent, except that intent "read" only
+// counts where the endpoint allows it (ep.IntentRead); a method that
+// changes data declaring "read" anywhere else is an error.
+func writes(kind string, tg *Target, ep *Endpoint) (bool, error) {
+	write := tg.Write()
+	if kind != KindRequest {
+		return write, nil
+	}
+	if write && tg.Intent == IntentRead && (ep == nil || !ep.IntentRead) {
+		return false, fmt.Errorf(
+			`%s %s changes data, so it must declare intent "write"; intent "read" is only accepted where the endpoint policy sets "intent": "read"`,
+			tg.Method, tg.Path)
+	}
+	if tg.Intent != IntentRead {
+		return true, nil
+	}
+	if ep != nil && ep.IntentRead {
+		return false, nil
+	}
+	return write, nil
+}
+
+// demoteConfirmedWrite turns a loop call's intent confirmed_write into
+// write, in tg and in d's effective arguments and digest: the model can
+// never skip the gate. The error is the digest's.
+func demoteConfirmedWrite(d Decision, tg *Target, eff json.RawMessage) (Decision, error) {
+	eff = setIntent(eff, IntentWrite)
+	tg.Intent = IntentWrite
+	d.Arguments = eff
+	var err error
+	d.Digest, err = Digest(eff)
+	return d, err
+}
+
+// policyTier is a connection call's tier and reason before thresholds and
+// delegation: the matching endpoint's, else the policy's default for
+// writes or reads.
+func policyTier(p *Policy, ep *Endpoint, write bool) (agentd.Tier, string) {
 	switch {
 	case ep != nil:
-		d.Tier, reason = ep.Tier, ep.Reason
-		d.ApprovalTimeout = ep.ApprovalTimeout
+		return ep.Tier, ep.Reason
 	case write:
-		d.Tier = conn.Policy.defaultWrite()
+		return p.defaultWrite(), ""
 	default:
-		d.Tier = conn.Policy.defaultRead()
+		return p.defaultRead(), ""
 	}
-	subject := fmt.Sprintf("%s %s on connection %q", tg.Method, tg.Path, conn.Name)
-	base := d.Tier
-	// Thresholds: the highest matching one wins; a tier is never lowered.
-	if ep != nil {
-		var hit *Threshold
-		var hitVal float64
-		for i := range ep.Thresholds {
-			th := &ep.Thresholds[i]
-			v, ok := lookupNumber(tg.Grouped, th.Field)
-			if !ok || v <= th.Above {
-				continue
-			}
-			// The strictest matching threshold wins; among equals, the
-			// highest limit gives the reason.
-			if hit == nil || th.Escalate.Rank() > hit.Escalate.Rank() ||
-				(th.Escalate == hit.Escalate && th.Above > hit.Above) {
-				hit, hitVal = th, v
-			}
-		}
-		if hit != nil && hit.Escalate.Rank() > d.Tier.Rank() {
-			d.Tier = hit.Escalate
-			reason = hit.Reason
-			if reason == "" {
-				reason = fmt.Sprintf("%s is %s, above the limit of %s for %s", hit.Field,
-					strconv.FormatFloat(hitVal, 'f', -1, 64), strconv.FormatFloat(hit.Above, 'f', -1, 64), subject)
-			}
-			reason = fmt.Sprintf("%s (escalated to %s)", strings.TrimSuffix(reason, "."), d.Tier)
-		}
-	}
-	if c.Delegated && conn.Policy != nil && conn.Policy.EscalateConfirm && d.Tier == agentd.TierConfirm {
-		d.Tier = agentd.TierReview
-		why := reason
-		if why == "" {
-			why = subject + " needs confirmation"
-		}
-		reason = fmt.Sprintf("%s, and this conversation is delegated: no one can confirm it here (escalated to review)", strings.TrimSuffix(why, "."))
-	}
-	d.Escalated = d.Tier.Rank() > base.Rank()
+}
 
+// escalateByThreshold returns tier and reason after ep's thresholds over
+// the grouped arguments: the strictest threshold exceeded raises the tier
+// and gives the reason; a tier is never lowered.
+func escalateByThreshold(ep *Endpoint, grouped json.RawMessage, tier agentd.Tier, reason, subject string) (agentd.Tier, string) {
+	hit, val := strictestThreshold(ep, grouped)
+	if hit == nil || hit.Escalate.Rank() <= tier.Rank() {
+		return tier, reason
+	}
+	reason = hit.Reason
+	if reason == "" {
+		reason = fmt.Sprintf("%s is %s, above the limit of %s for %s", hit.Field,
+			strconv.FormatFloat(val, 'f', -1, 64), strconv.FormatFloat(hit.Above, 'f', -1, 64), subject)
+	}
+	return hit.Escalate, fmt.Sprintf("%s (escalated to %s)", strings.TrimSuffix(reason, "."), hit.Escalate)
+}
+
+// strictestThreshold returns the threshold of ep (nil if none or ep is nil)
+// that the grouped arguments exceed with the strictest tier, among equals
+// the one with the highest limit, and the value that exceeded it.
+func strictestThreshold(ep *Endpoint, grouped json.RawMessage) (*Threshold, float64) {
+	if ep == nil {
+		return nil, 0
+	}
+	var hit *Threshold
+	var hitVal float64
+	for i := range ep.Thresholds {
+		th := &ep.Thresholds[i]
+		v, ok := lookupNumber(grouped, th.Field)
+		if !ok || v <= th.Above {
+			continue
+		}
+		if hit == nil || th.Escalate.Rank() > hit.Escalate.Rank() ||
+			(th.Escalate == hit.Escalate && th.Above > hit.Above) {
+			hit, hitVal = th, v
+		}
+	}
+	return hit, hitVal
+}
+
+// escalateDelegated returns tier and reason for a call of a delegated
+// conversation: where the policy sets escalate_confirm, confirm becomes
+// review, since no one there can confirm it; any other tier is unchanged.
+func escalateDelegated(p *Policy, tier agentd.Tier, reason, subject string) (agentd.Tier, string) {
+	if p == nil || !p.EscalateConfirm || tier != agentd.TierConfirm {
+		return tier, reason
+	}
+	if reason == "" {
+		reason = subject + " needs confirmation"
+	}
+	return agentd.TierReview, fmt.Sprintf("%s, and this conversation is delegated: no one can confirm it here (escalated to review)", strings.TrimSuffix(reason, "."))
+}
+
+// settle completes d at its final tier: review and never are refused,
+// confirm offers approve and deny (and edit where ep allows it) and, in
+// ModeDurable without confirmed_write, a preview; each gets reason, or a
+// sentence about subject when the policy gave none.
+func settle(c Call, d Decision, tg *Target, ep *Endpoint, reason, subject string) Decision {
 	switch d.Tier {
 	case agentd.TierReview, agentd.TierNever:
 		if reason == "" {
 			reason = fmt.Sprintf("the policy of %s is %q", subject, d.Tier)
 		}
-		return refuse(d.Tier, d.Escalated, reason)
+		return refuse(d, d.Tier, d.Escalated, reason)
 	case agentd.TierConfirm:
 		if reason == "" {
 			reason = fmt.Sprintf("%s requires user confirmation", subject)

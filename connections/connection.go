@@ -265,85 +265,113 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 		}
 		c.redacts = c.auth.secrets()
 	}
-
-	hnames := make([]string, 0, len(f.Headers))
-	for k := range f.Headers {
-		hnames = append(hnames, k)
+	if err := c.setStaticHeaders(f.Headers); err != nil {
+		return nil, nil, err
 	}
-	sort.Strings(hnames)
-	for _, k := range hnames {
-		if err := checkStaticHeader(k, f.Headers[k]); err != nil {
-			return nil, nil, jsonconf.FieldErr("headers."+k, "%v", err)
-		}
-		if c.auth != nil && c.auth.kind == "header" && strings.EqualFold(k, c.auth.header) {
-			return nil, nil, jsonconf.FieldErr("headers."+k, "is the header of auth; set it only there")
-		}
-		c.headers.Set(k, f.Headers[k])
+	if err := c.setLimits(f.TimeoutMS, f.MaxResponseBytes); err != nil {
+		return nil, nil, err
 	}
-
-	if f.TimeoutMS != nil {
-		ms := *f.TimeoutMS
-		if ms < 1 || ms > MaxTimeout.Milliseconds() {
-			return nil, nil, jsonconf.FieldErr("timeout_ms", "must be between 1 and %d, got %d", MaxTimeout.Milliseconds(), ms)
-		}
-		c.timeout = time.Duration(ms) * time.Millisecond
-	}
-	if f.MaxResponseBytes != nil {
-		n := *f.MaxResponseBytes
-		if n < 1 || n > MaxMaxResponseBytes {
-			return nil, nil, jsonconf.FieldErr("max_response_bytes", "must be between 1 and %d (16 MiB), got %d", MaxMaxResponseBytes, n)
-		}
-		c.maxResponse = n
-	}
-
 	if f.OpenAPI != nil {
-		p := *f.OpenAPI
-		switch {
-		case p == "":
-			return nil, nil, jsonconf.FieldErr("openapi", "must name a file in the connection folder, e.g. \"openapi.json\"")
-		case filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || !filepath.IsLocal(p):
-			return nil, nil, jsonconf.FieldErr("openapi", "must be a path inside the connection folder, got %q", p)
+		if c.document, err = parseDocumentPath(*f.OpenAPI); err != nil {
+			return nil, nil, err
 		}
-		c.document = p
 	}
-
 	if !jsonconf.IsNull(f.TenantIDs) {
 		if c.tenants, err = parseTenantIDs(f.TenantIDs); err != nil {
 			return nil, nil, err
 		}
 	}
-
 	var opsSel []string
 	if !jsonconf.IsNull(f.Tools) {
-		var tf toolsFile
-		if err := jsonconf.DecodeStrict(f.Tools, &tf, "tools"); err != nil {
+		if opsSel, err = c.parseTools(f.Tools); err != nil {
 			return nil, nil, err
-		}
-		if tf.Request != nil {
-			c.requestTool = *tf.Request
-		}
-		if tf.Operations != nil {
-			if c.document == "" {
-				return nil, nil, jsonconf.FieldErr("tools.operations", `needs an OpenAPI document: set "openapi"`)
-			}
-			seen := map[string]bool{}
-			for i, id := range tf.Operations {
-				if id == "" {
-					return nil, nil, jsonconf.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "is empty")
-				}
-				if seen[id] {
-					return nil, nil, jsonconf.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "%q is listed twice", id)
-				}
-				seen[id] = true
-			}
-			opsSel = tf.Operations
-			if opsSel == nil {
-				opsSel = []string{}
-			}
 		}
 	}
 	c.client = c.newClient()
 	return c, opsSel, nil
+}
+
+// setStaticHeaders checks the headers of connection.json, in name order,
+// and sets them on every request of c; the header of c's auth may only be
+// set by auth. c.auth must be parsed first.
+func (c *Connection) setStaticHeaders(headers map[string]string) error {
+	names := make([]string, 0, len(headers))
+	for k := range headers {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := checkStaticHeader(k, headers[k]); err != nil {
+			return jsonconf.FieldErr("headers."+k, "%v", err)
+		}
+		if c.auth != nil && c.auth.kind == "header" && strings.EqualFold(k, c.auth.header) {
+			return jsonconf.FieldErr("headers."+k, "is the header of auth; set it only there")
+		}
+		c.headers.Set(k, headers[k])
+	}
+	return nil
+}
+
+// setLimits checks timeout_ms and max_response_bytes (nil: the default
+// stays) against MaxTimeout and MaxMaxResponseBytes and sets them on c.
+func (c *Connection) setLimits(timeoutMS, maxResponseBytes *int64) error {
+	if timeoutMS != nil {
+		ms := *timeoutMS
+		if ms < 1 || ms > MaxTimeout.Milliseconds() {
+			return jsonconf.FieldErr("timeout_ms", "must be between 1 and %d, got %d", MaxTimeout.Milliseconds(), ms)
+		}
+		c.timeout = time.Duration(ms) * time.Millisecond
+	}
+	if maxResponseBytes != nil {
+		n := *maxResponseBytes
+		if n < 1 || n > MaxMaxResponseBytes {
+			return jsonconf.FieldErr("max_response_bytes", "must be between 1 and %d (16 MiB), got %d", MaxMaxResponseBytes, n)
+		}
+		c.maxResponse = n
+	}
+	return nil
+}
+
+// parseDocumentPath checks openapi: a non-empty relative path that stays
+// inside the connection folder; it returns the path as written.
+func parseDocumentPath(p string) (string, error) {
+	switch {
+	case p == "":
+		return "", jsonconf.FieldErr("openapi", "must name a file in the connection folder, e.g. \"openapi.json\"")
+	case filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || !filepath.IsLocal(p):
+		return "", jsonconf.FieldErr("openapi", "must be a path inside the connection folder, got %q", p)
+	}
+	return p, nil
+}
+
+// parseTools checks the tools object and sets whether c offers its request
+// tool. It returns tools.operations: nil when absent (every operation),
+// else the distinct, non-empty operationIds listed, which need c.document.
+func (c *Connection) parseTools(raw json.RawMessage) ([]string, error) {
+	var tf toolsFile
+	if err := jsonconf.DecodeStrict(raw, &tf, "tools"); err != nil {
+		return nil, err
+	}
+	if tf.Request != nil {
+		c.requestTool = *tf.Request
+	}
+	if tf.Operations == nil {
+		return nil, nil
+	}
+	if c.document == "" {
+		return nil, jsonconf.FieldErr("tools.operations", `needs an OpenAPI document: set "openapi"`)
+	}
+	seen := map[string]bool{}
+	for i, id := range tf.Operations {
+		if id == "" {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "is empty")
+		}
+		if seen[id] {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "%q is listed twice", id)
+		}
+		seen[id] = true
+	}
+	return tf.Operations, nil
 }
 
 // parseTenantIDs checks tenant_ids: a non-empty array of distinct,

@@ -62,23 +62,43 @@ type Operation struct {
 // method, a required non-JSON body) is an error when sel names it, and
 // skipped with a warning otherwise. Errors name the place in the document.
 func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Operation, warnings []string, err error) {
-	root, err := os.OpenRoot(dir)
+	data, err := readDocument(dir, rel)
 	if err != nil {
 		return nil, nil, err
+	}
+	doc, err := parseOpenAPI(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.selectOperations(doc, sel)
+}
+
+// readDocument reads the file rel inside dir (never outside it), at most
+// maxDocumentBytes.
+func readDocument(dir, rel string) ([]byte, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
 	}
 	defer root.Close()
 	f, err := root.Open(rel)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
+		return nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxDocumentBytes+1))
 	f.Close()
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
+		return nil, fmt.Errorf("cannot read the OpenAPI document: %w", err)
 	}
 	if len(data) > maxDocumentBytes {
-		return nil, nil, fmt.Errorf("the OpenAPI document is larger than %d bytes", maxDocumentBytes)
+		return nil, fmt.Errorf("the OpenAPI document is larger than %d bytes", maxDocumentBytes)
 	}
+	return data, nil
+}
+
+// parseOpenAPI parses and validates an OpenAPI 3 document whose $refs all
+// stay inside it.
+func parseOpenAPI(data []byte) (*openapi3.T, error) {
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = false
 	loader.Context = context.Background()
@@ -86,17 +106,24 @@ func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Opera
 	if err != nil {
 		var ext *openapi3.DisallowedExternalRefError
 		if errors.As(err, &ext) {
-			return nil, nil, fmt.Errorf("$ref %q refers to another document: only references inside the document (#/...) are allowed", ext.Ref)
+			return nil, fmt.Errorf("$ref %q refers to another document: only references inside the document (#/...) are allowed", ext.Ref)
 		}
-		return nil, nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
+		return nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
 	}
 	if !strings.HasPrefix(doc.OpenAPI, "3.") {
-		return nil, nil, fmt.Errorf(`field "openapi": must be an OpenAPI 3 version such as "3.0.3", got %q`, doc.OpenAPI)
+		return nil, fmt.Errorf(`field "openapi": must be an OpenAPI 3 version such as "3.0.3", got %q`, doc.OpenAPI)
 	}
 	if err := doc.Validate(loader.Context); err != nil {
-		return nil, nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
+		return nil, fmt.Errorf("not a valid OpenAPI document: %v", err)
 	}
+	return doc, nil
+}
 
+// selectOperations builds the operations of doc that sel names (every one
+// when sel is nil), by path and then method order, as loadOperations
+// promises. Every operationId must be unique, and every one sel names
+// must exist.
+func (c *Connection) selectOperations(doc *openapi3.T, sel []string) (ops []*Operation, warnings []string, err error) {
 	want := map[string]bool{}
 	for _, id := range sel {
 		want[id] = true
@@ -113,12 +140,7 @@ func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Opera
 			continue
 		}
 		all := item.Operations()
-		methods := make([]string, 0, len(all))
-		for m := range all {
-			methods = append(methods, m)
-		}
-		sort.Slice(methods, func(i, j int) bool { return methodOrder(methods[i]) < methodOrder(methods[j]) })
-		for _, m := range methods {
+		for _, m := range sortedMethods(all) {
 			op := all[m]
 			where := fmt.Sprintf("paths.%s.%s", p, strings.ToLower(m))
 			id := op.OperationID
@@ -154,6 +176,17 @@ func (c *Connection) loadOperations(dir, rel string, sel []string) (ops []*Opera
 	return ops, warnings, nil
 }
 
+// sortedMethods returns the methods of a path item's operations in
+// operationMethods order, unknown methods last.
+func sortedMethods(all map[string]*openapi3.Operation) []string {
+	methods := make([]string, 0, len(all))
+	for m := range all {
+		methods = append(methods, m)
+	}
+	sort.Slice(methods, func(i, j int) bool { return methodOrder(methods[i]) < methodOrder(methods[j]) })
+	return methods
+}
+
 func methodOrder(m string) int {
 	if i := slices.Index(operationMethods, strings.ToUpper(m)); i >= 0 {
 		return i
@@ -172,8 +205,42 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 	if err != nil {
 		return nil, err
 	}
-	// Path-level parameters, overridden by operation parameters of the
-	// same name and location.
+	cv := &converter{}
+	groups, err := c.parameterGroups(cv, pathParams, mergeParameters(item, op))
+	if err != nil {
+		return nil, err
+	}
+	props, required := groupProperties(groups)
+	body, bodyRequired, err := jsonBody(cv, op.RequestBody)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		props["body"] = body
+		if bodyRequired {
+			required = append(required, "body")
+		}
+	}
+	top := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		top["required"] = required
+	}
+	raw, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("cannot derive the arguments schema: %v", err)
+	}
+	o := &Operation{ID: op.OperationID, Method: method, Template: tmpl,
+		Summary: strings.TrimSpace(op.Summary), Description: strings.TrimSpace(op.Description), Parameters: raw}
+	if o.schema, err = schema.Compile(o.ID, raw); err != nil {
+		return nil, fmt.Errorf("the derived arguments schema does not compile: %v", err)
+	}
+	return o, nil
+}
+
+// mergeParameters returns the parameters of op: the path item's, each
+// overridden by an operation parameter of the same name and location, in
+// the order they first appear.
+func mergeParameters(item *openapi3.PathItem, op *openapi3.Operation) []*openapi3.Parameter {
 	type key struct{ in, name string }
 	merged := map[key]*openapi3.Parameter{}
 	var order []key
@@ -189,10 +256,21 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 			merged[k] = ref.Value
 		}
 	}
-	cv := &converter{}
+	out := make([]*openapi3.Parameter, len(order))
+	for i, k := range order {
+		out[i] = merged[k]
+	}
+	return out
+}
+
+// parameterGroups sorts params into the path, query and header groups of
+// the grouped arguments. Every name of the path template is a required
+// string unless a parameter describes it; a path parameter the template
+// lacks is an error. Headers the model may not set and cookies are left
+// out; header values are strings.
+func (c *Connection) parameterGroups(cv *converter, pathParams []string, params []*openapi3.Parameter) (map[string]*group, error) {
 	groups := map[string]*group{"path": newGroup(), "query": newGroup(), "header": newGroup()}
-	for _, k := range order {
-		p := merged[k]
+	for _, p := range params {
 		switch p.In {
 		case openapi3.ParameterInPath:
 			if !slices.Contains(pathParams, p.Name) {
@@ -219,7 +297,13 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 			groups["path"].add(name, map[string]any{"type": "string"}, true)
 		}
 	}
+	return groups, nil
+}
 
+// groupProperties returns the top-level properties of the grouped
+// arguments for the non-empty groups, and the names of those that are
+// required (those with a required member), in path, query, header order.
+func groupProperties(groups map[string]*group) (map[string]any, []string) {
 	props := map[string]any{}
 	var required []string
 	for _, g := range []string{"path", "query", "header"} {
@@ -232,42 +316,34 @@ func (c *Connection) buildOperation(tmpl, method string, item *openapi3.PathItem
 			required = append(required, g)
 		}
 	}
-	if op.RequestBody != nil && op.RequestBody.Value != nil {
-		rb := op.RequestBody.Value
-		mt := rb.Content.Get("application/json")
-		switch {
-		case mt != nil:
-			var body any = map[string]any{}
-			if mt.Schema != nil {
-				body = cv.schema(mt.Schema, 0, 0)
-			}
-			if rb.Description != "" {
-				if m, ok := body.(map[string]any); ok && m["description"] == nil {
-					m["description"] = rb.Description
-				}
-			}
-			props["body"] = body
-			if rb.Required {
-				required = append(required, "body")
-			}
-		case rb.Required:
-			return nil, &unsupportedError{"the required request body has no application/json media type; only JSON bodies are supported"}
+	return props, required
+}
+
+// jsonBody returns the schema of the body argument (nil when the
+// operation takes no JSON body) and whether the body is required. A
+// required body with no application/json media type is unsupported.
+func jsonBody(cv *converter, ref *openapi3.RequestBodyRef) (any, bool, error) {
+	if ref == nil || ref.Value == nil {
+		return nil, false, nil
+	}
+	rb := ref.Value
+	mt := rb.Content.Get("application/json")
+	switch {
+	case mt != nil:
+		var body any = map[string]any{}
+		if mt.Schema != nil {
+			body = cv.schema(mt.Schema, 0, 0)
 		}
+		if rb.Description != "" {
+			if m, ok := body.(map[string]any); ok && m["description"] == nil {
+				m["description"] = rb.Description
+			}
+		}
+		return body, rb.Required, nil
+	case rb.Required:
+		return nil, false, &unsupportedError{"the required request body has no application/json media type; only JSON bodies are supported"}
 	}
-	top := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
-	if len(required) > 0 {
-		top["required"] = required
-	}
-	raw, err := json.Marshal(top)
-	if err != nil {
-		return nil, fmt.Errorf("cannot derive the arguments schema: %v", err)
-	}
-	o := &Operation{ID: op.OperationID, Method: method, Template: tmpl,
-		Summary: strings.TrimSpace(op.Summary), Description: strings.TrimSpace(op.Description), Parameters: raw}
-	if o.schema, err = schema.Compile(o.ID, raw); err != nil {
-		return nil, fmt.Errorf("the derived arguments schema does not compile: %v", err)
-	}
-	return o, nil
+	return nil, false, nil
 }
 
 // unknownOperationError is an operationId of tools.operations that the
@@ -391,32 +467,21 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.Always != nil {
 		return *s.Always
 	}
-	sub := func(x *openapi3.SchemaRef) any { return cv.schema(x, refDepth, nesting+1) }
-	subs := func(xs openapi3.SchemaRefs) []any {
-		out := make([]any, 0, len(xs))
-		for _, x := range xs {
-			out = append(out, sub(x))
-		}
-		return out
-	}
-	subMap := func(m openapi3.Schemas) map[string]any {
-		out := make(map[string]any, len(m))
-		for k, x := range m {
-			out[k] = sub(x)
-		}
-		return out
-	}
-	boolSchema := func(b openapi3.BoolSchema) any {
-		if b.Has != nil {
-			return *b.Has
-		}
-		if b.Schema != nil {
-			return sub(b.Schema)
-		}
-		return nil
-	}
-
 	out := map[string]any{}
+	typeKeywords(out, s)
+	annotationKeywords(out, s)
+	numberKeywords(out, s)
+	stringKeywords(out, s)
+	below := subschemas{cv: cv, refDepth: refDepth, nesting: nesting + 1}
+	below.arrayKeywords(out, s)
+	below.objectKeywords(out, s)
+	below.compositionKeywords(out, s)
+	return out
+}
+
+// typeKeywords sets type, enum and const of out from s, with OpenAPI 3.0's
+// nullable folded into type and enum.
+func typeKeywords(out map[string]any, s *openapi3.Schema) {
 	types := slices.Clone(s.Type.Slice())
 	if s.Nullable && len(types) > 0 && !slices.Contains(types, "null") {
 		types = append(types, "null")
@@ -428,6 +493,21 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	default:
 		out["type"] = types
 	}
+	if len(s.Enum) > 0 {
+		enum := slices.Clone(s.Enum)
+		if s.Nullable && !slices.Contains(enum, nil) {
+			enum = append(enum, nil)
+		}
+		out["enum"] = enum
+	}
+	if s.Const != nil {
+		out["const"] = s.Const
+	}
+}
+
+// annotationKeywords copies the annotations of s into out: title,
+// description, format, default, deprecated, readOnly, writeOnly.
+func annotationKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.Title != "" {
 		out["title"] = s.Title
 	}
@@ -449,19 +529,12 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.WriteOnly {
 		out["writeOnly"] = true
 	}
-	if len(s.Enum) > 0 {
-		enum := slices.Clone(s.Enum)
-		if s.Nullable && !slices.Contains(enum, nil) {
-			enum = append(enum, nil)
-		}
-		out["enum"] = enum
-	}
-	if s.Const != nil {
-		out["const"] = s.Const
-	}
+}
 
-	// Numbers. In OpenAPI 3.0 exclusiveMinimum is a boolean modifier of
-	// minimum; in 3.1 (and JSON Schema) it is the bound itself.
+// numberKeywords copies the numeric bounds of s into out. In OpenAPI 3.0
+// exclusiveMinimum is a boolean modifier of minimum; in 3.1 (and JSON
+// Schema) it is the bound itself: both come out as the JSON Schema bound.
+func numberKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.Min != nil {
 		if s.ExclusiveMin.IsTrue() {
 			out["exclusiveMinimum"] = *s.Min
@@ -485,8 +558,11 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.MultipleOf != nil {
 		out["multipleOf"] = *s.MultipleOf
 	}
+}
 
-	// Strings.
+// stringKeywords copies the string bounds of s into out: minLength,
+// maxLength, pattern.
+func stringKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.MinLength > 0 {
 		out["minLength"] = s.MinLength
 	}
@@ -496,8 +572,47 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.Pattern != "" {
 		out["pattern"] = s.Pattern
 	}
+}
 
-	// Arrays.
+// subschemas converts the subschemas of one schema, one nesting level
+// below it and with the $ref depth it was reached at.
+type subschemas struct {
+	cv                *converter
+	refDepth, nesting int
+}
+
+func (b subschemas) one(x *openapi3.SchemaRef) any { return b.cv.schema(x, b.refDepth, b.nesting) }
+
+func (b subschemas) list(xs openapi3.SchemaRefs) []any {
+	out := make([]any, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, b.one(x))
+	}
+	return out
+}
+
+func (b subschemas) named(m openapi3.Schemas) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, x := range m {
+		out[k] = b.one(x)
+	}
+	return out
+}
+
+// boolOrSchema is a keyword that is either true/false or a schema; nil
+// when it is absent.
+func (b subschemas) boolOrSchema(v openapi3.BoolSchema) any {
+	if v.Has != nil {
+		return *v.Has
+	}
+	if v.Schema != nil {
+		return b.one(v.Schema)
+	}
+	return nil
+}
+
+// arrayKeywords converts the array keywords of s into out.
+func (b subschemas) arrayKeywords(out map[string]any, s *openapi3.Schema) {
 	if s.MinItems > 0 {
 		out["minItems"] = s.MinItems
 	}
@@ -508,13 +623,13 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 		out["uniqueItems"] = true
 	}
 	if s.Items != nil {
-		out["items"] = sub(s.Items)
+		out["items"] = b.one(s.Items)
 	}
 	if len(s.PrefixItems) > 0 {
-		out["prefixItems"] = subs(s.PrefixItems)
+		out["prefixItems"] = b.list(s.PrefixItems)
 	}
 	if s.Contains != nil {
-		out["contains"] = sub(s.Contains)
+		out["contains"] = b.one(s.Contains)
 	}
 	if s.MinContains != nil {
 		out["minContains"] = *s.MinContains
@@ -522,13 +637,15 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.MaxContains != nil {
 		out["maxContains"] = *s.MaxContains
 	}
-	if v := boolSchema(s.UnevaluatedItems); v != nil {
+	if v := b.boolOrSchema(s.UnevaluatedItems); v != nil {
 		out["unevaluatedItems"] = v
 	}
+}
 
-	// Objects.
+// objectKeywords converts the object keywords of s into out.
+func (b subschemas) objectKeywords(out map[string]any, s *openapi3.Schema) {
 	if len(s.Properties) > 0 {
-		out["properties"] = subMap(s.Properties)
+		out["properties"] = b.named(s.Properties)
 	}
 	if len(s.Required) > 0 {
 		out["required"] = slices.Clone(s.Required)
@@ -539,48 +656,50 @@ func (cv *converter) schema(r *openapi3.SchemaRef, refDepth, nesting int) any {
 	if s.MaxProps != nil {
 		out["maxProperties"] = *s.MaxProps
 	}
-	if v := boolSchema(s.AdditionalProperties); v != nil {
+	if v := b.boolOrSchema(s.AdditionalProperties); v != nil {
 		out["additionalProperties"] = v
 	}
 	if len(s.PatternProperties) > 0 {
-		out["patternProperties"] = subMap(s.PatternProperties)
+		out["patternProperties"] = b.named(s.PatternProperties)
 	}
 	if s.PropertyNames != nil {
-		out["propertyNames"] = sub(s.PropertyNames)
+		out["propertyNames"] = b.one(s.PropertyNames)
 	}
 	if len(s.DependentRequired) > 0 {
 		out["dependentRequired"] = s.DependentRequired
 	}
 	if len(s.DependentSchemas) > 0 {
-		out["dependentSchemas"] = subMap(s.DependentSchemas)
+		out["dependentSchemas"] = b.named(s.DependentSchemas)
 	}
-	if v := boolSchema(s.UnevaluatedProperties); v != nil {
+	if v := b.boolOrSchema(s.UnevaluatedProperties); v != nil {
 		out["unevaluatedProperties"] = v
 	}
+}
 
-	// Composition.
+// compositionKeywords converts allOf, anyOf, oneOf, not and if/then/else
+// of s into out; then and else only come with an if.
+func (b subschemas) compositionKeywords(out map[string]any, s *openapi3.Schema) {
 	if len(s.AllOf) > 0 {
-		out["allOf"] = subs(s.AllOf)
+		out["allOf"] = b.list(s.AllOf)
 	}
 	if len(s.AnyOf) > 0 {
-		out["anyOf"] = subs(s.AnyOf)
+		out["anyOf"] = b.list(s.AnyOf)
 	}
 	if len(s.OneOf) > 0 {
-		out["oneOf"] = subs(s.OneOf)
+		out["oneOf"] = b.list(s.OneOf)
 	}
 	if s.Not != nil {
-		out["not"] = sub(s.Not)
+		out["not"] = b.one(s.Not)
 	}
 	if s.If != nil {
-		out["if"] = sub(s.If)
+		out["if"] = b.one(s.If)
 		if s.Then != nil {
-			out["then"] = sub(s.Then)
+			out["then"] = b.one(s.Then)
 		}
 		if s.Else != nil {
-			out["else"] = sub(s.Else)
+			out["else"] = b.one(s.Else)
 		}
 	}
-	return out
 }
 
 // describeOperation is an operation tool's description for the model.

@@ -188,49 +188,18 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if err != nil {
 		return err
 	}
-	if rs.delegated == nil {
-		c, err := e.store.Conversation(ctx, conv)
-		if err != nil {
-			return err
-		}
-		rs.delegated = &c.Delegated
+	delegated, err := e.delegated(rs, conv)
+	if err != nil {
+		return err
 	}
 	msgID := agentd.NewID(agentd.PrefixMessage)
-	began := time.Now()
-	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
-		System: e.agent.System, Messages: history, Tools: e.specs,
-	}, func(delta string) {
-		if delta == "" {
-			return
-		}
-		if err := e.emit(ctx, conv, &agentd.TextDeltaPayload{
-			RunID: run.ID, MessageID: msgID, Delta: delta,
-		}); err != nil && ctx.Err() == nil {
-			e.log.Error().Err(err).Msg("append text delta")
-		}
-	})
+	resp, err := e.generate(ctx, run, history, msgID)
 	if err != nil {
-		return fmt.Errorf("model: %w", err)
+		return err
 	}
-	e.obs.ModelStep(time.Since(began))
 	step := run.Step + 1
 	now := e.clock.Now()
-	var msg *agentd.Message
-	var drafts []agentd.EventDraft
-	if resp.Text != "" || len(resp.ToolCalls) > 0 {
-		msg = &agentd.Message{ID: msgID, ConversationID: conv, RunID: run.ID, Role: agentd.RoleAssistant, Content: resp.Text, CreatedAt: now}
-	}
-	if resp.Text != "" {
-		drafts = append(drafts, e.event(conv, &agentd.MessagePayload{
-			RunID: run.ID, MessageID: msgID, Role: agentd.RoleAssistant, Content: resp.Text,
-		}))
-	}
-	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
-	for i, mc := range resp.ToolCalls {
-		c, evs := e.classify(ctx, run, *rs.delegated, msgID, step, i, mc, now)
-		calls = append(calls, c)
-		drafts = append(drafts, evs...)
-	}
+	msg, calls, drafts := e.stepOf(ctx, run, delegated, msgID, step, resp, now)
 	var auto []*agentd.ToolCall
 	for _, c := range calls {
 		if c.Status == agentd.StatusApproved {
@@ -246,6 +215,81 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if err != nil {
 		return err
 	}
+	e.stepRecorded(auto, calls)
+	if len(calls) == 0 {
+		run.Usage.InputTokens += usage.InputTokens
+		run.Usage.OutputTokens += usage.OutputTokens
+		run.StopReason = resp.StopReason
+		e.finish(ctx, run, agentd.RunCompleted, "model_stop", "")
+	}
+	return nil
+}
+
+// delegated reports whether the conversation conv of the run rs drives is
+// delegated, reading it from the store only the first time.
+func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
+	if rs.delegated == nil {
+		c, err := e.store.Conversation(rs.ctx, conv)
+		if err != nil {
+			return false, err
+		}
+		rs.delegated = &c.Delegated
+	}
+	return *rs.delegated, nil
+}
+
+// generate asks the model for the next step of run over history, appending
+// each text delta as a text_delta event of message msgID as it arrives,
+// and observes how long the model took.
+func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
+	began := time.Now()
+	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
+		System: e.agent.System, Messages: history, Tools: e.specs,
+	}, func(delta string) {
+		if delta == "" {
+			return
+		}
+		if err := e.emit(ctx, run.ConversationID, &agentd.TextDeltaPayload{
+			RunID: run.ID, MessageID: msgID, Delta: delta,
+		}); err != nil && ctx.Err() == nil {
+			e.log.Error().Err(err).Msg("append text delta")
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	e.obs.ModelStep(time.Since(began))
+	return resp, nil
+}
+
+// stepOf turns the model's response into what step records: the assistant
+// message (nil when the model said nothing and called nothing), the
+// classified calls, and the events that announce them.
+func (e *Engine) stepOf(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step int, resp *agentd.ModelResponse, now time.Time) (*agentd.Message, []*agentd.ToolCall, []agentd.EventDraft) {
+	conv := run.ConversationID
+	var msg *agentd.Message
+	var drafts []agentd.EventDraft
+	if resp.Text != "" || len(resp.ToolCalls) > 0 {
+		msg = &agentd.Message{ID: msgID, ConversationID: conv, RunID: run.ID, Role: agentd.RoleAssistant, Content: resp.Text, CreatedAt: now}
+	}
+	if resp.Text != "" {
+		drafts = append(drafts, e.event(conv, &agentd.MessagePayload{
+			RunID: run.ID, MessageID: msgID, Role: agentd.RoleAssistant, Content: resp.Text,
+		}))
+	}
+	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
+	for i, mc := range resp.ToolCalls {
+		c, evs := e.classify(ctx, run, delegated, msgID, step, i, mc, now)
+		calls = append(calls, c)
+		drafts = append(drafts, evs...)
+	}
+	return msg, calls, drafts
+}
+
+// stepRecorded acts on a committed step: it starts the auto calls, counts
+// the refused ones as finished, and notes the approval deadline of each
+// parked one.
+func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
 	for _, c := range auto {
 		e.startCall(*c)
 	}
@@ -259,13 +303,6 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 			e.noteDeadline(*c.RequiresApprovalAt)
 		}
 	}
-	if len(calls) == 0 {
-		run.Usage.InputTokens += usage.InputTokens
-		run.Usage.OutputTokens += usage.OutputTokens
-		run.StopReason = resp.StopReason
-		e.finish(ctx, run, agentd.RunCompleted, "model_stop", "")
-	}
-	return nil
 }
 
 // classify turns one model-selected call into a stored call and the events
