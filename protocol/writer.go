@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -96,3 +97,56 @@ func (w *Writer) flush() error {
 func SafeError(err error) (code, message string) {
 	return agentd.ErrorCode(err), agentd.ErrorMessage(err)
 }
+
+// HeaderConversation names, on every protocol response, the conversation
+// the thread or chat is bound to, for the native API.
+const HeaderConversation = "X-Agentd-Conversation-Id"
+
+// FrameSink writes a followed run's items to a Writer as frames of one
+// protocol (F: an AG-UI event, an AI SDK chunk), each a data: line of its
+// JSON. Once a write fails (the client went away), Failed reports it.
+type FrameSink[F any] struct {
+	out    *Writer
+	encode func(Item) []F
+	failed bool
+}
+
+// NewFrameSink returns a FrameSink that turns each item into frames with encode.
+func NewFrameSink[F any](out *Writer, encode func(Item) []F) *FrameSink[F] {
+	return &FrameSink[F]{out: out, encode: encode}
+}
+
+// Item writes its frames (Follow's callback).
+func (s *FrameSink[F]) Item(it Item) error { return s.Send(s.encode(it)) }
+
+// Ping writes a keep-alive comment (Follow's callback).
+func (s *FrameSink[F]) Ping() error {
+	if err := s.out.Ping(); err != nil {
+		s.failed = true
+		return err
+	}
+	return nil
+}
+
+// Send writes frames, in one flush; none is a no-op.
+func (s *FrameSink[F]) Send(frames []F) error {
+	if len(frames) == 0 {
+		return nil
+	}
+	lines := make([][]byte, len(frames))
+	for i, f := range frames {
+		b, err := json.Marshal(f)
+		if err != nil {
+			return fmt.Errorf("encode a %T frame: %w", f, err)
+		}
+		lines[i] = b
+	}
+	if err := s.out.Data(lines...); err != nil {
+		s.failed = true
+		return err
+	}
+	return nil
+}
+
+// Failed reports whether a write failed: the client is gone.
+func (s *FrameSink[F]) Failed() bool { return s.failed }

@@ -2,17 +2,15 @@ package agui
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// HeaderConversation names, on every protocol response, the conversation
-// the thread is bound to, for the native API.
-const HeaderConversation = "X-Agentd-Conversation-Id"
+// HeaderConversation names, on every response, the conversation the
+// protocol request is bound to, for the native API.
+const HeaderConversation = protocol.HeaderConversation
 
 // Serve answers one POST /v1/ag-ui for p: it applies in to its thread's
 // conversation and streams the run as AG-UI events, ending after
@@ -46,58 +44,22 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 	if err := out.Start(header); err != nil {
 		return nil
 	}
-	s := &sink{out: out, enc: enc}
-	if err := s.send(enc.Start(svc.Now())); err != nil {
+	s := protocol.NewFrameSink(out, enc.Item)
+	if err := s.Send(enc.Start(svc.Now())); err != nil {
 		return nil
 	}
 	if err != nil {
-		_ = s.send(enc.Error(err, svc.Now()))
+		_ = s.Send(enc.Error(err, svc.Now()))
 		return nil
 	}
 	end, err := svc.Follow(ctx, turn, s)
 	switch {
-	case ctx.Err() != nil || s.failed:
+	case ctx.Err() != nil || s.Failed():
 		return nil // the client went away; the run goes on
 	case err != nil:
-		_ = s.send(enc.Error(err, svc.Now()))
+		_ = s.Send(enc.Error(err, svc.Now()))
 		return nil
 	}
-	_ = s.send(enc.End(end, conv.ID, svc.Now()))
-	return nil
-}
-
-// sink writes a followed run's items as frames.
-type sink struct {
-	out    *protocol.Writer
-	enc    *Encoder
-	failed bool
-}
-
-func (s *sink) Item(it protocol.Item) error { return s.send(s.enc.Item(it)) }
-
-func (s *sink) Ping() error {
-	if err := s.out.Ping(); err != nil {
-		s.failed = true
-		return err
-	}
-	return nil
-}
-
-func (s *sink) send(frames []Frame) error {
-	if len(frames) == 0 {
-		return nil
-	}
-	lines := make([][]byte, len(frames))
-	for i, f := range frames {
-		b, err := json.Marshal(f)
-		if err != nil {
-			return fmt.Errorf("agui: encode %s: %w", f.Type, err)
-		}
-		lines[i] = b
-	}
-	if err := s.out.Data(lines...); err != nil {
-		s.failed = true
-		return err
-	}
+	_ = s.Send(enc.End(end, conv.ID, svc.Now()))
 	return nil
 }

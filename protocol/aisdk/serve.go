@@ -2,17 +2,15 @@ package aisdk
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
-// HeaderConversation names, on every response, the conversation the chat
-// is bound to, for the native API.
-const HeaderConversation = "X-Agentd-Conversation-Id"
+// HeaderConversation names, on every response, the conversation the
+// protocol request is bound to, for the native API.
+const HeaderConversation = protocol.HeaderConversation
 
 // Serve answers one POST /v1/ai-sdk/chat for p: it applies the request to
 // its chat's conversation and streams the run as UI message chunks, ending
@@ -46,59 +44,24 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 		return nil
 	}
 	enc := NewEncoder()
-	s := &sink{out: out, enc: enc}
-	if err := s.send(enc.Start(turn.RunID)); err != nil {
+	s := protocol.NewFrameSink(out, enc.Item)
+	if err := s.Send(enc.Start(turn.RunID)); err != nil {
 		return nil
 	}
 	for _, x := range turn.Expired {
-		if err := s.send(enc.Expired(x)); err != nil {
+		if err := s.Send(enc.Expired(x)); err != nil {
 			return nil
 		}
 	}
 	end, err := svc.Follow(ctx, turn, s)
 	switch {
-	case ctx.Err() != nil || s.failed:
+	case ctx.Err() != nil || s.Failed():
 		return nil // the client went away; the run goes on
 	case err != nil:
-		_ = s.send(enc.Fail(err))
+		_ = s.Send(enc.Fail(err))
 	default:
-		_ = s.send(enc.End(end))
+		_ = s.Send(enc.End(end))
 	}
 	_ = out.Data(Done)
-	return nil
-}
-
-type sink struct {
-	out    *protocol.Writer
-	enc    *Encoder
-	failed bool
-}
-
-func (s *sink) Item(it protocol.Item) error { return s.send(s.enc.Item(it)) }
-
-func (s *sink) Ping() error {
-	if err := s.out.Ping(); err != nil {
-		s.failed = true
-		return err
-	}
-	return nil
-}
-
-func (s *sink) send(chunks []Chunk) error {
-	if len(chunks) == 0 {
-		return nil
-	}
-	lines := make([][]byte, len(chunks))
-	for i, c := range chunks {
-		b, err := json.Marshal(c)
-		if err != nil {
-			return fmt.Errorf("aisdk: encode %s: %w", c.Type, err)
-		}
-		lines[i] = b
-	}
-	if err := s.out.Data(lines...); err != nil {
-		s.failed = true
-		return err
-	}
 	return nil
 }
