@@ -102,24 +102,40 @@ func (db *DB) ConsumerPosition(ctx context.Context, name string) (int64, error) 
 // result is nil). EINVALID for an invalid name, a negative pos, or a pos
 // past the newest event's position.
 func (db *DB) SetConsumerPosition(ctx context.Context, name string, pos int64) error {
+	if err := checkConsumer(name, pos); err != nil {
+		return err
+	}
+	return db.writeTx(ctx, func(tx *sql.Tx) error {
+		return setConsumerPosition(ctx, tx, name, pos, time.Now().UnixNano())
+	})
+}
+
+// checkConsumer returns EINVALID for an invalid consumer name or a
+// negative position, before a transaction starts.
+func checkConsumer(name string, pos int64) error {
 	if err := agentd.CheckConsumerName(name); err != nil {
 		return err
 	}
 	if pos < 0 {
 		return agentd.Errorf(agentd.EINVALID, "feed position %d is negative", pos)
 	}
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
-		var last int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(position), 0) FROM events`).Scan(&last); err != nil {
-			return err
-		}
-		if pos > last {
-			return agentd.Errorf(agentd.EINVALID, "feed position %d is past the newest event %d", pos, last)
-		}
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO feed_consumers (name, position, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
-			WHERE excluded.position > feed_consumers.position`, name, pos, time.Now().UnixNano())
+	return nil
+}
+
+// setConsumerPosition records pos for the named consumer inside tx (a write
+// transaction) unless it has recorded pos or a later one; EINVALID for a pos
+// past the newest event's position. now is unix nanoseconds.
+func setConsumerPosition(ctx context.Context, tx *sql.Tx, name string, pos, now int64) error {
+	var last int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(position), 0) FROM events`).Scan(&last); err != nil {
 		return err
-	})
+	}
+	if pos > last {
+		return agentd.Errorf(agentd.EINVALID, "feed position %d is past the newest event %d", pos, last)
+	}
+	_, err := tx.ExecContext(ctx, `
+		INSERT INTO feed_consumers (name, position, updated_at) VALUES (?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
+		WHERE excluded.position > feed_consumers.position`, name, pos, now)
+	return err
 }

@@ -19,11 +19,8 @@ const deliveryColumns = `seq, id, endpoint_id, event_id, event_name, position, t
 
 // EnqueueWebhookDeliveries implements agentd.Store.EnqueueWebhookDeliveries.
 func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []agentd.WebhookDelivery) error {
-	if err := agentd.CheckConsumerName(consumer); err != nil {
+	if err := checkConsumer(consumer, pos); err != nil {
 		return err
-	}
-	if pos < 0 {
-		return agentd.Errorf(agentd.EINVALID, "feed position %d is negative", pos)
 	}
 	for _, d := range ds {
 		if err := checkDelivery(d); err != nil {
@@ -32,13 +29,6 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos
 	}
 	now := time.Now().UnixNano()
 	return db.writeTx(ctx, func(tx *sql.Tx) error {
-		var last int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(position), 0) FROM events`).Scan(&last); err != nil {
-			return err
-		}
-		if pos > last {
-			return agentd.Errorf(agentd.EINVALID, "feed position %d is past the newest event %d", pos, last)
-		}
 		for _, d := range ds {
 			next, _ := encTime("next_attempt_at", d.NextAttemptAt.UTC())
 			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries
@@ -48,11 +38,7 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos
 				return err
 			}
 		}
-		_, err := tx.ExecContext(ctx, `
-			INSERT INTO feed_consumers (name, position, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (name) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
-			WHERE excluded.position > feed_consumers.position`, consumer, pos, now)
-		return err
+		return setConsumerPosition(ctx, tx, consumer, pos, now)
 	})
 }
 
