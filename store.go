@@ -161,15 +161,15 @@ type Store interface {
 	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 	// BindThread binds a chat protocol's thread (an AG-UI threadId, an AI
 	// SDK chat id: a name the client chose) to a conversation, scoped by
-	// tenant, project and protocol, and returns the conversation the thread
-	// is bound to: b.ConversationID when the thread was unbound, else the
-	// conversation of the existing binding (the first binding wins; a
-	// thread is never rebound). EINVALID when a field of b is empty;
-	// ENOTFOUND when b.ConversationID does not exist.
+	// tenant, project, API key and protocol (b.ThreadKey), and returns the
+	// conversation the thread is bound to: b.ConversationID when the thread
+	// was unbound, else the conversation of the existing binding (the first
+	// binding wins; a thread is never rebound). EINVALID when a field of b
+	// is empty; ENOTFOUND when b.ConversationID does not exist.
 	BindThread(ctx context.Context, b ThreadBinding) (string, error)
-	// ThreadConversation returns the conversation a thread of the protocol
-	// is bound to in the tenant and project, or ENOTFOUND.
-	ThreadConversation(ctx context.Context, tenantID, projectID, protocol, threadID string) (string, error)
+	// ThreadConversation returns the conversation the thread k names is
+	// bound to, or ENOTFOUND (also for a key with an empty field).
+	ThreadConversation(ctx context.Context, k ThreadKey) (string, error)
 	// EnqueueWebhookDeliveries inserts the deliveries (the webhook outbox)
 	// and records the named consumer's position pos, as SetConsumerPosition
 	// does, in one transaction. A delivery whose ID exists is left as it is
@@ -218,14 +218,21 @@ type Store interface {
 	Close() error
 }
 
-// ThreadBinding names a conversation by a chat protocol's thread id
-// (Store.BindThread). Two tenants, or two projects, using the same thread id
-// have two bindings.
-type ThreadBinding struct {
+// ThreadKey names a chat protocol's thread: a name an API key chose, in its
+// tenant and project. Two tenants, two projects, two keys or two protocols
+// using the same thread id name two threads.
+type ThreadKey struct {
 	TenantID, ProjectID string
+	// KeyID is the API key whose name this is (Principal.KeyID).
+	KeyID string
 	// Protocol is the protocol whose thread ids these are ("ag-ui", "ai-sdk").
-	Protocol       string
-	ThreadID       string
+	Protocol string
+	ThreadID string
+}
+
+// ThreadBinding binds a thread to a conversation (Store.BindThread).
+type ThreadBinding struct {
+	ThreadKey
 	ConversationID string
 	CreatedAt      time.Time
 }

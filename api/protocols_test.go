@@ -136,9 +136,10 @@ func TestProtocolOtherTenantAndUnknownInterrupt(t *testing.T) {
 	}
 }
 
-// Over the real engine: two tenants using one thread id get two
-// conversations; a client key's interrupt is unknown to another client key
-// and to another tenant, and stays pending; a delegate key may not decide.
+// Over the real engine: two tenants, and two client keys of one tenant,
+// using one thread id get their own conversations; a client key's interrupt
+// is unknown to another client key and to another tenant, and stays
+// pending; a delegate key may not decide.
 func TestProtocolThreadsAreTenantScoped(t *testing.T) {
 	s := newServer(t, roleKeys, api.Config{})
 	run := func(key, thread string) response {
@@ -160,14 +161,22 @@ func TestProtocolThreadsAreTenantScoped(t *testing.T) {
 	if callA == "" {
 		t.Fatalf("no interrupt: %s", a.body)
 	}
-	// Bob (same tenant, client key) cannot use Alice's thread at all.
-	want(t, "bob on alice's thread", run("k-bob", "shared"), http.StatusNotFound, agentd.ENOTFOUND)
+	// Bob (same tenant, client key) naming "shared" gets his own thread, and
+	// Alice's interrupt is unknown on it.
+	bob := run("k-bob", "shared")
+	want(t, "bob on his own shared", bob, http.StatusOK, "")
+	if convBob := bob.header.Get("X-Agentd-Conversation-Id"); convBob == "" || convBob == convA || convBob == convB {
+		t.Errorf("bob's shared is conversation %q (alice's %q, other tenant's %q)", convBob, convA, convB)
+	}
 	// Another tenant resuming Alice's interrupt on its own thread.
 	resume := func(key, thread, decision string) response {
 		return s.do("POST", "/v1/ag-ui", key, fmt.Sprintf(`{"threadId":%q,"runId":"r2","messages":[],"resume":[{"interruptId":%q,"status":"resolved","payload":%s}]}`, thread, callA, decision), nil)
 	}
 	if e := runError(t, resume("k-other", "shared", `{"approved":true}`).body); e == nil || e["code"] != agentd.ENOTFOUND {
 		t.Errorf("another tenant's resume: %v", e)
+	}
+	if e := runError(t, resume("k-bob", "shared", `{"approved":true}`).body); e == nil || e["code"] != agentd.ENOTFOUND {
+		t.Errorf("another client key's resume: %v", e)
 	}
 	// A delegate key of the tenant, on the conversation itself: forbidden.
 	if e := runError(t, resume("k-robot", convA, `{"approved":true}`).body); e == nil || e["code"] != agentd.ENOTFOUND && e["code"] != agentd.EFORBIDDEN {

@@ -52,7 +52,7 @@ type Engine interface {
 type Store interface {
 	sse.EventSource
 	BindThread(ctx context.Context, b agentd.ThreadBinding) (string, error)
-	ThreadConversation(ctx context.Context, tenantID, projectID, protocol, threadID string) (string, error)
+	ThreadConversation(ctx context.Context, k agentd.ThreadKey) (string, error)
 	Run(ctx context.Context, id string) (*agentd.Run, error)
 	RunToolCalls(ctx context.Context, runID string) ([]agentd.ToolCall, error)
 	ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error)
@@ -98,12 +98,13 @@ func (s *Service) Now() time.Time { return s.opt.Clock.Now() }
 
 // Thread returns the conversation a protocol thread names for p: the
 // conversation itself when threadID is the id of one p reaches (so a
-// conversation of the native API can be continued over a protocol), else
-// the conversation bound to the thread in p's tenant and project, created
-// for p and bound when the thread is new and create is true. ENOTFOUND for
-// a thread bound to a conversation p does not reach (another client key's),
-// and for an unbound thread when create is false; EINVALID for an empty or
-// oversized thread id.
+// conversation of the native API can be continued over a protocol, and an
+// operator reaches a client's by its id), else the conversation bound to
+// the thread in p's tenant and project under p's key — a thread name is the
+// key's own, another key's same name is another thread — created for p and
+// bound when the thread is new and create is true. ENOTFOUND for an unbound
+// thread when create is false, and for a binding whose conversation p no
+// longer reaches; EINVALID for an empty or oversized thread id.
 func (s *Service) Thread(ctx context.Context, p agentd.Principal, protocol, threadID string, create bool) (*agentd.Conversation, error) {
 	if threadID == "" || len(threadID) > MaxThreadID || !utf8.ValidString(threadID) {
 		return nil, agentd.Errorf(agentd.EINVALID, "the thread id must be 1 to %d bytes of UTF-8", MaxThreadID)
@@ -111,7 +112,8 @@ func (s *Service) Thread(ctx context.Context, p agentd.Principal, protocol, thre
 	if strings.HasPrefix(threadID, agentd.PrefixConversation+"_") && agentd.CheckID(agentd.PrefixConversation, "", threadID) == nil {
 		return s.engine.Conversation(ctx, p, threadID)
 	}
-	convID, err := s.store.ThreadConversation(ctx, p.TenantID, p.ProjectID, protocol, threadID)
+	key := agentd.ThreadKey{TenantID: p.TenantID, ProjectID: p.ProjectID, KeyID: p.KeyID, Protocol: protocol, ThreadID: threadID}
+	convID, err := s.store.ThreadConversation(ctx, key)
 	switch {
 	case err == nil:
 		return s.reach(ctx, p, convID)
@@ -126,8 +128,7 @@ func (s *Service) Thread(ctx context.Context, p agentd.Principal, protocol, thre
 	}
 	// Of two first requests on one thread, the first binding wins; the
 	// loser's conversation stays empty.
-	bound, err := s.store.BindThread(ctx, agentd.ThreadBinding{TenantID: p.TenantID, ProjectID: p.ProjectID,
-		Protocol: protocol, ThreadID: threadID, ConversationID: conv.ID, CreatedAt: s.Now().UTC()})
+	bound, err := s.store.BindThread(ctx, agentd.ThreadBinding{ThreadKey: key, ConversationID: conv.ID, CreatedAt: s.Now().UTC()})
 	if err != nil {
 		return nil, err
 	}

@@ -11,47 +11,58 @@ import (
 func testBindThread(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	a, b := newConversation(t, s), newConversation(t, s)
-	bind := func(tenant, project, protocol, thread, conv string) string {
+	key := agentd.ThreadKey{TenantID: "t1", ProjectID: "p1", KeyID: "k1", Protocol: "ag-ui", ThreadID: "thread-1"}
+	bind := func(k agentd.ThreadKey, conv string) string {
 		t.Helper()
-		got, err := s.BindThread(ctx, agentd.ThreadBinding{TenantID: tenant, ProjectID: project, Protocol: protocol,
-			ThreadID: thread, ConversationID: conv, CreatedAt: t0})
+		got, err := s.BindThread(ctx, agentd.ThreadBinding{ThreadKey: k, ConversationID: conv, CreatedAt: t0})
 		noErr(t, err, "BindThread")
 		return got
 	}
-	if got := bind("t1", "p1", "ag-ui", "thread-1", a.ID); got != a.ID {
+	if got := bind(key, a.ID); got != a.ID {
 		t.Fatalf("first BindThread = %q, want %q", got, a.ID)
 	}
 	// The first binding wins: the thread is never rebound.
-	if got := bind("t1", "p1", "ag-ui", "thread-1", b.ID); got != a.ID {
+	if got := bind(key, b.ID); got != a.ID {
 		t.Errorf("second BindThread = %q, want the first binding %q", got, a.ID)
 	}
-	// Another tenant, project or protocol with the same thread id is another thread.
-	for _, k := range [][3]string{{"t2", "p1", "ag-ui"}, {"t1", "p2", "ag-ui"}, {"t1", "p1", "ai-sdk"}} {
-		if got := bind(k[0], k[1], k[2], "thread-1", b.ID); got != b.ID {
-			t.Errorf("BindThread %v = %q, want its own binding %q", k, got, b.ID)
+	// Another tenant, project, key or protocol with the same thread id is
+	// another thread.
+	others := []agentd.ThreadKey{key, key, key, key}
+	others[0].TenantID, others[1].ProjectID, others[2].KeyID, others[3].Protocol = "t2", "p2", "k2", "ai-sdk"
+	for _, k := range others {
+		if got := bind(k, b.ID); got != b.ID {
+			t.Errorf("BindThread %+v = %q, want its own binding %q", k, got, b.ID)
+		}
+		got, err := s.ThreadConversation(ctx, k)
+		noErr(t, err, "ThreadConversation")
+		if got != b.ID {
+			t.Errorf("ThreadConversation %+v = %q, want %q", k, got, b.ID)
 		}
 	}
-	got, err := s.ThreadConversation(ctx, "t1", "p1", "ag-ui", "thread-1")
+	got, err := s.ThreadConversation(ctx, key)
 	noErr(t, err, "ThreadConversation")
 	if got != a.ID {
 		t.Errorf("ThreadConversation = %q, want %q", got, a.ID)
 	}
-	got, err = s.ThreadConversation(ctx, "t2", "p1", "ag-ui", "thread-1")
-	noErr(t, err, "ThreadConversation t2")
-	if got != b.ID {
-		t.Errorf("ThreadConversation t2 = %q, want %q", got, b.ID)
+	// A key that has not used the name, and a key with an empty field,
+	// find no thread.
+	for _, k := range []agentd.ThreadKey{{TenantID: "t1", ProjectID: "p1", KeyID: "k3", Protocol: "ag-ui", ThreadID: "thread-1"},
+		{TenantID: "t3", ProjectID: "p1", KeyID: "k1", Protocol: "ag-ui", ThreadID: "thread-1"},
+		{TenantID: "t1", ProjectID: "p1", Protocol: "ag-ui", ThreadID: "thread-1"}} {
+		_, err = s.ThreadConversation(ctx, k)
+		wantCode(t, err, agentd.ENOTFOUND)
 	}
-	_, err = s.ThreadConversation(ctx, "t3", "p1", "ag-ui", "thread-1")
-	wantCode(t, err, agentd.ENOTFOUND)
 }
 
 func testBindThreadErrors(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	c := newConversation(t, s)
-	full := agentd.ThreadBinding{TenantID: "t", ProjectID: "p", Protocol: "ag-ui", ThreadID: "x", ConversationID: c.ID, CreatedAt: t0}
+	full := agentd.ThreadBinding{ThreadKey: agentd.ThreadKey{TenantID: "t", ProjectID: "p", KeyID: "k", Protocol: "ag-ui", ThreadID: "x"},
+		ConversationID: c.ID, CreatedAt: t0}
 	for _, blank := range []func(*agentd.ThreadBinding){
 		func(b *agentd.ThreadBinding) { b.TenantID = "" },
 		func(b *agentd.ThreadBinding) { b.ProjectID = "" },
+		func(b *agentd.ThreadBinding) { b.KeyID = "" },
 		func(b *agentd.ThreadBinding) { b.Protocol = "" },
 		func(b *agentd.ThreadBinding) { b.ThreadID = "" },
 		func(b *agentd.ThreadBinding) { b.ConversationID = "" },
@@ -66,7 +77,7 @@ func testBindThreadErrors(t *testing.T, s agentd.Store) {
 	_, err := s.BindThread(ctx, ghost)
 	wantCode(t, err, agentd.ENOTFOUND)
 	// The failed binding left nothing behind.
-	_, err = s.ThreadConversation(ctx, "t", "p", "ag-ui", "x")
+	_, err = s.ThreadConversation(ctx, full.ThreadKey)
 	wantCode(t, err, agentd.ENOTFOUND)
 }
 
@@ -86,8 +97,8 @@ func testBindThreadConcurrent(t *testing.T, s agentd.Store) {
 		go func() {
 			defer wg.Done()
 			var err error
-			got[i], err = s.BindThread(ctx, agentd.ThreadBinding{TenantID: "t", ProjectID: "p", Protocol: "ai-sdk",
-				ThreadID: "race", ConversationID: convs[i].ID, CreatedAt: t0})
+			got[i], err = s.BindThread(ctx, agentd.ThreadBinding{ThreadKey: agentd.ThreadKey{TenantID: "t", ProjectID: "p",
+				KeyID: "k", Protocol: "ai-sdk", ThreadID: "race"}, ConversationID: convs[i].ID, CreatedAt: t0})
 			if err != nil {
 				t.Errorf("BindThread %d: %v", i, err)
 			}
