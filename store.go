@@ -204,8 +204,10 @@ type Store interface {
 	// lapse), the zero time when there is none. It reads one index entry.
 	NextWebhookAttempt(ctx context.Context, endpointID string) (time.Time, error)
 	// WebhookQueueDepth returns the number of pending deliveries of each
-	// endpoint that has any.
-	WebhookQueueDepth(ctx context.Context) (map[string]int64, error)
+	// endpoint that has any: of every tenant when tenantID and projectID
+	// are both empty (the metrics), else only those of that tenant and
+	// project (what its operators see). EINVALID for one without the other.
+	WebhookQueueDepth(ctx context.Context, tenantID, projectID string) (map[string]int64, error)
 	// WebhookEndpointStates returns the recorded state of every endpoint
 	// that has one, by id.
 	WebhookEndpointStates(ctx context.Context) ([]WebhookEndpointState, error)

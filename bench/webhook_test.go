@@ -398,7 +398,7 @@ func BenchmarkWebhookDeadEndpointMemory(b *testing.B) {
 	startOutbox(b, o, eps)
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
-		depth, _ := o.store.WebhookQueueDepth(context.Background())
+		depth, _ := o.store.WebhookQueueDepth(context.Background(), "", "")
 		if depth["e0"] >= queued {
 			break
 		}

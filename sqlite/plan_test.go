@@ -58,6 +58,10 @@ func TestQueryPlans(t *testing.T) {
 		{"Audit/tool_call_id+conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x", ConversationID: "y"}),
 			[]string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
 		{"Audit/conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
+		// GET /v1/webhooks/endpoints: a tenant's project's backlog is
+		// counted from entries of its pending deliveries (0016), not from
+		// its whole delivery log.
+		{"WebhookQueueDepth/tenant", tenantQueueDepthQuery, []string{"SEARCH webhook_deliveries USING COVERING INDEX webhook_deliveries_pending (tenant_id=? AND project_id=?)"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},

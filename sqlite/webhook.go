@@ -242,10 +242,17 @@ func (db *DB) NextWebhookAttempt(ctx context.Context, endpointID string) (time.T
 }
 
 // WebhookQueueDepth implements agentd.Store.WebhookQueueDepth.
-func (db *DB) WebhookQueueDepth(ctx context.Context) (map[string]int64, error) {
+func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string) (map[string]int64, error) {
+	q, args := queueDepthQuery, []any(nil)
+	switch {
+	case tenantID != "" && projectID != "":
+		q, args = tenantQueueDepthQuery, []any{tenantID, projectID}
+	case tenantID != "" || projectID != "":
+		return nil, agentd.Errorf(agentd.EINVALID, "a webhook queue depth is of every tenant or of one tenant's project")
+	}
 	out := map[string]int64{}
 	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries WHERE status = 'pending' GROUP BY endpoint_id`)
+		rows, err := tx.QueryContext(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -265,6 +272,15 @@ func (db *DB) WebhookQueueDepth(ctx context.Context) (map[string]int64, error) {
 	}
 	return out, nil
 }
+
+// The queue depths (WebhookQueueDepth): every tenant's counts the entries of
+// webhook_deliveries_due, a tenant's project's those of
+// webhook_deliveries_pending (0016, pinned by TestQueryPlans).
+const (
+	queueDepthQuery       = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries WHERE status = 'pending' GROUP BY endpoint_id`
+	tenantQueueDepthQuery = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries
+		WHERE status = 'pending' AND tenant_id = ? AND project_id = ? GROUP BY endpoint_id`
+)
 
 // WebhookEndpointStates implements agentd.Store.WebhookEndpointStates.
 func (db *DB) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpointState, error) {

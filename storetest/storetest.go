@@ -155,6 +155,9 @@ func Run(t *testing.T, b Backend) {
 		{"Webhook/Attempts", testWebhookAttempts},
 		{"Webhook/List", testWebhookList},
 		{"Webhook/EndpointStates", testWebhookEndpointStates},
+		{"Webhook/QueueDepthByTenant", testWebhookQueueDepthByTenant},
+		{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
+		{"Audit/OtherProject", testAuditOtherProject},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -168,7 +168,7 @@ func testWebhookAttempts(t *testing.T, s agentd.Store) {
 	d := delivery("ops", pos[0], "tenant", "project", "e", at(0))
 	other := delivery("ops", pos[1], "tenant", "project", "e", at(100*time.Hour))
 	noErr(t, s.EnqueueWebhookDeliveries(ctx, "webhooks", pos[1], []agentd.WebhookDelivery{d, other}), "Enqueue")
-	depth, err := s.WebhookQueueDepth(ctx)
+	depth, err := s.WebhookQueueDepth(ctx, "", "")
 	noErr(t, err, "WebhookQueueDepth")
 	if depth["ops"] != 2 || len(depth) != 1 {
 		t.Fatalf("queue depth = %v, want ops: 2", depth)

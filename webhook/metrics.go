@@ -57,7 +57,7 @@ func (q queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- queueDesc; 
 func (q queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	depth, err := q.s.store.WebhookQueueDepth(ctx)
+	depth, err := q.s.store.WebhookQueueDepth(ctx, "", "")
 	for _, ep := range q.s.endpoints {
 		if err == nil {
 			ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(depth[ep.ID]), ep.ID)

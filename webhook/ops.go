@@ -99,12 +99,13 @@ func (s *Service) Redeliver(ctx context.Context, p agentd.Principal, id string) 
 }
 
 // Endpoints returns the endpoints that receive p's events, with their
-// states and queue depths.
+// states and queue depths: the pending deliveries of p's tenant and project
+// only (an endpoint without a tenant filter carries every tenant's).
 func (s *Service) Endpoints(ctx context.Context, p agentd.Principal) ([]agentd.WebhookEndpoint, error) {
 	if err := requireOperator(p); err != nil {
 		return nil, err
 	}
-	depth, err := s.store.WebhookQueueDepth(ctx)
+	depth, err := s.store.WebhookQueueDepth(ctx, p.TenantID, p.ProjectID)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func (s *Service) EnableEndpoint(ctx context.Context, p agentd.Principal, id str
 	ep.setDisabled(nil, "")
 	ep.poke()
 	s.log.Info().Str("endpoint", id).Str("by", p.KeyID).Msg("webhooks: endpoint enabled")
-	depth, err := s.store.WebhookQueueDepth(ctx)
+	depth, err := s.store.WebhookQueueDepth(ctx, p.TenantID, p.ProjectID)
 	if err != nil {
 		return nil, err
 	}

@@ -144,14 +144,14 @@ func TestDeadEndpointBacklog(t *testing.T) {
 	f.Notify()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		depth, _ := store.WebhookQueueDepth(ctx)
+		depth, _ := store.WebhookQueueDepth(ctx, "", "")
 		done, _ := store.WebhookDeliveries(ctx, agentd.WebhookDeliveryFilter{TenantID: "t", ProjectID: "p", Status: agentd.DeliveryFailed, Limit: 1000})
 		if depth["dead"]+int64(len(done)) >= n || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	depth, _ := store.WebhookQueueDepth(ctx)
+	depth, _ := store.WebhookQueueDepth(ctx, "", "")
 	if depth["dead"] < n-1000 {
 		t.Fatalf("queue depth %d, want about %d (calls %d)", depth["dead"], n, len(calls))
 	}
