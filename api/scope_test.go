@@ -13,7 +13,8 @@ import (
 // Issue 17, rules nothing caught: an operator of another tenant, or of
 // another project of the same tenant, naming a conversation or a call of
 // t1/p1 gets an empty pending list and an empty audit log (not the
-// conversation's calls or entries), whichever filter reads the store.
+// conversation's calls or entries), whichever filter reads the store; so
+// does another client key naming a client's conversation in the list.
 func TestOperatorFiltersKeepTheirScope(t *testing.T) {
 	keys := append([]testKey{{key: "k-op-p2", id: "op-p2", tenant: "t1", project: "p2", role: agentd.RoleOperator}}, roleKeys...)
 	s := newServer(t, keys, api.Config{})
@@ -40,7 +41,7 @@ func TestOperatorFiltersKeepTheirScope(t *testing.T) {
 		if got := list("k-op", "/v1/approvals", "approvals", q); len(got) != 1 {
 			t.Errorf("the tenant's operator with %s: %d approvals, want alice's call", q.Encode(), len(got))
 		}
-		for _, key := range []string{"k-other", "k-op-p2"} {
+		for _, key := range []string{"k-other", "k-op-p2", "k-bob"} {
 			if got := list(key, "/v1/approvals", "approvals", q); len(got) != 0 {
 				t.Errorf("%s naming t1/p1's conversation (%s): %s", key, q.Encode(), got)
 			}

@@ -51,11 +51,15 @@
 //     its filter, in position order, at most its limit.
 //   - A feed consumer's position survives closing and reopening the store
 //     and never moves backwards.
-//   - A protocol thread binding is scoped by tenant, project and protocol,
-//     and the first binding of a thread wins, also under concurrent binders.
+//   - A protocol thread binding is scoped by tenant, project, API key and
+//     protocol, and the first binding of a thread wins, also under
+//     concurrent binders.
 //   - Webhook deliveries keep their body byte for byte; enqueueing an id
 //     again changes nothing; a claimed delivery is claimed by no one else
-//     until its lease lapses; attempts come back in order.
+//     until its lease lapses; attempts come back in order; a tenant's
+//     project's queue depth counts its own pending deliveries only.
+//   - A filter naming another tenant's or project's conversation or call
+//     (the pending list, the audit log) reads nothing of it.
 package storetest
 
 import (
