@@ -14,6 +14,16 @@ import (
 // (issue 17): naming a conversation, a call or an endpoint never reaches
 // past the caller's tenant and project.
 
+// scopeCases are the cases of this file, run by Run after the others.
+var scopeCases = []struct {
+	name string
+	fn   func(t *testing.T, s agentd.Store)
+}{
+	{"Webhook/QueueDepthByTenant", testWebhookQueueDepthByTenant},
+	{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
+	{"Audit/OtherProject", testAuditOtherProject},
+}
+
 // testPendingByConversationScoped: the pending list filtered by
 // conversation_id (alone, or with a tool name, a server id or a deadline,
 // each read from another index) is empty for another tenant or project

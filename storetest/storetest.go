@@ -159,11 +159,8 @@ func Run(t *testing.T, b Backend) {
 		{"Webhook/Attempts", testWebhookAttempts},
 		{"Webhook/List", testWebhookList},
 		{"Webhook/EndpointStates", testWebhookEndpointStates},
-		{"Webhook/QueueDepthByTenant", testWebhookQueueDepthByTenant},
-		{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
-		{"Audit/OtherProject", testAuditOtherProject},
 	}
-	for _, tt := range tests {
+	for _, tt := range append(tests, scopeCases...) {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fn(t, b.Open(t))
 		})
