@@ -15,7 +15,7 @@ type stateBox struct {
 	s  string
 }
 
-func (b *stateBox) get() string { b.mu.Lock(); defer b.mu.Unlock(); return b.s }
+func (b *stateBox) get() string  { b.mu.Lock(); defer b.mu.Unlock(); return b.s }
 func (b *stateBox) set(s string) { b.mu.Lock(); b.s = s; b.mu.Unlock() }
 
 // card is the n-th confirmation_required.
