@@ -191,12 +191,17 @@ const decideRetries = 5
 // decision returns the same record. An approval starts the same call with
 // the same arguments; the model is not called in between.
 //
+// The decision answers one card of the call (cardOf): an answer to a card
+// that was answered before the call was parked again is never a decision
+// on its current card.
+//
 // Errors: EFORBIDDEN (a delegate key, or edited arguments that were
 // refused: the call is then refused), EINVALID (bad decision, edited
-// arguments the card does not allow), ENOTFOUND (also for a call not of
-// req.ConversationID, when set), ECONFLICT (decided
-// otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
-// ESTALE (digest differs, also on a repeat).
+// arguments the card does not allow, a card_revision below 1), ENOTFOUND
+// (also for a call not of req.ConversationID, when set), ECONFLICT (decided
+// otherwise, not awaiting confirmation, or a card the call never showed),
+// EEXPIRED (deadline passed), ESTALE (digest differs, also on a repeat; a
+// card the call was parked again after).
 func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
 	d, err := checkDecision(p, req)
 	if err != nil {
