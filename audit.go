@@ -109,6 +109,8 @@ type BatchDecisionItem struct {
 	Reason          string
 	Arguments       []byte
 	ArgumentsSHA256 string
+	// CardRevision is DecisionRequest.CardRevision.
+	CardRevision int
 }
 
 // Outcomes of one item of a bulk decision.

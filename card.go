@@ -49,3 +49,36 @@ func nullIfEmpty(s string) *string {
 	}
 	return &s
 }
+
+// CardRevision is the number of the call's card that a decision answers now
+// (DecisionRequest.CardRevision): a parked call's first card is 1, and each
+// time the call is parked again (the loop's re-park of an approved call)
+// its new card is one more — every earlier card was answered by one
+// decision. For a call no longer parked it is the card its last decision
+// answered (0 for a call that was never parked).
+func (c *ToolCall) CardRevision() int {
+	if c.Status == StatusRequiresConfirmation {
+		return len(c.Decisions) + 1
+	}
+	return len(c.Decisions)
+}
+
+// ShownCardRevision is CardRevision as cards and the tool call object
+// carry it (card_revision): set for a call that was parked again (2, 3,
+// …), 0 otherwise, so that a first card reads as it always did.
+func (c *ToolCall) ShownCardRevision() int {
+	if r := c.CardRevision(); r > 1 {
+		return r
+	}
+	return 0
+}
+
+// MarshalJSON writes the call's fields and, for a call that was parked
+// again, its card_revision (ShownCardRevision).
+func (c ToolCall) MarshalJSON() ([]byte, error) {
+	type plain ToolCall
+	return json.Marshal(struct {
+		plain
+		CardRevision int `json:"card_revision,omitempty"`
+	}{plain(c), c.ShownCardRevision()})
+}

@@ -104,6 +104,10 @@ type ConfirmationRequiredPayload struct {
 	RequiresApprovalAt time.Time `json:"requires_approval_at" event:"required"`
 	AllowedDecisions   []string  `json:"allowed_decisions" event:"required"`
 	Card               Card      `json:"card" event:"required"`
+	// CardRevision is the card's number among the call's cards
+	// (ToolCall.CardRevision) when the call was parked again (2, 3, …);
+	// 0, and absent, on its first card.
+	CardRevision int `json:"card_revision,omitempty"`
 }
 
 // Card is the display summary of a parked call in confirmation_required.

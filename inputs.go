@@ -14,12 +14,23 @@ type DecisionRequest struct {
 	Reason          string
 	Arguments       json.RawMessage
 	ArgumentsSHA256 string
+	// CardRevision, when set (1, 2, …), is the card of the call the
+	// decision answers (ToolCall.CardRevision). When 0 the card is the
+	// first that showed ArgumentsSHA256, or the first card.
+	CardRevision int
 	// Via is the door the decision came through (ViaSingle when empty).
 	Via string
 	// ConversationID, when set, is the conversation the call must be of:
 	// a call of another one is not found (a chat protocol's thread names
 	// its calls).
 	ConversationID string
+}
+
+// CallDecision is a decision on one named call: an item of a chat
+// protocol's request, decided all or nothing (loop.Engine.DecideAll).
+type CallDecision struct {
+	ToolCallID string
+	Request    DecisionRequest
 }
 
 // ConversationDetail is a conversation with its messages and tool calls

@@ -140,6 +140,21 @@ func (f *fakeService) Decide(ctx context.Context, p agentd.Principal, id string,
 	return &agentd.Decision{ID: "dec_1", ToolCallID: id, Decision: agentd.DecisionApproved, DecidedBy: p.KeyID}, nil
 }
 
+// DecideAll decides each through Decide, stopping at the first error,
+// which it answers as the decision's failed result.
+func (f *fakeService) DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
+	out := make([]agentd.BatchDecisionResult, len(ds))
+	for i, d := range ds {
+		dec, err := f.Decide(ctx, p, d.ToolCallID, d.Request)
+		if err != nil {
+			out[i] = agentd.BatchDecisionResult{ToolCallID: d.ToolCallID, Status: agentd.BatchFailed, Error: agentd.NewItemError(err)}
+			return out, nil
+		}
+		out[i] = agentd.BatchDecisionResult{ToolCallID: d.ToolCallID, Status: agentd.BatchApplied, Decision: dec}
+	}
+	return out, nil
+}
+
 func (f *fakeService) PendingApprovals(ctx context.Context, p agentd.Principal, q agentd.PendingQuery) ([]agentd.ToolCall, string, error) {
 	if err := f.record("PendingApprovals", p, q.Cursor, q); err != nil {
 		return nil, "", err

@@ -119,6 +119,9 @@ type approvalRequest struct {
 	Reason          string          `json:"reason,omitempty"`
 	Arguments       json.RawMessage `json:"arguments,omitempty"`
 	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
+	// CardRevision is the card_revision of the card decided (absent: see
+	// agentd.DecisionRequest.CardRevision).
+	CardRevision *int `json:"card_revision,omitempty"`
 }
 
 func (s *Server) handleApproval(c echo.Context) error {
@@ -126,9 +129,13 @@ func (s *Server) handleApproval(c echo.Context) error {
 	if err := decode(c, &req, false); err != nil {
 		return err
 	}
+	card, err := cardRevision("card_revision", req.CardRevision)
+	if err != nil {
+		return err
+	}
 	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), agentd.DecisionRequest{
 		Decision: req.Decision, Reason: req.Reason, Arguments: req.Arguments, ArgumentsSHA256: req.ArgumentsSHA256,
-		Via: agentd.ViaSingle,
+		CardRevision: card, Via: agentd.ViaSingle,
 	})
 	if err != nil {
 		return err
@@ -148,6 +155,19 @@ type bulkApprovalItem struct {
 	Reason          string          `json:"reason,omitempty"`
 	Arguments       json.RawMessage `json:"arguments,omitempty"`
 	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
+	CardRevision    *int            `json:"card_revision,omitempty"`
+}
+
+// cardRevision is a body's card_revision: 0 when absent, EINVALID when
+// below 1 (field names it in the message).
+func cardRevision(field string, v *int) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v < 1 {
+		return 0, agentd.Errorf(agentd.EINVALID, "%s must be 1 or more (the card_revision of the card decided)", field)
+	}
+	return *v, nil
 }
 
 // handleBulkApprovals is POST /v1/approvals: 200 with one result per item,
@@ -165,8 +185,12 @@ func (s *Server) handleBulkApprovals(c echo.Context) error {
 		if it.ToolCallID == "" || it.Approve == nil {
 			return agentd.Errorf(agentd.EINVALID, `approvals[%d] needs "tool_call_id" and "approve" (true or false)`, i)
 		}
+		card, err := cardRevision(fmt.Sprintf("approvals[%d].card_revision", i), it.CardRevision)
+		if err != nil {
+			return err
+		}
 		items[i] = agentd.BatchDecisionItem{ToolCallID: it.ToolCallID, Approve: *it.Approve, Reason: it.Reason,
-			Arguments: it.Arguments, ArgumentsSHA256: it.ArgumentsSHA256}
+			Arguments: it.Arguments, ArgumentsSHA256: it.ArgumentsSHA256, CardRevision: card}
 	}
 	results, err := s.engine.DecideBatch(c.Request().Context(), principal(c), items, req.Atomic)
 	if err != nil {

@@ -211,3 +211,48 @@ func TestProtocolThreadsAreTenantScoped(t *testing.T) {
 		t.Fatalf("pay ran %d times", s.tool.count())
 	}
 }
+
+// Issue 17 finding 4: a protocol request's decisions are checked first and
+// applied all or nothing: a request that also names an unknown call, or
+// answers one call twice, decides nothing. Payload keys match exactly.
+func TestProtocolMixedDecisionsApplyNothing(t *testing.T) {
+	s := newServer(t, roleKeys, api.Config{})
+	conv := s.createConversation("k-alice")
+	call, _ := s.parkedCall("k-alice", conv)
+	ghost := agentd.NewID(agentd.PrefixToolCall)
+	resume := func(entries string) response {
+		return s.do("POST", "/v1/ag-ui", "k-alice", fmt.Sprintf(`{"threadId":%q,"runId":"r","messages":[],"resume":%s}`, conv, entries), nil)
+	}
+	approveEntry := func(id string) string {
+		return fmt.Sprintf(`{"interruptId":%q,"status":"resolved","payload":{"approved":true}}`, id)
+	}
+	if e := runError(t, resume("["+approveEntry(call)+","+approveEntry(ghost)+"]").body); e == nil || e["code"] != agentd.ENOTFOUND {
+		t.Errorf("AG-UI [call, unknown]: %v", e)
+	}
+	if e := runError(t, resume("["+approveEntry(call)+","+approveEntry(call+".2")+"]").body); e == nil || e["code"] != agentd.EINVALID {
+		t.Errorf("AG-UI [call, call.2]: %v", e)
+	}
+	want(t, "AG-UI APPROVED", resume(fmt.Sprintf(`[{"interruptId":%q,"status":"resolved","payload":{"APPROVED":true}}]`, call)), http.StatusBadRequest, agentd.EINVALID)
+	part := func(approved bool) string {
+		return fmt.Sprintf(`{"type":"tool-pay","toolCallId":%q,"state":"approval-responded","input":{},"approval":{"id":%q,"approved":%v}}`, call, call, approved)
+	}
+	aisdk := func(parts ...string) response {
+		return s.do("POST", "/v1/ai-sdk/chat", "k-alice", fmt.Sprintf(`{"id":%q,"messages":[{"id":"m","role":"assistant","parts":[%s]}]}`, conv, strings.Join(parts, ",")), nil)
+	}
+	want(t, "AI SDK [approve, deny]", aisdk(part(true), part(false)), http.StatusBadRequest, agentd.EINVALID)
+	want(t, "AI SDK Approved", aisdk(strings.Replace(part(true), `"approved"`, `"Approved"`, 1)), http.StatusBadRequest, agentd.EINVALID)
+	// A key twice after a nested value is refused on the native door too.
+	r := s.do("POST", "/v1/tool-calls/"+call+"/approval", "k-alice", `{"decision":"deny","arguments":{"amount":1},"decision":"approve"}`, nil)
+	want(t, "a key twice after a nested object", r, http.StatusBadRequest, agentd.EINVALID)
+	r = s.do("POST", "/v1/approvals", "k-alice", fmt.Sprintf(`{"approvals":[{"tool_call_id":%q,"approve":true}],"approvals":[]}`, call), nil)
+	want(t, "a key twice after a nested array", r, http.StatusBadRequest, agentd.EINVALID)
+	if c := s.toolCall("k-alice", call); c.Status != agentd.StatusRequiresConfirmation || len(c.Decisions) != 0 || s.tool.count() != 0 {
+		t.Fatalf("after refused requests: %s, %d decisions, %d runs", c.Status, len(c.Decisions), s.tool.count())
+	}
+	// Distinct keys after nested values are read: the denial applies.
+	r = s.do("POST", "/v1/approvals", "k-alice", fmt.Sprintf(`{"approvals":[{"tool_call_id":%q,"approve":false,"reason":"no"}],"atomic":true}`, call), nil)
+	want(t, "distinct keys after a nested array", r, http.StatusOK, "")
+	if c := s.toolCall("k-alice", call); c.Status != agentd.StatusDenied || s.tool.count() != 0 {
+		t.Fatalf("after the denial: %s, %d runs", c.Status, s.tool.count())
+	}
+}

@@ -119,6 +119,9 @@ type Service interface {
 	// own errors: EFORBIDDEN (a delegate key), EINVALID (no items, more
 	// than agentd.MaxBatchDecisions, a call named twice).
 	DecideBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem, atomic bool) ([]agentd.BatchDecisionResult, error)
+	// DecideAll applies a chat-protocol request's decisions all or
+	// nothing, each as Decide would (protocol.Engine).
+	DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error)
 	// PendingApprovals returns a page (limit 1..100, 0 = 50) of the parked
 	// calls p reaches that match q, and the next cursor ("" at the end).
 	PendingApprovals(ctx context.Context, p agentd.Principal, q agentd.PendingQuery) ([]agentd.ToolCall, string, error)

@@ -26,24 +26,50 @@ func (e *Engine) DecideBatch(ctx context.Context, p agentd.Principal, items []ag
 	if !p.MayDecide() {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	}
-	if err := checkBatch(items); err != nil {
+	ds := make([]agentd.CallDecision, len(items))
+	for i, it := range items {
+		ds[i] = agentd.CallDecision{ToolCallID: it.ToolCallID, Request: itemRequest(it)}
+	}
+	if err := checkBatch(ds); err != nil {
 		return nil, err
 	}
 	if atomic {
-		return e.decideAtomic(ctx, p, items)
+		return e.decideAtomic(ctx, p, ds, false)
 	}
 	out := make([]agentd.BatchDecisionResult, len(items))
-	for i, it := range items {
-		dec, err := e.Decide(ctx, p, it.ToolCallID, itemRequest(it))
-		out[i] = itemResult(it.ToolCallID, dec, err)
+	for i, d := range ds {
+		dec, err := e.Decide(ctx, p, d.ToolCallID, d.Request)
+		out[i] = itemResult(d.ToolCallID, dec, err)
 	}
 	return out, nil
+}
+
+// DecideAll applies the decisions of one chat-protocol request all or
+// nothing: every decision is checked and planned against the calls as
+// stored (each as Decide would apply it alone, its ConversationID
+// included) and the plans are committed in one transaction, as an atomic
+// DecideBatch does. If any decision fails, nothing is applied; the results,
+// one per decision in order, say which failed and why (the others
+// not_applied). With expiredIsAnswer a decision on a call whose deadline
+// passed (EEXPIRED; the call is expired while it is planned) is answered
+// in its result and does not stop the others.
+//
+// Errors of the whole request: EFORBIDDEN for a delegate key; EINVALID for
+// no decisions, more than agentd.MaxBatchDecisions, or a call named twice.
+func (e *Engine) DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
+	if !p.MayDecide() {
+		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
+	}
+	if err := checkBatch(ds); err != nil {
+		return nil, err
+	}
+	return e.decideAtomic(ctx, p, ds, expiredIsAnswer)
 }
 
 // checkBatch bounds a batch: 1..MaxBatchDecisions items, each call named
 // once (a second decision of one call in the same batch would be either a
 // repeat or a conflict with the first; the client means one of them).
-func checkBatch(items []agentd.BatchDecisionItem) error {
+func checkBatch(items []agentd.CallDecision) error {
 	if len(items) == 0 {
 		return agentd.Errorf(agentd.EINVALID, `"approvals" must list at least one decision`)
 	}
@@ -63,7 +89,7 @@ func checkBatch(items []agentd.BatchDecisionItem) error {
 // itemRequest is a bulk item as the single route's request.
 func itemRequest(it agentd.BatchDecisionItem) agentd.DecisionRequest {
 	req := agentd.DecisionRequest{Decision: "deny", Reason: it.Reason, Arguments: it.Arguments,
-		ArgumentsSHA256: it.ArgumentsSHA256, Via: agentd.ViaBulk}
+		ArgumentsSHA256: it.ArgumentsSHA256, CardRevision: it.CardRevision, Via: agentd.ViaBulk}
 	if it.Approve {
 		req.Decision = "approve"
 	}
@@ -81,10 +107,11 @@ func itemResult(id string, dec *agentd.Decision, err error) agentd.BatchDecision
 // decideAtomic plans every item against the calls as stored and commits
 // the plans in one transaction; when another decision wins a race to one
 // of the calls, the transaction applies nothing and the batch is planned
-// again (the call then answers as settled).
-func (e *Engine) decideAtomic(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem) ([]agentd.BatchDecisionResult, error) {
+// again (the call then answers as settled). With expiredIsAnswer an
+// expired item is not a failure of the batch.
+func (e *Engine) decideAtomic(ctx context.Context, p agentd.Principal, items []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
 	for range decideRetries {
-		out, plans, ok := e.planBatch(ctx, p, items)
+		out, plans, ok := e.planBatch(ctx, p, items, expiredIsAnswer)
 		if !ok {
 			return notApplied(out), nil
 		}
@@ -107,13 +134,15 @@ func (e *Engine) decideAtomic(ctx context.Context, p agentd.Principal, items []a
 // returned in item order, and each of their results is filled in with the
 // decision to be committed. ok is false when an item failed — an edit
 // that would be refused counts as a failure, since committing it would
-// apply the refusal.
-func (e *Engine) planBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem) (out []agentd.BatchDecisionResult, plans []*plannedDecision, ok bool) {
+// apply the refusal; an expired item is not, with expiredIsAnswer.
+func (e *Engine) planBatch(ctx context.Context, p agentd.Principal, items []agentd.CallDecision, expiredIsAnswer bool) (out []agentd.BatchDecisionResult, plans []*plannedDecision, ok bool) {
 	out = make([]agentd.BatchDecisionResult, len(items))
 	ok = true
 	for i, it := range items {
 		pd, dec, err := e.planItem(ctx, p, it)
 		switch {
+		case err != nil && expiredIsAnswer && agentd.ErrorCode(err) == agentd.EEXPIRED:
+			out[i] = itemResult(it.ToolCallID, nil, err)
 		case err != nil:
 			out[i], ok = itemResult(it.ToolCallID, nil, err), false
 		case pd == nil:
@@ -129,12 +158,12 @@ func (e *Engine) planBatch(ctx context.Context, p agentd.Principal, items []agen
 }
 
 // planItem is Decide's checks and plan for one item, without a commit.
-func (e *Engine) planItem(ctx context.Context, p agentd.Principal, it agentd.BatchDecisionItem) (*plannedDecision, *agentd.Decision, error) {
-	d, err := checkDecision(p, itemRequest(it))
+func (e *Engine) planItem(ctx context.Context, p agentd.Principal, it agentd.CallDecision) (*plannedDecision, *agentd.Decision, error) {
+	d, err := checkDecision(p, it.Request)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := e.ToolCall(ctx, p, it.ToolCallID)
+	c, err := e.callOf(ctx, p, it.ToolCallID, it.Request.ConversationID)
 	if err != nil {
 		return nil, nil, err
 	}

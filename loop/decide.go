@@ -62,7 +62,44 @@ func checkDecision(p agentd.Principal, req agentd.DecisionRequest) (*checkedDeci
 	if req.ArgumentsSHA256 != "" && !isHex64(req.ArgumentsSHA256) {
 		return nil, agentd.Errorf(agentd.EINVALID, "arguments_sha256 must be 64 lowercase hex characters")
 	}
+	if req.CardRevision < 0 {
+		return nil, agentd.Errorf(agentd.EINVALID, "card_revision must be 1 or more")
+	}
 	return d, nil
+}
+
+// cardOf is the card of c that req answers (ToolCall.CardRevision): the
+// one it names; else the first card that showed the digest it names (the
+// pending card when none did); else the call's first card. So a request
+// that names neither answers the card it answered the first time, however
+// often the call was parked again since.
+func cardOf(c *agentd.ToolCall, req agentd.DecisionRequest) int {
+	if req.CardRevision > 0 {
+		return req.CardRevision
+	}
+	if req.ArgumentsSHA256 != "" {
+		for i, dec := range c.Decisions {
+			if dec.ArgumentsSHA256 == req.ArgumentsSHA256 {
+				return i + 1
+			}
+		}
+		if c.Status == agentd.StatusRequiresConfirmation {
+			return len(c.Decisions) + 1
+		}
+	}
+	return 1
+}
+
+// oldCard is the answer to a decision on a card of c that was answered
+// (by c.Decisions[card-1]) before the call was parked again.
+func oldCard(c *agentd.ToolCall, card int) error {
+	prev := c.Decisions[card-1].Decision
+	if c.Status == agentd.StatusRequiresConfirmation {
+		return agentd.Errorf(agentd.ESTALE, "card %d of this call was %s, then the call was parked again with card %d "+
+			"(card_revision %d, arguments_sha256 %s): review that card and decide on it", card, prev, c.CardRevision(), c.CardRevision(), c.ArgumentsSHA256)
+	}
+	return agentd.Errorf(agentd.ESTALE, "card %d of this call was %s, then the call was parked again; its latest card (%d) was %s",
+		card, prev, c.CardRevision(), c.Decisions[len(c.Decisions)-1].Decision)
 }
 
 // plannedDecision is a decision ready to commit: the conditional update of
@@ -76,15 +113,24 @@ type plannedDecision struct {
 	refusal error
 }
 
-// planDecision applies the approval rules to d on call c as read now. For
-// a call that is no longer pending it returns no plan and the settled
-// answer: the stored decision for an idempotent repeat, else ECONFLICT,
-// EEXPIRED or ESTALE. For a pending call past its deadline it expires the
-// call and answers EEXPIRED; a digest that differs is ESTALE; edited
-// arguments that are not valid, or that the card does not allow, are
-// EINVALID.
+// planDecision applies the approval rules to d on call c as read now. A
+// decision answers one card of the call (cardOf): a card that was answered
+// before the call was parked again is ESTALE, whatever the decision, so it
+// never becomes a decision on a later card; a card the call never showed is
+// ECONFLICT. For a call that is no longer pending it returns no plan and
+// the settled answer: the stored decision for an idempotent repeat, else
+// ECONFLICT, EEXPIRED or ESTALE. For a pending call past its deadline it
+// expires the call and answers EEXPIRED; a digest that differs is ESTALE;
+// edited arguments that are not valid, or that the card does not allow,
+// are EINVALID.
 func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checkedDecision) (*plannedDecision, *agentd.Decision, error) {
-	if c.Status != agentd.StatusRequiresConfirmation {
+	card, latest := cardOf(c, d.req), c.CardRevision()
+	switch {
+	case card > max(latest, 1):
+		return nil, nil, agentd.Errorf(agentd.ECONFLICT, "card_revision %d names no card of this call (its latest card is %d)", card, latest)
+	case card < latest:
+		return nil, nil, oldCard(c, card)
+	case c.Status != agentd.StatusRequiresConfirmation:
 		dec, err := settled(c, d.decision, d.req.ArgumentsSHA256, e.effectiveDigest(c, d.req.Arguments))
 		return nil, dec, err
 	}
@@ -145,24 +191,26 @@ const decideRetries = 5
 // decision returns the same record. An approval starts the same call with
 // the same arguments; the model is not called in between.
 //
+// The decision answers one card of the call (cardOf): an answer to a card
+// that was answered before the call was parked again is never a decision
+// on its current card.
+//
 // Errors: EFORBIDDEN (a delegate key, or edited arguments that were
 // refused: the call is then refused), EINVALID (bad decision, edited
-// arguments the card does not allow), ENOTFOUND (also for a call not of
-// req.ConversationID, when set), ECONFLICT (decided
-// otherwise, or not awaiting confirmation), EEXPIRED (deadline passed),
-// ESTALE (digest differs, also on a repeat).
+// arguments the card does not allow, a card_revision below 1), ENOTFOUND
+// (also for a call not of req.ConversationID, when set), ECONFLICT (decided
+// otherwise, not awaiting confirmation, or a card the call never showed),
+// EEXPIRED (deadline passed), ESTALE (digest differs, also on a repeat; a
+// card the call was parked again after).
 func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
 	d, err := checkDecision(p, req)
 	if err != nil {
 		return nil, err
 	}
 	for range decideRetries {
-		c, err := e.ToolCall(ctx, p, id)
+		c, err := e.callOf(ctx, p, id, req.ConversationID)
 		if err != nil {
 			return nil, err
-		}
-		if req.ConversationID != "" && c.ConversationID != req.ConversationID {
-			return nil, notFound("tool call") // a chat protocol's thread names its calls
 		}
 		pd, dec, err := e.planDecision(ctx, c, d)
 		if pd == nil {
@@ -186,6 +234,19 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		return pd.u.Decision, nil
 	}
 	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is being decided concurrently; retry")
+}
+
+// callOf is the call id as p reaches it; ENOTFOUND also for a call not of
+// conversation conv, when set (a chat protocol's thread names its calls).
+func (e *Engine) callOf(ctx context.Context, p agentd.Principal, id, conv string) (*agentd.ToolCall, error) {
+	c, err := e.ToolCall(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if conv != "" && c.ConversationID != conv {
+		return nil, notFound("tool call")
+	}
+	return c, nil
 }
 
 // edit re-validates and re-classifies an approval's replacement arguments

@@ -59,15 +59,26 @@ type gatedTool struct {
 	release chan struct{}
 	mu      sync.Mutex
 	runs    int
+	// state, when set, is the state the tool's Prepare reports (a file
+	// tool's content digest): a change between card and execution parks
+	// the call again.
+	state func() string
 }
 
 func (g *gatedTool) ID() string { return "tools" }
 func (g *gatedTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{
+	def := loop.ToolDef{
 		Spec:        agentd.ToolSpec{Name: "pay", Description: "pay", Parameters: json.RawMessage(`{"type":"object"}`)},
 		Decision:    &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: confirm.ExposureRequiresConfirmation},
 		LLMCallable: true,
-	}}
+	}
+	if g.state != nil {
+		def.Prepare = func(context.Context, json.RawMessage) (loop.Preparation, error) {
+			s := g.state()
+			return loop.Preparation{Diff: "state " + s, State: s}, nil
+		}
+	}
+	return []loop.ToolDef{def}
 }
 func (g *gatedTool) Execute(ctx context.Context, c agentd.ToolCall) (json.RawMessage, error) {
 	g.mu.Lock()

@@ -367,6 +367,7 @@ func (e *Engine) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
 		RequiresApprovalAt: c.RequiresApprovalAt.UTC(),
 		AllowedDecisions:   c.AllowedDecisions,
 		Card:               card(c),
+		CardRevision:       c.ShownCardRevision(),
 	})
 }
 

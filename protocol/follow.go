@@ -168,7 +168,8 @@ func (f *follower) send(ctx context.Context, e agentd.Event) (End, bool, error) 
 	switch p := p.(type) {
 	case *agentd.RunFinishedPayload:
 		return End{Status: p.Status, Error: p.Error}, true, nil
-	case *agentd.RunWaitingPayload, *agentd.ToolCallResultPayload, *agentd.ConfirmationResolvedPayload, *agentd.ToolCallRefusedPayload:
+	case *agentd.RunWaitingPayload, *agentd.ToolCallResultPayload, *agentd.ConfirmationResolvedPayload, *agentd.ToolCallRefusedPayload,
+		*agentd.ConfirmationRequiredPayload: // an approved call parked again
 		f.check = true // the run may have parked
 	}
 	return End{}, false, nil

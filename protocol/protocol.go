@@ -17,6 +17,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -43,7 +44,9 @@ type Engine interface {
 	Send(ctx context.Context, p agentd.Principal, conversationID, content string) (*agentd.Run, error)
 	Run(ctx context.Context, p agentd.Principal, id string) (*agentd.Run, error)
 	ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error)
-	Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error)
+	// DecideAll applies a request's decisions all or nothing; see
+	// loop.Engine.DecideAll.
+	DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error)
 }
 
 // Store is what the endpoints read of the store, after the engine has
@@ -148,10 +151,37 @@ func (s *Service) reach(ctx context.Context, p agentd.Principal, convID string) 
 
 func threadNotFound() error { return agentd.Errorf(agentd.ENOTFOUND, "thread not found") }
 
-// Decision is a client's decision on one parked call.
+// Decision is a client's decision on one parked call's card.
 type Decision struct {
+	// ToolCallID is the id the client answers (an AG-UI interrupt's id,
+	// an AI SDK approval id) as it sent it: the id of one of the call's
+	// cards (InterruptID).
 	ToolCallID string
 	Request    agentd.DecisionRequest
+}
+
+// InterruptID is the id the chat protocols give card n of a parked call
+// (an AG-UI interrupt's id, an AI SDK approvalId; agentd.ToolCall's
+// CardRevision): the tool call's id for its first card, "<id>.<n>" for the
+// card of a call parked again, so that an answer to an earlier card is
+// known as one and never decides a later card.
+func InterruptID(callID string, card int) string {
+	if card < 2 {
+		return callID
+	}
+	return callID + "." + strconv.Itoa(card)
+}
+
+// ParseInterruptID is the call and card an id made by InterruptID names:
+// card 1 for a bare id; any other id is a call id as it is (it is then
+// unknown).
+func ParseInterruptID(id string) (callID string, card int) {
+	if i := strings.LastIndexByte(id, '.'); i > 0 {
+		if n, err := strconv.Atoi(id[i+1:]); err == nil && InterruptID(id[:i], n) == id {
+			return id[:i], n
+		}
+	}
+	return id, 1
 }
 
 // Input is what a protocol request asks for: decisions on parked calls, or
@@ -188,34 +218,22 @@ type Expired struct {
 }
 
 // Apply applies in to conv, as Thread returned it for p, and returns the
-// turn to follow. Decisions go through Engine.Decide one by one, so a
-// repeated decision changes nothing and answers as it did; a call that is
-// not one of conv's is ENOTFOUND ("unknown interrupt"), and the engine's
-// EEXPIRED, ECONFLICT, ESTALE, EFORBIDDEN and EINVALID pass through. A message while a run is
-// active is ERUNACTIVE, and says so when calls are parked.
+// turn to follow. Decisions are checked first and applied all or nothing
+// (Engine.DecideAll): each answers the card its id names (InterruptID), so
+// an answer to a card the call was parked again after is ESTALE and
+// decides nothing; a repeated decision changes nothing and answers as it
+// did; a call named twice is EINVALID; a call that is not one of conv's is
+// ENOTFOUND ("unknown interrupt"); the engine's EEXPIRED, ECONFLICT,
+// ESTALE, EFORBIDDEN and EINVALID pass through, and nothing of the request
+// is applied. A message while a run is active is ERUNACTIVE, and says so
+// when calls are parked.
 func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Conversation, in Input) (*Turn, error) {
 	// conv was read before anything changed: its LastSeq is the starting point.
 	t := &Turn{Conversation: conv, After: conv.LastSeq}
 	switch {
 	case len(in.Decisions) > 0:
-		for _, d := range in.Decisions {
-			req := d.Request
-			req.ConversationID = conv.ID // a call of another thread is unknown here
-			_, err := s.engine.Decide(ctx, p, d.ToolCallID, req)
-			switch code := agentd.ErrorCode(err); {
-			case code == agentd.ENOTFOUND || code == agentd.EINVALID && agentd.CheckID(agentd.PrefixToolCall, "", d.ToolCallID) != nil:
-				return nil, agentd.Errorf(agentd.ENOTFOUND, "unknown interrupt %q: no parked call of this thread has that id", agentd.TruncateUTF8(d.ToolCallID, 80))
-			case code == agentd.EEXPIRED && in.ExpiredIsAnswer:
-				t.Expired = append(t.Expired, Expired{ToolCallID: d.ToolCallID, Message: agentd.ErrorMessage(err)})
-			case err != nil:
-				return nil, err
-			}
-			if t.RunID == "" {
-				if t.RunID, err = s.runOfCall(ctx, d.ToolCallID); err != nil {
-					return nil, err
-				}
-			}
-			t.Decided = append(t.Decided, d.ToolCallID)
+		if err := s.decide(ctx, p, conv, in, t); err != nil {
+			return nil, err
 		}
 	case in.Message != "":
 		run, err := s.engine.Send(ctx, p, conv.ID, in.Message)
@@ -233,6 +251,54 @@ func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Co
 		t.RunID = runID
 	}
 	return t, nil
+}
+
+// decide applies in's decisions all or nothing and notes on t what they
+// decided, what came too late, and the run to follow.
+func (s *Service) decide(ctx context.Context, p agentd.Principal, conv *agentd.Conversation, in Input, t *Turn) error {
+	ds := make([]agentd.CallDecision, len(in.Decisions))
+	first := make(map[string]string, len(in.Decisions))
+	for i, d := range in.Decisions {
+		callID, card := ParseInterruptID(d.ToolCallID)
+		if prev, ok := first[callID]; ok {
+			return agentd.Errorf(agentd.EINVALID, "the request answers tool call %q twice (%q and %q): answer each call once", callID,
+				agentd.TruncateUTF8(prev, 100), agentd.TruncateUTF8(d.ToolCallID, 100))
+		}
+		first[callID] = d.ToolCallID
+		req := d.Request
+		req.ConversationID = conv.ID // a call of another thread is unknown here
+		req.CardRevision = card
+		ds[i] = agentd.CallDecision{ToolCallID: callID, Request: req}
+	}
+	results, err := s.engine.DecideAll(ctx, p, ds, in.ExpiredIsAnswer)
+	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		if r.Status != agentd.BatchFailed || r.Error.Code == agentd.EEXPIRED && in.ExpiredIsAnswer {
+			continue
+		}
+		if r.Error.Code == agentd.ENOTFOUND || r.Error.Code == agentd.EINVALID && agentd.CheckID(agentd.PrefixToolCall, "", ds[i].ToolCallID) != nil {
+			return unknownInterrupt(in.Decisions[i].ToolCallID)
+		}
+		return agentd.Errorf(r.Error.Code, "%s", r.Error.Message)
+	}
+	for _, r := range results {
+		if r.Status == agentd.BatchFailed {
+			t.Expired = append(t.Expired, Expired{ToolCallID: r.ToolCallID, Message: r.Error.Message})
+		}
+		if t.RunID == "" {
+			if t.RunID, err = s.runOfCall(ctx, r.ToolCallID); err != nil {
+				return err
+			}
+		}
+		t.Decided = append(t.Decided, r.ToolCallID)
+	}
+	return nil
+}
+
+func unknownInterrupt(id string) error {
+	return agentd.Errorf(agentd.ENOTFOUND, "unknown interrupt %q: no parked call of this thread has that id", agentd.TruncateUTF8(id, 80))
 }
 
 // runOfCall is the run of a call the engine just decided (it is of the

@@ -278,6 +278,9 @@ func (s *chatSession) decide(ctx context.Context, d *agentd.ConfirmationRequired
 			return errChatDone
 		}
 		body := map[string]any{"arguments_sha256": d.ArgumentsSHA256}
+		if d.CardRevision > 0 {
+			body["card_revision"] = d.CardRevision // the card shown, of a call parked again
+		}
 		switch strings.ToLower(answer) {
 		case "y", "yes":
 			body["decision"] = "approve"

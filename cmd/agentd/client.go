@@ -114,8 +114,9 @@ func approve(ctx context.Context, args []string, getenv func(string) string, std
 	deny := fs.Bool("deny", false, "deny instead of approve")
 	reason := fs.String("reason", "", "reason recorded with the decision")
 	digest := fs.String("sha256", "", "arguments_sha256 the decision is bound to (optional)")
+	card := fs.Int("card", 0, "card_revision of the card decided, for a call parked again (optional)")
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintln(stderr, "usage: agentd approve CALL_ID [--deny] [--reason TEXT] [--sha256 HEX]")
+		fmt.Fprintln(stderr, "usage: agentd approve CALL_ID [--deny] [--reason TEXT] [--sha256 HEX] [--card N]")
 		return errUsage
 	}
 	id := args[0]
@@ -126,12 +127,15 @@ func approve(ctx context.Context, args []string, getenv func(string) string, std
 	if *deny {
 		decision = "deny"
 	}
-	body := map[string]string{"decision": decision}
+	body := map[string]any{"decision": decision}
 	if *reason != "" {
 		body["reason"] = *reason
 	}
 	if *digest != "" {
 		body["arguments_sha256"] = *digest
+	}
+	if *card != 0 {
+		body["card_revision"] = *card
 	}
 	return cf.do(ctx, http.MethodPost, "/v1/tool-calls/"+id+"/approval", body, stdout)
 }

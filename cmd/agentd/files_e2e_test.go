@@ -104,7 +104,12 @@ func TestWriteFileDiffCardEndToEnd(t *testing.T) {
 			t.Fatalf("the call started on the stale approval: %s", ev.Raw)
 		}
 	}
-	approveCall(t, base, callID, str(cr2.Data, "arguments_sha256"))
+	// The fresh card is named by its card_revision: the first approval
+	// repeated is stale (issue 17), never a decision on it.
+	if status, dec := call(t, http.MethodPost, base+"/v1/tool-calls/"+callID+"/approval", "",
+		fmt.Sprintf(`{"decision":"approve","arguments_sha256":%q,"card_revision":2}`, str(cr2.Data, "arguments_sha256"))); status != 200 || dec["decision"] != "approved" {
+		t.Fatalf("approve card 2: %d %v", status, dec)
+	}
 	res := st.waitFor("tool_call_result", nil)
 	if res.Data["status"] != "completed" || !strings.Contains(res.Raw, `"action":"replaced"`) {
 		t.Fatalf("result: %s", res.Raw)

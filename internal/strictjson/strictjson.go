@@ -9,10 +9,12 @@ package strictjson
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -96,4 +98,134 @@ func foldKey(k string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// Unmarshal decodes doc (one JSON value) into v as encoding/json does, after
+// CheckKeys, except that object keys match struct fields exactly, as
+// JavaScript and JSON Schema read them: a key that names a field of v only
+// in another case ({"APPROVED": true} for a field "approved") is an error,
+// where encoding/json would take it for the field. With known, a key that is
+// no field at all is an error too; without, it is ignored. Values that
+// decode themselves (json.RawMessage, time.Time) are not looked into.
+func Unmarshal(doc []byte, v any, known bool) error {
+	if err := CheckKeys(doc); err != nil {
+		return err
+	}
+	var tree any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&tree); err != nil {
+		return err
+	}
+	if err := exactKeys(tree, reflect.TypeOf(v), ""); err != nil {
+		return err
+	}
+	dec = json.NewDecoder(bytes.NewReader(doc))
+	if known {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// exactKeys checks that every key of val that encoding/json would match to
+// a field of t names it exactly; path is where val is, for the message.
+func exactKeys(val any, t reflect.Type, path string) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || reflect.PointerTo(t).Implements(unmarshaler) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := val.(map[string]any)
+		if !ok {
+			return nil // encoding/json reports the type
+		}
+		fields := fieldsOf(t)
+		for k, kv := range m {
+			ft, ok := fields[k]
+			if !ok {
+				for name := range fields {
+					if foldKey(name) == foldKey(k) {
+						return fmt.Errorf("the key %q at %s is not %q: keys are case-sensitive", k, cmp.Or(path, "the top level"), name)
+					}
+				}
+				continue
+			}
+			if err := exactKeys(kv, ft, join(path, k)); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		if l, ok := val.([]any); ok {
+			for i, e := range l {
+				if err := exactKeys(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+					return err
+				}
+			}
+		}
+	case reflect.Map:
+		if m, ok := val.(map[string]any); ok {
+			for k, e := range m {
+				if err := exactKeys(e, t.Elem(), join(path, k)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fieldsOf are the JSON names of t's fields as encoding/json sees them
+// (the json tag's name, else the Go name; embedded structs' fields
+// promoted), with their types.
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				for k, v := range fieldsOf(ft) {
+					if _, ok := out[k]; !ok {
+						out[k] = v
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = ft
+	}
+	return out
+}
+
+// join is the path of key k in the object at path.
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
 }

@@ -247,7 +247,7 @@ func interrupt(c agentd.ToolCall, conversationID string) Interrupt {
 	if card.Summary != "" {
 		msg += " " + card.Summary
 	}
-	in := Interrupt{ID: c.ID, Reason: ReasonToolCall, Message: msg, ToolCallID: c.ID,
+	in := Interrupt{ID: protocol.InterruptID(c.ID, c.CardRevision()), Reason: ReasonToolCall, Message: msg, ToolCallID: c.ID,
 		ResponseSchema: ResponseSchema(slices.Contains(c.AllowedDecisions, "edit")),
 		Metadata: &InterruptMetadata{Agentd: InterruptDetail{ConversationID: conversationID, ToolName: c.Name,
 			ArgumentsSHA256: c.ArgumentsSHA256, AllowedDecisions: c.AllowedDecisions}}}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentd-dev/agentd"
@@ -236,5 +237,24 @@ func TestInput(t *testing.T) {
 		if _, err := in.Input(); agentd.ErrorCode(err) != agentd.EINVALID {
 			t.Errorf("Input(%.20q, %.20q) = %v, want invalid", in.ThreadID, in.RunID, err)
 		}
+	}
+}
+
+// Issue 17 finding 4: a resume payload's keys are those of its
+// responseSchema exactly (additionalProperties false): a key in another
+// case is refused, not taken for the field encoding/json would match.
+func TestResumePayloadKeysAreCaseSensitive(t *testing.T) {
+	for _, payload := range []string{`{"APPROVED":true}`, `{"Approved":false}`, `{"approved":true,"Reason":"x"}`,
+		`{"approved":true,"argumentssha256":"` + strings.Repeat("a", 64) + `"}`, `{"approved":true,"EditedArgs":{}}`} {
+		in := agui.RunAgentInput{ThreadID: "t", RunID: "r",
+			Resume: []agui.ResumeEntry{{InterruptID: "c1", Status: "resolved", Payload: json.RawMessage(payload)}}}
+		if _, err := in.Input(); agentd.ErrorCode(err) != agentd.EINVALID {
+			t.Errorf("payload %s: %v, want invalid", payload, err)
+		}
+	}
+	// A user message's keys too.
+	in := agui.RunAgentInput{ThreadID: "t", RunID: "r", Messages: []json.RawMessage{json.RawMessage(`{"id":"1","ROLE":"user","content":"pay"}`)}}
+	if got, err := in.Input(); agentd.ErrorCode(err) != agentd.EINVALID {
+		t.Errorf("a user message with ROLE: %+v %v, want invalid", got, err)
 	}
 }

@@ -7,11 +7,11 @@
 package agui
 
 import (
-	"bytes"
 	"encoding/json"
 	"strings"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -96,9 +96,8 @@ func decisions(entries []ResumeEntry) ([]protocol.Decision, error) {
 		seen[e.InterruptID] = true
 		var p ResumePayload
 		if len(e.Payload) > 0 && string(e.Payload) != "null" {
-			dec := json.NewDecoder(bytes.NewReader(e.Payload))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&p); err != nil {
+			// The responseSchema's keys exactly (additionalProperties: false).
+			if err := strictjson.Unmarshal(e.Payload, &p, true); err != nil {
 				return nil, agentd.Errorf(agentd.EINVALID, "resume[%d].payload must be {approved, reason?, editedArgs?, argumentsSha256?}: %s", i, strings.TrimPrefix(err.Error(), "json: "))
 			}
 		}
@@ -138,7 +137,7 @@ type message struct {
 // role): its string content, or its text parts joined.
 func userText(raw json.RawMessage) (string, error) {
 	var m message
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := strictjson.Unmarshal(raw, &m, false); err != nil {
 		return "", agentd.Errorf(agentd.EINVALID, "messages must be AG-UI message objects")
 	}
 	if m.Role != "user" {
@@ -152,7 +151,7 @@ func userText(raw json.RawMessage) (string, error) {
 		Type string `json:"type"`
 		Text string `json:"text"`
 	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
+	if err := strictjson.Unmarshal(m.Content, &parts, false); err != nil {
 		return "", agentd.Errorf(agentd.EINVALID, "the user message's content must be a string or an array of parts")
 	}
 	var b strings.Builder

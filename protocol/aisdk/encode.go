@@ -94,7 +94,7 @@ func (e *Encoder) Item(it protocol.Item) []Chunk {
 			Chunk{Type: TextDelta, ID: p.MessageID, Delta: ptr(p.Content)}, Chunk{Type: TextEnd, ID: p.MessageID})
 	case *agentd.ConfirmationRequiredPayload:
 		return append(e.announce(it.Call, p.ToolCallID, p.ToolName),
-			Chunk{Type: ToolApprovalRequest, ApprovalID: p.ToolCallID, ToolCallID: p.ToolCallID})
+			Chunk{Type: ToolApprovalRequest, ApprovalID: protocol.InterruptID(p.ToolCallID, p.CardRevision), ToolCallID: p.ToolCallID})
 	case *agentd.ToolCallStartedPayload:
 		if it.Decided || it.Call != nil && it.Call.Tier == agentd.TierConfirm {
 			return e.closeText() // its part exists since it parked

@@ -196,3 +196,19 @@ func TestInput(t *testing.T) {
 		})
 	}
 }
+
+// Issue 17 finding 4: the keys agentd reads of a UIMessage match exactly,
+// as the SDK writes and reads them: another case is refused, not taken for
+// the field (other keys are the SDK's and ignored).
+func TestInputKeysAreCaseSensitive(t *testing.T) {
+	for _, msg := range []string{
+		`{"id":"r","role":"assistant","parts":[{"type":"tool-pay","toolCallId":"c1","state":"approval-responded","approval":{"id":"c1","APPROVED":true}}]}`,
+		`{"id":"r","role":"assistant","parts":[{"type":"tool-pay","toolCallId":"c1","STATE":"approval-responded","approval":{"id":"c1","approved":true}}]}`,
+		`{"id":"r","Role":"user","parts":[{"type":"text","text":"pay"}]}`,
+	} {
+		r := aisdk.ChatRequest{ID: "c", Messages: []json.RawMessage{json.RawMessage(msg)}}
+		if in, err := r.Input(); agentd.ErrorCode(err) != agentd.EINVALID {
+			t.Errorf("%s: %+v %v, want invalid", msg, in, err)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 	"github.com/agentd-dev/agentd/protocol"
 )
 
@@ -70,8 +71,10 @@ func (r *ChatRequest) Input() (protocol.Input, error) {
 		return protocol.Input{}, nil
 	}
 	var m uiMessage
-	if err := json.Unmarshal(r.Messages[len(r.Messages)-1], &m); err != nil {
-		return protocol.Input{}, agentd.Errorf(agentd.EINVALID, "messages must be UIMessage objects {id, role, parts}")
+	// The keys agentd reads exactly, as the SDK writes them; the SDK's
+	// other keys are ignored.
+	if err := strictjson.Unmarshal(r.Messages[len(r.Messages)-1], &m, false); err != nil {
+		return protocol.Input{}, agentd.Errorf(agentd.EINVALID, "messages must be UIMessage objects {id, role, parts}: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	switch m.Role {
 	case "user":

@@ -243,6 +243,7 @@ export function cardFromToolCall(c) {
     conversation_id: c.conversation_id, run_id: c.run_id, correlation_id: c.correlation_id,
     endpoint: c.endpoint, method: c.method, reason: c.reason || '', escalated: !!c.escalated,
     params: conn ? c.params : c.arguments, connection_name: conn, arguments_sha256: c.arguments_sha256,
+    card_revision: c.card_revision,
     requires_approval_at: c.requires_approval_at, allowed_decisions: c.allowed_decisions || ['approve', 'deny'],
     status: c.status, decisions: c.decisions || [],
     card: { connection_name: conn, method: c.method, endpoint: c.endpoint, path_template: c.path_template || null, diff: null,
@@ -428,7 +429,9 @@ export class AgentdConfirmation extends HTMLElement {
     this._showError('');
     this._status.textContent = 'Sending…';
     try {
-      const d = await this.client.decide(this._event.tool_call_id, { ...body, arguments_sha256: this._event.arguments_sha256 });
+      // The card decided: its digest, and card_revision for a call parked again.
+      const d = await this.client.decide(this._event.tool_call_id,
+        { ...body, arguments_sha256: this._event.arguments_sha256, card_revision: this._event.card_revision });
       this.resolve(d.decision, d.reason, d.decided_by, !!d.edited_arguments_sha256);
     } catch (err) {
       unauthorized(this, err);
