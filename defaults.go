@@ -12,4 +12,8 @@ const (
 	DefaultMaxTurns = 20
 	// DefaultMaxBodyBytes bounds a request body; larger ones get 413.
 	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxStreamsPerKey bounds the streams one API key holds open at
+	// once (the event stream, the chat protocols' responses): each costs
+	// about 41 KiB and a file descriptor. One more is 429.
+	DefaultMaxStreamsPerKey = 256
 )

@@ -284,6 +284,11 @@ func (s *Server) handleEvents(c echo.Context) error {
 	if err != nil {
 		return agentd.Errorf(agentd.EINVALID, "%v", err)
 	}
+	release, err := s.holdStream(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
 	err = sse.Serve(ctx, c.Response(), s.hub, s.store, conv.ID, last, sse.Options{Heartbeat: s.cfg.Heartbeat})

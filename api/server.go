@@ -30,7 +30,10 @@ type Config struct {
 	Keys []agentd.APIKey
 	// MaxBodyBytes bounds request bodies (default 1 MiB); larger get 413.
 	MaxBodyBytes int64
-	Logger       zerolog.Logger
+	// MaxStreamsPerKey bounds the streams one API key holds open at once
+	// (default agentd.DefaultMaxStreamsPerKey); one more is 429.
+	MaxStreamsPerKey int
+	Logger           zerolog.Logger
 	// Heartbeat of SSE streams (default 15s).
 	Heartbeat time.Duration
 	// Connections serves POST /v1/connections/{name}/request; nil when the
@@ -145,6 +148,8 @@ type Server struct {
 	echo      *echo.Echo
 	log       zerolog.Logger
 	m         *httpMetrics
+	// streams counts each key's open streams (MaxStreamsPerKey).
+	streams *streamSlots
 }
 
 // New returns the API server for one service.
@@ -152,8 +157,11 @@ func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
 	}
+	if cfg.MaxStreamsPerKey <= 0 {
+		cfg.MaxStreamsPerKey = agentd.DefaultMaxStreamsPerKey
+	}
 	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger,
-		m:         newHTTPMetrics(cfg.Registerer),
+		m: newHTTPMetrics(cfg.Registerer), streams: newStreamSlots(cfg.MaxStreamsPerKey),
 		protocols: protocol.New(engine, store, hub, protocol.Options{Heartbeat: cfg.Heartbeat})}
 	for _, k := range cfg.Keys {
 		s.keys[strings.ToLower(k.SHA256)] = k
