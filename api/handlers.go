@@ -195,7 +195,11 @@ func (s *Server) handleListApprovals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"approvals": calls, "next_cursor": next})
+	page, next, err := boundPage(calls, next, s.cfg.MaxPageBytes)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"approvals": page, "next_cursor": next})
 }
 
 // handleAudit is GET /v1/audit[?kind=…][&tool_call_id=…][&conversation_id=…]

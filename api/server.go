@@ -33,6 +33,9 @@ type Config struct {
 	// MaxStreamsPerKey bounds the streams one API key holds open at once
 	// (default agentd.DefaultMaxStreamsPerKey); one more is 429.
 	MaxStreamsPerKey int
+	// MaxPageBytes bounds a GET /v1/approvals page's JSON (default
+	// agentd.DefaultMaxPageBytes).
+	MaxPageBytes int
 	Logger           zerolog.Logger
 	// Heartbeat of SSE streams (default 15s).
 	Heartbeat time.Duration
@@ -156,6 +159,9 @@ type Server struct {
 func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
+	}
+	if cfg.MaxPageBytes <= 0 {
+		cfg.MaxPageBytes = agentd.DefaultMaxPageBytes
 	}
 	if cfg.MaxStreamsPerKey <= 0 {
 		cfg.MaxStreamsPerKey = agentd.DefaultMaxStreamsPerKey

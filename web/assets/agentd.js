@@ -783,7 +783,9 @@ export class AgentdApprovals extends HTMLElement {
       for (const c of page.approvals) {
         const card = document.createElement('agentd-confirmation');
         card.client = this.client;
-        card.event = cardFromToolCall(c);
+        // A call listed without its large values (omitted) is loaded whole.
+        if (c.omitted) card.setAttribute('tool-call', c.id);
+        else card.event = cardFromToolCall(c);
         this._list.append(h('div', { role: 'listitem' }, h('p', { class: 'agentd-sub' }, 'Conversation ', h('code', {}, c.conversation_id)), card));
       }
       this._cursor = page.next_cursor;
