@@ -36,7 +36,7 @@ type Config struct {
 	// MaxPageBytes bounds a GET /v1/approvals page's JSON (default
 	// agentd.DefaultMaxPageBytes).
 	MaxPageBytes int
-	Logger           zerolog.Logger
+	Logger       zerolog.Logger
 	// Heartbeat of SSE streams (default 15s).
 	Heartbeat time.Duration
 	// Connections serves POST /v1/connections/{name}/request; nil when the
