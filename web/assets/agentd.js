@@ -626,7 +626,9 @@ export class AgentdChat extends HTMLElement {
       case 'tool_call_started': {
         const el = this._tool(d.tool_call_id, d.tool_name, seq);
         el._state.textContent = 'running';
-        el._args.textContent = pretty(d.arguments);
+        // Arguments over 64 KiB are not in the event (omitted).
+        el._args.textContent = d.omitted && d.omitted.arguments
+          ? `(${d.omitted.arguments.bytes} bytes of arguments, not shown)` : pretty(d.arguments);
         break;
       }
       case 'tool_call_result': {
@@ -648,7 +650,10 @@ export class AgentdChat extends HTMLElement {
       case 'confirmation_required': {
         const card = document.createElement('agentd-confirmation');
         card.client = this.client;
-        card.event = d;
+        // A card whose large values the event leaves out (omitted) shows
+        // the whole call, loaded by its id.
+        if (d.omitted) card.setAttribute('tool-call', d.tool_call_id);
+        else card.event = d;
         this._items.set('card:' + d.tool_call_id, card);
         add(card);
         break;
