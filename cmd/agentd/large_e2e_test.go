@@ -59,6 +59,12 @@ func TestLargeWriteStoredOnce(t *testing.T) {
 	send(t, base, "", conv, "write big")
 	cr := st.waitFor("confirmation_required", nil)
 	callID := str(cr.Data, "tool_call_id")
+	if status, page := callRaw(t, http.MethodGet, base+"/v1/approvals?status=pending", "", ""); status != http.StatusOK ||
+		len(page) > agentd.LargeValueBytes || !strings.Contains(string(page), `"omitted"`) {
+		t.Errorf("the pending list: %d, %d bytes, want the call listed by size and digest", status, len(page))
+	} else {
+		t.Logf("GET /v1/approvals with the write parked: %d bytes", len(page))
+	}
 	approveCall(t, base, callID, str(cr.Data, "arguments_sha256"))
 	started := st.waitFor("tool_call_started", nil)
 	st.waitFor("run_finished", nil)
