@@ -34,6 +34,22 @@ func (c *ToolCall) Card() Card {
 	}
 }
 
+// Announcement is what confirmation_required carries of c: the card's
+// arguments (its params) and the card, with each of c's values over
+// LargeValueBytes left out (null) and named in omitted, so that the event
+// does not copy what the call holds (GET /v1/tool-calls/{id} has it all).
+// For a call without such values it is CardArguments, Card and nil.
+func (c *ToolCall) Announcement() (params json.RawMessage, card Card, omitted Omitted) {
+	s, omitted := c.Summarized()
+	params = s.Params
+	if len(c.Params) == 0 {
+		params = s.Arguments
+	}
+	card = s.Card()
+	card.Arguments = params
+	return params, card, omitted
+}
+
 // diffJSON is a card's diff: a JSON string, or null when none applies.
 func diffJSON(diff string) json.RawMessage {
 	if diff == "" {

@@ -12,4 +12,17 @@ const (
 	DefaultMaxTurns = 20
 	// DefaultMaxBodyBytes bounds a request body; larger ones get 413.
 	DefaultMaxBodyBytes = 1 << 20
+	// DefaultMaxStreamsPerKey bounds the streams one API key holds open at
+	// once (the event stream, the chat protocols' responses): each costs
+	// about 41 KiB and a file descriptor. One more is 429.
+	DefaultMaxStreamsPerKey = 256
+	// DefaultMaxPageBytes bounds the JSON of one GET /v1/approvals page:
+	// the page ends early (its next_cursor goes on from there) rather
+	// than grow past it. A page always holds at least one call.
+	DefaultMaxPageBytes = 512 << 10
+	// LargeValueBytes is the size above which a call's arguments, params
+	// or diff are left out where they would be copied — a list page, an
+	// event, a webhook body — and stand there as an OmittedValue; the
+	// whole call is GET /v1/tool-calls/{id}.
+	LargeValueBytes = 64 << 10
 )

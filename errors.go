@@ -16,11 +16,14 @@ const (
 	ESTALE        = "stale"        // 409: arguments_sha256 differs from the pending digest
 	ERUNACTIVE    = "run_active"   // 409: a run is already active on the conversation
 	ETOOLARGE     = "too_large"    // 413: body over the limit
-	EMISDIRECTED  = "misdirected"  // 421: dev mode answers only loopback Host names
-	EUNSUPPORTED  = "unsupported"  // 415
-	ENOTAPPLIED   = "not_applied"  // 409: an atomic batch's item, not applied because another failed
-	EINTERNAL     = "internal"     // 500
-	EUNAVAILABLE  = "unavailable"  // 503
+	// ETOOMANYSTREAMS is 429: the API key holds as many open streams as
+	// its limit allows (agentd.json limits.max_streams_per_key).
+	ETOOMANYSTREAMS = "too_many_streams"
+	EMISDIRECTED    = "misdirected" // 421: dev mode answers only loopback Host names
+	EUNSUPPORTED    = "unsupported" // 415
+	ENOTAPPLIED     = "not_applied" // 409: an atomic batch's item, not applied because another failed
+	EINTERNAL       = "internal"    // 500
+	EUNAVAILABLE    = "unavailable" // 503
 )
 
 // Error is the one error type that carries a code and a message that is safe

@@ -70,11 +70,14 @@ type MessagePayload struct {
 // run (auto, or approved) is running with these effective arguments.
 type ToolCallStartedPayload struct {
 	EventHeader
-	RunID      string          `json:"run_id" event:"required"`
-	ToolCallID string          `json:"tool_call_id" event:"required"`
-	ToolName   string          `json:"tool_name" event:"required"`
-	ServerID   string          `json:"server_id"`
-	Arguments  json.RawMessage `json:"arguments"`
+	RunID      string `json:"run_id" event:"required"`
+	ToolCallID string `json:"tool_call_id" event:"required"`
+	ToolName   string `json:"tool_name" event:"required"`
+	ServerID   string `json:"server_id"`
+	// Arguments are null when they are larger than LargeValueBytes:
+	// Omitted says so, with their size and digest.
+	Arguments json.RawMessage `json:"arguments"`
+	Omitted   Omitted         `json:"omitted,omitempty"`
 	// Intent is "confirmed_write" when an approved request-tool call runs
 	// (SPEC §3), absent otherwise.
 	Intent string `json:"intent,omitempty"`
@@ -108,6 +111,10 @@ type ConfirmationRequiredPayload struct {
 	// (ToolCall.CardRevision) when the call was parked again (2, 3, …);
 	// 0, and absent, on its first card.
 	CardRevision int `json:"card_revision,omitempty"`
+	// Omitted names the call's values (arguments, params, diff) larger
+	// than LargeValueBytes, which params and the card leave out (null);
+	// nil when none is (ToolCall.Announcement).
+	Omitted Omitted `json:"omitted,omitempty"`
 }
 
 // Card is the display summary of a parked call in confirmation_required.
@@ -120,7 +127,8 @@ type Card struct {
 	Method         string  `json:"method"`
 	Endpoint       string  `json:"endpoint"`
 	PathTemplate   *string `json:"path_template"`
-	// Diff is null where no diff applies (today always).
+	// Diff is the call's diff as a JSON string; null where none applies
+	// or where it is left out (ConfirmationRequiredPayload.Omitted).
 	Diff      json.RawMessage `json:"diff"`
 	Arguments json.RawMessage `json:"arguments"`
 }

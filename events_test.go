@@ -59,12 +59,26 @@ func eventFixtures() []eventFixture {
 			return &ToolCallStartedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "lookup_order", ServerID: "tools",
 				Arguments: json.RawMessage(`{"order_id":"o_1"}`)}
 		}},
+		{"tool_call_started_large", func() EventPayload {
+			return &ToolCallStartedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "write_file", ServerID: "files",
+				Arguments: noDiff, Omitted: Omitted{"arguments": {Bytes: 811231, SHA256: tDigest}}}
+		}},
 		{"tool_call_started_confirmed_write", func() EventPayload {
 			return &ToolCallStartedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "request", ServerID: "connections",
 				Arguments: json.RawMessage(`{"connection":"billing","method":"POST","path":"/refunds","intent":"confirmed_write"}`),
 				Intent:    "confirmed_write"}
 		}},
 		{"confirmation_required", confirmationRequiredConnection},
+		{"confirmation_required_large", func() EventPayload {
+			// A write over LargeValueBytes: the call's arguments and diff
+			// are named by size and digest, not copied (ToolCall.Announcement).
+			return &ConfirmationRequiredPayload{RunID: tRun, CorrelationID: tCorr, ToolCallID: tCall, ToolName: "write_file", ServerID: "files",
+				Endpoint: "write_file", Method: "TOOL", Reason: `Tool "write_file" requires user confirmation`, Params: noDiff,
+				ArgumentsSHA256: tDigest, RequiresApprovalAt: tDeadline, AllowedDecisions: []string{"approve", "deny"},
+				Card: Card{Title: "Run write_file?", Summary: `Tool "write_file" requires user confirmation`, Method: "TOOL", Endpoint: "write_file",
+					Diff: noDiff, Arguments: noDiff},
+				Omitted: Omitted{"arguments": {Bytes: 811231, SHA256: tDigest}, "diff": {Bytes: 821648, SHA256: tEdited}}}
+		}},
 		{"confirmation_required_custom_tool", func() EventPayload {
 			args := json.RawMessage(`{"amount":3}`)
 			return &ConfirmationRequiredPayload{RunID: tRun, CorrelationID: tCorr, ToolCallID: tCall, ToolName: "pay", ServerID: "tools",

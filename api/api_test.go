@@ -87,6 +87,12 @@ type server struct {
 // file, with keys (none: dev mode) and the other settings of cfg.
 func newServer(t *testing.T, keys []testKey, cfg api.Config) *server {
 	t.Helper()
+	return newServerWith(t, keys, cfg, payModel{})
+}
+
+// newServerWith is newServer with another model.
+func newServerWith(t *testing.T, keys []testKey, cfg api.Config, model agentd.Model) *server {
+	t.Helper()
 	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +100,7 @@ func newServer(t *testing.T, keys []testKey, cfg api.Config) *server {
 	t.Cleanup(func() { store.Close() })
 	hub := sse.NewHub()
 	tool := &payTool{}
-	engine := loop.New(store, hub, &loop.Agent{Name: "test", Model: payModel{}, Tools: tool},
+	engine := loop.New(store, hub, &loop.Agent{Name: "test", Model: model, Tools: tool},
 		loop.Options{ExpireEvery: -1})
 	if err := engine.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -10,21 +10,22 @@ import (
 
 // statusOf is the one place where error codes become HTTP statuses.
 var statusOf = map[string]int{
-	agentd.EINVALID:      http.StatusBadRequest,
-	agentd.EUNAUTHORIZED: http.StatusUnauthorized,
-	agentd.EFORBIDDEN:    http.StatusForbidden,
-	agentd.ENOTFOUND:     http.StatusNotFound,
-	agentd.ECONFLICT:     http.StatusConflict,
-	agentd.EEXPIRED:      http.StatusConflict,
-	agentd.ESTALE:        http.StatusConflict,
-	agentd.ERUNACTIVE:    http.StatusConflict,
-	agentd.ENOTAPPLIED:   http.StatusConflict,
-	agentd.ETOOLARGE:     http.StatusRequestEntityTooLarge,
-	agentd.EMISDIRECTED:  http.StatusMisdirectedRequest,
-	agentd.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
-	agentd.EINTERNAL:     http.StatusInternalServerError,
-	agentd.EUNAVAILABLE:  http.StatusServiceUnavailable,
-	"method_not_allowed": http.StatusMethodNotAllowed,
+	agentd.EINVALID:        http.StatusBadRequest,
+	agentd.EUNAUTHORIZED:   http.StatusUnauthorized,
+	agentd.EFORBIDDEN:      http.StatusForbidden,
+	agentd.ENOTFOUND:       http.StatusNotFound,
+	agentd.ECONFLICT:       http.StatusConflict,
+	agentd.EEXPIRED:        http.StatusConflict,
+	agentd.ESTALE:          http.StatusConflict,
+	agentd.ERUNACTIVE:      http.StatusConflict,
+	agentd.ENOTAPPLIED:     http.StatusConflict,
+	agentd.ETOOLARGE:       http.StatusRequestEntityTooLarge,
+	agentd.ETOOMANYSTREAMS: http.StatusTooManyRequests,
+	agentd.EMISDIRECTED:    http.StatusMisdirectedRequest,
+	agentd.EUNSUPPORTED:    http.StatusUnsupportedMediaType,
+	agentd.EINTERNAL:       http.StatusInternalServerError,
+	agentd.EUNAVAILABLE:    http.StatusServiceUnavailable,
+	"method_not_allowed":   http.StatusMethodNotAllowed,
 }
 
 // errorBody is SPEC §5's error shape.

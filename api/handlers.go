@@ -219,7 +219,11 @@ func (s *Server) handleListApprovals(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, map[string]any{"approvals": calls, "next_cursor": next})
+	page, next, err := boundPage(calls, next, s.cfg.MaxPageBytes)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"approvals": page, "next_cursor": next})
 }
 
 // handleAudit is GET /v1/audit[?kind=…][&tool_call_id=…][&conversation_id=…]
@@ -308,6 +312,11 @@ func (s *Server) handleEvents(c echo.Context) error {
 	if err != nil {
 		return agentd.Errorf(agentd.EINVALID, "%v", err)
 	}
+	release, err := s.holdStream(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	s.m.streams.Inc()
 	defer s.m.streams.Dec()
 	err = sse.Serve(ctx, c.Response(), s.hub, s.store, conv.ID, last, sse.Options{Heartbeat: s.cfg.Heartbeat})

@@ -13,6 +13,11 @@ func (s *Server) handleAGUI(c echo.Context) error {
 	if err := decodeOpen(c, &in); err != nil {
 		return err
 	}
+	release, err := s.holdStream(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return agui.Serve(c.Request().Context(), c.Response(), s.protocols, principal(c), &in)
 }
 
@@ -23,5 +28,10 @@ func (s *Server) handleAISDKChat(c echo.Context) error {
 	if err := decodeOpen(c, &in); err != nil {
 		return err
 	}
+	release, err := s.holdStream(c)
+	if err != nil {
+		return err
+	}
+	defer release()
 	return aisdk.Serve(c.Request().Context(), c.Response(), s.protocols, principal(c), &in)
 }

@@ -30,6 +30,12 @@ type Config struct {
 	Keys []agentd.APIKey
 	// MaxBodyBytes bounds request bodies (default 1 MiB); larger get 413.
 	MaxBodyBytes int64
+	// MaxStreamsPerKey bounds the streams one API key holds open at once
+	// (default agentd.DefaultMaxStreamsPerKey); one more is 429.
+	MaxStreamsPerKey int
+	// MaxPageBytes bounds a GET /v1/approvals page's JSON (default
+	// agentd.DefaultMaxPageBytes).
+	MaxPageBytes int
 	Logger       zerolog.Logger
 	// Heartbeat of SSE streams (default 15s).
 	Heartbeat time.Duration
@@ -148,6 +154,8 @@ type Server struct {
 	echo      *echo.Echo
 	log       zerolog.Logger
 	m         *httpMetrics
+	// streams counts each key's open streams (MaxStreamsPerKey).
+	streams *streamSlots
 }
 
 // New returns the API server for one service.
@@ -155,8 +163,14 @@ func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
 	}
+	if cfg.MaxPageBytes <= 0 {
+		cfg.MaxPageBytes = agentd.DefaultMaxPageBytes
+	}
+	if cfg.MaxStreamsPerKey <= 0 {
+		cfg.MaxStreamsPerKey = agentd.DefaultMaxStreamsPerKey
+	}
 	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger,
-		m:         newHTTPMetrics(cfg.Registerer),
+		m: newHTTPMetrics(cfg.Registerer), streams: newStreamSlots(cfg.MaxStreamsPerKey),
 		protocols: protocol.New(engine, store, hub, protocol.Options{Heartbeat: cfg.Heartbeat})}
 	for _, k := range cfg.Keys {
 		s.keys[strings.ToLower(k.SHA256)] = k

@@ -7,14 +7,11 @@
 package confirm
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/gowebpki/jcs"
 )
 
 // Exposure kinds of custom tools (tool.json exposure.kind).
@@ -200,11 +197,4 @@ func digestOrEmpty(args json.RawMessage) (json.RawMessage, string) {
 
 // Digest returns arguments_sha256: the hex SHA-256 of the RFC 8785 (JCS)
 // canonical form of args. It fails on input that is not valid JSON.
-func Digest(args json.RawMessage) (string, error) {
-	canon, err := jcs.Transform(args)
-	if err != nil {
-		return "", fmt.Errorf("canonicalize arguments: %w", err)
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
-}
+func Digest(args json.RawMessage) (string, error) { return agentd.DigestJSON(args) }

@@ -127,6 +127,10 @@ func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
 	p := &agentd.ToolCallStartedPayload{
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
 	}
+	if s, om := c.Summarized(); om["arguments"] != (agentd.OmittedValue{}) {
+		// Not copied into the event: the call holds them.
+		p.Arguments, p.Omitted = s.Arguments, agentd.Omitted{"arguments": om["arguments"]}
+	}
 	if c.Tier == agentd.TierConfirm && e.visible[c.Name] != nil && e.visible[c.Name].Kind == confirm.KindRequest {
 		// The approved side of the handshake (SPEC §3): the same call,
 		// performed as a confirmed write.

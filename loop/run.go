@@ -2,7 +2,6 @@ package loop
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -351,12 +350,13 @@ func (e *Engine) classify(ctx context.Context, run *agentd.Run, delegated bool, 
 // (endpoint, method, reason, escalated, timestamp, params, connection_name,
 // correlation_id) plus the SPEC §6 additions and its card.
 func (e *Engine) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
+	params, card, omitted := c.Announcement()
 	return e.event(c.ConversationID, &agentd.ConfirmationRequiredPayload{
 		Endpoint:           c.Endpoint,
 		Method:             c.Method,
 		Reason:             c.Reason,
 		Escalated:          c.Escalated,
-		Params:             cardArguments(c),
+		Params:             params,
 		ConnectionName:     nilIfEmpty(c.ConnectionName),
 		CorrelationID:      c.CorrelationID,
 		ToolCallID:         c.ID,
@@ -366,16 +366,11 @@ func (e *Engine) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
 		ArgumentsSHA256:    c.ArgumentsSHA256,
 		RequiresApprovalAt: c.RequiresApprovalAt.UTC(),
 		AllowedDecisions:   c.AllowedDecisions,
-		Card:               card(c),
+		Card:               card,
 		CardRevision:       c.ShownCardRevision(),
+		Omitted:            omitted,
 	})
 }
-
-// cardArguments are what a person approves (agentd.ToolCall.CardArguments).
-func cardArguments(c *agentd.ToolCall) json.RawMessage { return c.CardArguments() }
-
-// card is the display summary of a parked call (agentd.ToolCall.Card).
-func card(c *agentd.ToolCall) agentd.Card { return c.Card() }
 
 // toolResultText is what the model reads for a resolved call.
 func (e *Engine) toolResultText(c agentd.ToolCall) (content, reason string) {

@@ -77,6 +77,9 @@ type Server struct {
 	// secrets read from the environment (webhook.ParseConfig).
 	Webhooks     []webhook.Endpoint
 	MaxBodyBytes int64 // limits.max_body_bytes
+	// MaxStreamsPerKey is limits.max_streams_per_key: the streams one API
+	// key may hold open at once.
+	MaxStreamsPerKey int
 	// CORSOrigins are the web origins, besides the server's own, whose
 	// pages may call the API (cors_origins), normalized by origin.Normalize.
 	CORSOrigins []string
@@ -132,7 +135,7 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 		return nil, fmt.Errorf("agent.json: %w", err)
 	}
 
-	p.Server = Server{MaxBodyBytes: agentd.DefaultMaxBodyBytes}
+	p.Server = defaultServer()
 	data, err = os.ReadFile(filepath.Join(abs, "agentd.json"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -326,7 +329,13 @@ type apiKeyFile struct {
 }
 
 type limitsFile struct {
-	MaxBodyBytes *int64 `json:"max_body_bytes"`
+	MaxBodyBytes     *int64 `json:"max_body_bytes"`
+	MaxStreamsPerKey *int   `json:"max_streams_per_key"`
+}
+
+// defaultServer is the settings of a project without agentd.json.
+func defaultServer() Server {
+	return Server{MaxBodyBytes: agentd.DefaultMaxBodyBytes, MaxStreamsPerKey: agentd.DefaultMaxStreamsPerKey}
 }
 
 func parseServer(data []byte, getenv func(string) string) (Server, error) {
@@ -334,7 +343,7 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
 		return Server{}, err
 	}
-	s := Server{MaxBodyBytes: agentd.DefaultMaxBodyBytes}
+	s := defaultServer()
 
 	ids, digests := map[string]bool{}, map[string]string{}
 	for i, raw := range f.APIKeys {
@@ -386,19 +395,35 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 		}
 	}
 
-	if !jsonconf.IsNull(f.Limits) {
-		var l limitsFile
-		if err := jsonconf.DecodeStrict(f.Limits, &l, "limits"); err != nil {
-			return Server{}, err
-		}
-		if l.MaxBodyBytes != nil {
-			if *l.MaxBodyBytes <= 0 {
-				return Server{}, jsonconf.FieldErr("limits.max_body_bytes", "must be at least 1, got %d", *l.MaxBodyBytes)
-			}
-			s.MaxBodyBytes = *l.MaxBodyBytes
-		}
+	if err := parseLimits(f.Limits, &s); err != nil {
+		return Server{}, err
 	}
 	return s, nil
+}
+
+// parseLimits sets s's limits from agentd.json's "limits" (null or absent:
+// the defaults stay).
+func parseLimits(raw json.RawMessage, s *Server) error {
+	if jsonconf.IsNull(raw) {
+		return nil
+	}
+	var l limitsFile
+	if err := jsonconf.DecodeStrict(raw, &l, "limits"); err != nil {
+		return err
+	}
+	if l.MaxBodyBytes != nil {
+		if *l.MaxBodyBytes <= 0 {
+			return jsonconf.FieldErr("limits.max_body_bytes", "must be at least 1, got %d", *l.MaxBodyBytes)
+		}
+		s.MaxBodyBytes = *l.MaxBodyBytes
+	}
+	if l.MaxStreamsPerKey != nil {
+		if *l.MaxStreamsPerKey <= 0 {
+			return jsonconf.FieldErr("limits.max_streams_per_key", "must be at least 1, got %d", *l.MaxStreamsPerKey)
+		}
+		s.MaxStreamsPerKey = *l.MaxStreamsPerKey
+	}
+	return nil
 }
 
 // parseCORSOrigins validates and normalizes agentd.json's cors_origins.

@@ -59,7 +59,7 @@ func TestLoadFull(t *testing.T) {
 				{"id": "ops", "sha256": "` + strings.Repeat("ab", 32) + `", "tenant_id": "acme", "project_id": "shop", "role": "operator"}
 			],
 			"webhooks": [{"id": "ops", "url": "https://ops.example.com/hooks", "secret_env": "PROJECT_TEST_WEBHOOK_SECRET"}],
-			"limits": {"max_body_bytes": 4096},
+			"limits": {"max_body_bytes": 4096, "max_streams_per_key": 12},
 			"cors_origins": ["https://Chat.Example.com:443", "http://localhost:5173", "https://chat.example.com/"]
 		}`,
 	}
@@ -98,8 +98,9 @@ func TestLoadFull(t *testing.T) {
 			{ID: "web", SHA256: okKey, TenantID: "acme", ProjectID: "shop", Role: "client"},
 			{ID: "ops", SHA256: strings.Repeat("ab", 32), TenantID: "acme", ProjectID: "shop", Role: "operator"},
 		},
-		MaxBodyBytes: 4096,
-		CORSOrigins:  []string{"https://chat.example.com", "http://localhost:5173"},
+		MaxBodyBytes:     4096,
+		MaxStreamsPerKey: 12,
+		CORSOrigins:      []string{"https://chat.example.com", "http://localhost:5173"},
 	}
 	if len(p.Server.Webhooks) != 1 || p.Server.Webhooks[0].ID != "ops" || p.Server.Webhooks[0].URL != "https://ops.example.com/hooks" {
 		t.Errorf("Webhooks = %+v", p.Server.Webhooks)
@@ -133,7 +134,7 @@ func TestLoadDefaults(t *testing.T) {
 		a.Provider != "script" || a.Workspace != "" || a.Subagents != nil {
 		t.Errorf("Agent defaults = %+v", a)
 	}
-	if p.Server.MaxBodyBytes != 1<<20 || p.Server.APIKeys != nil || p.Server.Webhooks != nil {
+	if p.Server.MaxBodyBytes != 1<<20 || p.Server.MaxStreamsPerKey != agentd.DefaultMaxStreamsPerKey || p.Server.APIKeys != nil || p.Server.Webhooks != nil {
 		t.Errorf("Server defaults = %+v", p.Server)
 	}
 	if len(p.Tools) != 3 || p.Tools["internal"] == nil || p.Tools["internal"].LLMCallable {
@@ -246,6 +247,8 @@ func TestLoadServerErrors(t *testing.T) {
 		{"limits zero", `{"limits": {"max_body_bytes": 0}}`, `agentd.json: field "limits.max_body_bytes": must be at least 1, got 0`},
 		{"limits type", `{"limits": {"max_body_bytes": "1MB"}}`, `agentd.json: field "limits.max_body_bytes": must be an integer, got string`},
 		{"limits not object", `{"limits": 5}`, `agentd.json: field "limits": must be an object`},
+		{"streams zero", `{"limits": {"max_streams_per_key": 0}}`, `agentd.json: field "limits.max_streams_per_key": must be at least 1, got 0`},
+		{"streams type", `{"limits": {"max_streams_per_key": 1.5}}`, `agentd.json: field "limits.max_streams_per_key": must be an integer, got number`},
 		{"cors wildcard", `{"cors_origins": ["*"]}`, `agentd.json: field "cors_origins[0]": "*": the scheme must be http or https`},
 		{"cors path", `{"cors_origins": ["https://ok.example", "https://a.example/app"]}`, `agentd.json: field "cors_origins[1]": "https://a.example/app": an origin is only scheme://host[:port]`},
 		{"cors host wildcard", `{"cors_origins": ["https://*.example.com"]}`, `agentd.json: field "cors_origins[0]"`},

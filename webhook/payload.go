@@ -66,6 +66,10 @@ type ToolCall struct {
 	ServerID string `json:"server_id"`
 	// ArgumentsJSON is the effective arguments, a JSON object.
 	ArgumentsJSON json.RawMessage `json:"arguments_json"`
+	// ArgumentsOmitted stands for arguments larger than
+	// agentd.LargeValueBytes, which ArgumentsJSON leaves out ({}); nil
+	// otherwise.
+	ArgumentsOmitted *agentd.OmittedValue `json:"arguments_omitted,omitempty"`
 	// Status is a TOOL_EXECUTION_STATUS_* name.
 	Status string `json:"status"`
 	// RequiresApprovalAt is the decision deadline (approval events).
@@ -139,7 +143,7 @@ func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payloa
 		at := p.RequiresApprovalAt
 		tc.RequiresApprovalAt = &at
 		if p.ArgumentsSHA256 != call.ArgumentsSHA256 { // edited since: the event's arguments
-			tc.ArgumentsJSON = p.Params
+			tc.ArgumentsJSON, tc.ArgumentsOmitted = p.Params, omittedOf(p.Omitted, "params", "arguments")
 		}
 	case *agentd.ConfirmationResolvedPayload:
 		st, ok := decisionStatus[p.Decision]
@@ -149,6 +153,7 @@ func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payloa
 		tc.Status, tc.Reason, tc.RequiresApprovalAt = StatusName(st), p.Reason, call.RequiresApprovalAt
 	case *agentd.ToolCallStartedPayload:
 		tc.Status, tc.ArgumentsJSON = StatusName(agentd.StatusExecuting), p.Arguments
+		tc.ArgumentsOmitted = omittedOf(p.Omitted, "arguments")
 	case *agentd.ToolCallResultPayload:
 		tc.Status = StatusName(p.Status)
 		if p.Status == agentd.StatusCompleted {
@@ -162,10 +167,37 @@ func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payloa
 	case *agentd.ToolCallRefusedPayload:
 		tc.Status, tc.Reason = StatusName(agentd.StatusRefused), p.Reason
 	}
+	summarize(tc)
 	if !isObject(tc.ArgumentsJSON) {
 		tc.ArgumentsJSON = json.RawMessage("{}")
 	}
 	return out, nil
+}
+
+// summarize leaves arguments larger than agentd.LargeValueBytes out of tc
+// (arguments_json {}) and names them by size and digest in
+// arguments_omitted; the whole call is GET /v1/tool-calls/{id}.
+func summarize(tc *ToolCall) {
+	if tc.ArgumentsOmitted != nil || len(tc.ArgumentsJSON) <= agentd.LargeValueBytes {
+		return
+	}
+	d, err := agentd.DigestJSON(tc.ArgumentsJSON)
+	if err != nil {
+		return // not JSON: isObject replaces it
+	}
+	tc.ArgumentsOmitted = &agentd.OmittedValue{Bytes: len(tc.ArgumentsJSON), SHA256: d}
+	tc.ArgumentsJSON = nil
+}
+
+// omittedOf is the first of an event's omitted values named by fields,
+// nil if it has none of them.
+func omittedOf(om agentd.Omitted, fields ...string) *agentd.OmittedValue {
+	for _, f := range fields {
+		if v, ok := om[f]; ok {
+			return &v
+		}
+	}
+	return nil
 }
 
 func isObject(raw json.RawMessage) bool {

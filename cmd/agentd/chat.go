@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -133,6 +134,10 @@ func (p *printer) card(d *agentd.ConfirmationRequiredPayload) {
 		fmt.Fprintf(p.w, "   reason:    %s\n", d.Reason)
 	}
 	fmt.Fprintf(p.w, "   arguments: %s\n", indent(d.Params, "              "))
+	for _, field := range slices.Sorted(maps.Keys(d.Omitted)) {
+		// Too large to copy into the event: the call has it.
+		fmt.Fprintf(p.w, "   omitted:   %s, %d bytes (GET /v1/tool-calls/%s)\n", field, d.Omitted[field].Bytes, d.ToolCallID)
+	}
 	if len(d.Card.Diff) > 0 && string(d.Card.Diff) != "null" {
 		fmt.Fprintf(p.w, "   diff:      %s\n", indent(d.Card.Diff, "              "))
 	}

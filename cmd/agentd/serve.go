@@ -206,7 +206,8 @@ func wireServer(ctx context.Context, lp *servedProject, store *sqlite.DB, log ze
 	}
 	done.add(engine.Close)
 
-	cfg := api.Config{Keys: proj.Server.APIKeys, MaxBodyBytes: proj.Server.MaxBodyBytes, Logger: log, CORSOrigins: proj.Server.CORSOrigins,
+	cfg := api.Config{Keys: proj.Server.APIKeys, MaxBodyBytes: proj.Server.MaxBodyBytes, MaxStreamsPerKey: proj.Server.MaxStreamsPerKey,
+		Logger: log, CORSOrigins: proj.Server.CORSOrigins,
 		Registerer: reg, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{log}})}
 	if len(proj.Server.Webhooks) > 0 {
 		cfg.Webhooks = outbox

@@ -629,7 +629,9 @@ export class AgentdChat extends HTMLElement {
       case 'tool_call_started': {
         const el = this._tool(d.tool_call_id, d.tool_name, seq);
         el._state.textContent = 'running';
-        el._args.textContent = pretty(d.arguments);
+        // Arguments over 64 KiB are not in the event (omitted).
+        el._args.textContent = d.omitted && d.omitted.arguments
+          ? `(${d.omitted.arguments.bytes} bytes of arguments, not shown)` : pretty(d.arguments);
         break;
       }
       case 'tool_call_result': {
@@ -651,7 +653,10 @@ export class AgentdChat extends HTMLElement {
       case 'confirmation_required': {
         const card = document.createElement('agentd-confirmation');
         card.client = this.client;
-        card.event = d;
+        // A card whose large values the event leaves out (omitted) shows
+        // the whole call, loaded by its id.
+        if (d.omitted) card.setAttribute('tool-call', d.tool_call_id);
+        else card.event = d;
         this._items.set('card:' + d.tool_call_id, card);
         add(card);
         break;
@@ -786,7 +791,9 @@ export class AgentdApprovals extends HTMLElement {
       for (const c of page.approvals) {
         const card = document.createElement('agentd-confirmation');
         card.client = this.client;
-        card.event = cardFromToolCall(c);
+        // A call listed without its large values (omitted) is loaded whole.
+        if (c.omitted) card.setAttribute('tool-call', c.id);
+        else card.event = cardFromToolCall(c);
         this._list.append(h('div', { role: 'listitem' }, h('p', { class: 'agentd-sub' }, 'Conversation ', h('code', {}, c.conversation_id)), card));
       }
       this._cursor = page.next_cursor;

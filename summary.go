@@ -1,0 +1,70 @@
+package agentd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gowebpki/jcs"
+)
+
+// OmittedValue stands for a value of a call left out because it is larger
+// than LargeValueBytes: its size in bytes and its digest. For arguments
+// the digest is the call's arguments_sha256; for params the same kind of
+// digest (the hex SHA-256 of the RFC 8785 canonical JSON); for the diff
+// the hex SHA-256 of its text.
+type OmittedValue struct {
+	Bytes  int    `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+// Omitted names the values a summary left out, by field: "arguments",
+// "params", "diff". Nil when nothing was.
+type Omitted map[string]OmittedValue
+
+// Summarized returns c with each of its arguments, params and diff that is
+// larger than LargeValueBytes left out (arguments and params null, diff
+// empty), and what was left out. Everything else of c is as it was.
+func (c ToolCall) Summarized() (ToolCall, Omitted) {
+	var om Omitted
+	add := func(field string, v OmittedValue) {
+		if om == nil {
+			om = Omitted{}
+		}
+		om[field] = v
+	}
+	if len(c.Arguments) > LargeValueBytes {
+		add("arguments", OmittedValue{Bytes: len(c.Arguments), SHA256: c.ArgumentsSHA256})
+		c.Arguments = nil
+	}
+	if len(c.Params) > LargeValueBytes {
+		if d, err := DigestJSON(c.Params); err == nil {
+			add("params", OmittedValue{Bytes: len(c.Params), SHA256: d})
+			c.Params = nil
+		}
+	}
+	if len(c.Diff) > LargeValueBytes {
+		add("diff", OmittedValue{Bytes: len(c.Diff), SHA256: TextSHA256(c.Diff)})
+		c.Diff = ""
+	}
+	return c, om
+}
+
+// TextSHA256 is the hex SHA-256 of s's bytes.
+func TextSHA256(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// DigestJSON is the digest of a JSON value as arguments_sha256 is made:
+// the hex SHA-256 of its RFC 8785 (JCS) canonical form. It fails on input
+// that is not valid JSON.
+func DigestJSON(v json.RawMessage) (string, error) {
+	canon, err := jcs.Transform(v)
+	if err != nil {
+		return "", fmt.Errorf("canonicalize arguments: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
