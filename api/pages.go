@@ -10,9 +10,14 @@ import (
 // listedCall is a call as a GET /v1/approvals page lists it: its values
 // over agentd.LargeValueBytes left out and named in omitted.
 type listedCall struct {
-	agentd.ToolCall
-	Omitted agentd.Omitted `json:"omitted,omitempty"`
+	callFields
+	CardRevision int            `json:"card_revision,omitempty"`
+	Omitted      agentd.Omitted `json:"omitted,omitempty"`
 }
+
+// callFields is agentd.ToolCall without its MarshalJSON, so that a
+// listedCall's JSON is the call's fields and its own.
+type callFields agentd.ToolCall
 
 // pageOverhead is what a page's JSON holds besides its calls: the object,
 // the field names and a next_cursor (a call id).
@@ -28,7 +33,7 @@ func boundPage(calls []agentd.ToolCall, next string, maxBytes int) ([]json.RawMe
 	size := pageOverhead
 	for i, c := range calls {
 		listed, om := c.Summarized()
-		b, err := json.Marshal(listedCall{ToolCall: listed, Omitted: om})
+		b, err := json.Marshal(listedCall{callFields: callFields(listed), CardRevision: listed.ShownCardRevision(), Omitted: om})
 		if err != nil {
 			return nil, "", fmt.Errorf("list approvals: %w", err)
 		}
