@@ -102,7 +102,8 @@ var requestMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 // once). It refuses anything that could leave the base_url's origin or
 // path prefix: absolute URLs, "//host", backslashes, dot segments (also
 // percent-encoded), encoded slashes, double encoding, queries and
-// fragments, control characters.
+// fragments, and what CheckShown refuses (control and bidirectional
+// formatting characters), also once decoded.
 func CleanEndpoint(p string) (string, error) {
 	switch {
 	case p == "":
@@ -120,10 +121,8 @@ func CleanEndpoint(p string) (string, error) {
 	if strings.ContainsAny(p, "?#") {
 		return "", fmt.Errorf("endpoint %q must not carry a query or fragment: put query parameters in params", p)
 	}
-	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
-			return "", fmt.Errorf("endpoint contains a control character")
-		}
+	if err := CheckShown(p); err != nil {
+		return "", fmt.Errorf("endpoint refused: %v", err)
 	}
 	parts := splitPath(p)
 	out := make([]string, 0, len(parts))
@@ -146,10 +145,8 @@ func CleanEndpoint(p string) (string, error) {
 		case strings.Contains(seg, "%"):
 			return "", fmt.Errorf("endpoint %q is encoded twice", p)
 		}
-		for _, r := range seg {
-			if r < 0x20 || r == 0x7f {
-				return "", fmt.Errorf("endpoint contains a control character")
-			}
+		if err := CheckShown(seg); err != nil {
+			return "", fmt.Errorf("endpoint refused once decoded: %v", err)
 		}
 		out = append(out, url.PathEscape(seg))
 	}

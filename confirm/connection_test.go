@@ -209,6 +209,7 @@ func TestCleanEndpoint(t *testing.T) {
 		"/../../admin", "/a/../../admin", "/a/./b", "..", "/%2e%2e/admin", "/%2E%2e/x", "/.%2e/x",
 		"/..%2fadmin", "/a%2Fb", "/a%5cb", "/%252e%252e/admin", "/a?x=1", "/a#f", "/a//b", "/a\x00b",
 		"/a%00b", "javascript:alert(1)", "evil.com:80/x", "/%zz",
+		"/a\u202eb", "/a%E2%80%AEb", "/a%E2%81%A6b", "/a\u0085b", "/a%C2%85b", "/a\u2028b", "/a\xffb",
 	} {
 		if got, err := CleanEndpoint(bad); err == nil {
 			t.Errorf("CleanEndpoint(%q) = %q, want an error", bad, got)

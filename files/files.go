@@ -9,9 +9,11 @@
 // classification, so the call is refused (tier never) with the reason, and
 // again when the call runs, so no race between check and use can reach a
 // file outside. A write, edit or delete is bound to the digest of the
-// file's content when its card was made: if the file changed before the
-// call runs, the loop parks it again with a fresh diff (loop.Preparation)
-// and Execute refuses to write over the change (docs/files.md).
+// file's identity and content when its card was made: if the file changed
+// or another file took its name before the call runs, the loop parks it
+// again with a fresh diff (loop.Preparation) and Execute refuses to write
+// over the change (docs/files.md). A file with more than one hard link is
+// left alone: another of its names may be outside the workspace.
 package files
 
 import (
@@ -195,7 +197,8 @@ type change struct {
 	existed  bool
 	remove   bool
 	link     string // a deleted symbolic link's target ("" for a file)
-	state    string // the digest of old (absent when it did not exist)
+	id       string // the identity of the file read (fileID; "" when absent)
+	state    string // the digest of id and old (absent when it did not exist)
 }
 
 // prepare resolves a call's path inside the workspace and, for a write,
@@ -208,9 +211,14 @@ func (s *Source) prepare(tool string, raw json.RawMessage) (loop.Preparation, er
 	}
 	switch tool {
 	case ListFiles, ReadFile:
-		_, err := s.root.Stat(a.Path)
+		info, err := s.root.Stat(a.Path)
 		if err := outside(a.Path, err); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return loop.Preparation{}, err
+		}
+		if err == nil && tool == ReadFile && info.Mode().IsRegular() {
+			if _, err := regular(a.Path, info); err != nil {
+				return loop.Preparation{}, err
+			}
 		}
 		return loop.Preparation{}, nil
 	}
@@ -228,14 +236,16 @@ func (s *Source) change(tool string, a args) (*change, error) {
 			return ch, err
 		}
 	}
-	old, existed, err := s.current(a.Path)
+	f, err := s.current(a.Path)
 	if err != nil {
 		return nil, err
 	}
-	ch := &change{path: a.Path, old: old, existed: existed, state: absent}
+	ch := &change{path: a.Path, state: absent}
+	existed := f != nil
 	if existed {
-		ch.state = digest(old)
+		ch.old, ch.existed, ch.id, ch.state = f.content, true, f.id, f.state()
 	}
+	old := ch.old
 	switch tool {
 	case WriteFile:
 		ch.new = []byte(*a.Content)
@@ -285,43 +295,74 @@ func (s *Source) linkChange(p string) (*change, error) {
 		state: digest([]byte("symlink\x00" + target))}, nil
 }
 
-// current reads a workspace file: its content and whether it exists. A
-// path whose folder does not exist yet is a file that does not exist; a
-// path through a link outside the workspace, a folder, or a file over the
-// read limit is an error.
-func (s *Source) current(p string) ([]byte, bool, error) {
+// file is a workspace file as it was read.
+type file struct {
+	content []byte
+	id      string // its identity: device and inode (fileID)
+}
+
+// state is the digest an approval of a change to f is bound to: the
+// file's identity and its content, so that another file given its name
+// (a symbolic link to another file with equal content, a copy moved over
+// it) is a change like an edit.
+func (f *file) state() string {
+	return digest([]byte("file\x00" + f.id + "\x00" + string(f.content)))
+}
+
+// current reads a workspace file; nil when it does not exist. A path whose
+// folder does not exist yet is a file that does not exist; a path through
+// a link outside the workspace, a folder, anything but a regular file, a
+// file with more than one hard link, or a file over the read limit is an
+// error.
+func (s *Source) current(p string) (*file, error) {
 	f, err := s.open(p)
 	if errors.Is(err, fs.ErrNotExist) {
 		// The file does not exist: its folder must not lead outside either.
 		if _, derr := s.root.Stat(path.Dir(p)); derr != nil && !errors.Is(derr, fs.ErrNotExist) {
-			return nil, false, outside(p, derr)
+			return nil, outside(p, derr)
 		}
-		return nil, false, nil
+		return nil, nil
 	} else if err != nil {
-		return nil, false, outside(p, err)
+		return nil, outside(p, err)
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return nil, false, outside(p, err)
+		return nil, outside(p, err)
 	}
-	if info.IsDir() {
-		return nil, false, fmt.Errorf("%s is a folder, not a file", p)
-	}
-	if !info.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("%s is not a regular file (%s), so the file tools leave it alone", p, kind(info.Mode()))
+	id, err := regular(p, info)
+	if err != nil {
+		return nil, err
 	}
 	if info.Size() > s.opts.MaxReadBytes {
-		return nil, false, fmt.Errorf("%s is larger than the %d-byte read limit", p, s.opts.MaxReadBytes)
+		return nil, fmt.Errorf("%s is larger than the %d-byte read limit", p, s.opts.MaxReadBytes)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, s.opts.MaxReadBytes+1))
 	if err != nil {
-		return nil, false, outside(p, err)
+		return nil, outside(p, err)
 	}
 	if int64(len(b)) > s.opts.MaxReadBytes {
-		return nil, false, fmt.Errorf("%s is larger than the %d-byte read limit", p, s.opts.MaxReadBytes)
+		return nil, fmt.Errorf("%s is larger than the %d-byte read limit", p, s.opts.MaxReadBytes)
 	}
-	return b, true, nil
+	return &file{content: b, id: id}, nil
+}
+
+// regular checks that the opened p is a regular file with one link and
+// returns its identity. A file with more than one hard link is refused:
+// its other names may be outside the workspace, where os.Root cannot see,
+// and a write in place would change the file there too.
+func regular(p string, info fs.FileInfo) (string, error) {
+	if info.IsDir() {
+		return "", fmt.Errorf("%s is a folder, not a file", p)
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file (%s), so the file tools leave it alone", p, kind(info.Mode()))
+	}
+	id, links := fileID(info)
+	if links > 1 {
+		return "", fmt.Errorf("%s has %d hard links, so the file tools leave it alone: another name of the same file may be outside the workspace", p, links)
+	}
+	return id, nil
 }
 
 // open opens a workspace path for reading; a named pipe or a device opens
@@ -379,13 +420,13 @@ func (s *Source) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 	case ListFiles:
 		return s.list(a.Path)
 	case ReadFile:
-		b, existed, err := s.current(a.Path)
+		f, err := s.current(a.Path)
 		if err != nil {
 			return nil, err
-		} else if !existed {
+		} else if f == nil {
 			return nil, fmt.Errorf("%s does not exist", a.Path)
 		}
-		return json.Marshal(map[string]any{"path": a.Path, "bytes": len(b), "content": string(b)})
+		return json.Marshal(map[string]any{"path": a.Path, "bytes": len(f.content), "content": string(f.content)})
 	case WriteFile, EditFile, DeleteFile:
 		return s.apply(call, a)
 	}
@@ -417,8 +458,8 @@ func (s *Source) apply(call agentd.ToolCall, a args) (json.RawMessage, error) {
 			return nil, outside(a.Path, err)
 		}
 	}
-	if err := s.root.WriteFile(a.Path, ch.new, 0o644); err != nil {
-		return nil, outside(a.Path, err)
+	if err := s.write(ch); err != nil {
+		return nil, err
 	}
 	action := "edited"
 	switch {
@@ -429,6 +470,45 @@ func (s *Source) apply(call agentd.ToolCall, a args) (json.RawMessage, error) {
 	}
 	return json.Marshal(map[string]any{"path": a.Path, "action": action, "bytes": len(ch.new),
 		"lines_added": added, "lines_removed": removed})
+}
+
+// write puts the change's new content in its file, only while the path
+// still names the file the change was read from (the same identity, one
+// link) or, for a new file, nothing: the file is opened first and checked
+// by its descriptor, so nothing swapped in after the check is written.
+func (s *Source) write(ch *change) error {
+	flag := os.O_WRONLY | nonBlock
+	if !ch.existed {
+		flag |= os.O_CREATE | os.O_EXCL
+	}
+	f, err := s.root.OpenFile(ch.path, flag, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s was created after the approval, so nothing was written", ch.path)
+	} else if err != nil {
+		return outside(ch.path, err)
+	}
+	defer f.Close()
+	if ch.existed {
+		info, err := f.Stat()
+		if err != nil {
+			return outside(ch.path, err)
+		}
+		if id, err := regular(ch.path, info); err != nil {
+			return err
+		} else if id != ch.id {
+			return fmt.Errorf("%s is another file than the approval saw, so nothing was written", ch.path)
+		}
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+		}
+	}
+	if _, err := f.Write(ch.new); err != nil {
+		return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+	}
+	return nil
 }
 
 // countLines counts the added and removed lines of a unified diff.

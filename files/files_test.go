@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
@@ -241,7 +243,8 @@ func TestSizeLimits(t *testing.T) {
 // workspace, and whatever it accepts, os.Root resolves inside: a real
 // workspace with a link outside is never read through.
 func FuzzCleanPath(f *testing.F) {
-	for _, seed := range []string{"", ".", "a", "a/b", "../x", "a/../../b", "/etc", "a//b/", "./a", "out/secret.txt", "secret", `\x`, "a\x00b", "up/x", "..", "a/.."} {
+	for _, seed := range []string{"", ".", "a", "a/b", "../x", "a/../../b", "/etc", "a//b/", "./a", "out/secret.txt", "secret", `\x`, "a\x00b", "up/x", "..", "a/..",
+		"report.txt\n+++ b/report.txt\n@@ -1 +1 @@", "a\rb", "txt\u202eexe.md", "a\u2066b", "a\u2028b", "a\u0085b", "a\xffb", "März.md"} {
 		f.Add(seed)
 	}
 	base := f.TempDir()
@@ -265,8 +268,18 @@ func FuzzCleanPath(f *testing.F) {
 		if !filepath.IsLocal(clean) && clean != "." {
 			t.Fatalf("CleanPath(%q) = %q is not local", p, clean)
 		}
-		b, existed, err := s.current(clean)
-		if err == nil && existed && strings.Contains(string(b), "outside") {
+		// Nothing accepted can make the card read otherwise: valid UTF-8,
+		// no control, line separator or bidirectional formatting character.
+		if !utf8.ValidString(clean) {
+			t.Fatalf("CleanPath(%q) = %q is not valid UTF-8", p, clean)
+		}
+		for _, r := range clean {
+			if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp, unicode.Bidi_Control) {
+				t.Fatalf("CleanPath(%q) = %q holds %U", p, clean, r)
+			}
+		}
+		f, err := s.current(clean)
+		if err == nil && f != nil && strings.Contains(string(f.content), "outside") {
 			t.Fatalf("%q read a file outside the workspace", p)
 		}
 	})

@@ -7,6 +7,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/agentd-dev/agentd/confirm"
 )
 
 // maxPathBytes bounds a path argument.
@@ -14,7 +16,10 @@ const maxPathBytes = 1024
 
 // CleanPath checks a model-given path and returns it cleaned, relative to
 // the workspace ("." for the workspace itself when empty is allowed).
-// Refused: absolute paths, any ".." element, NUL bytes, paths over 1 KiB.
+// Refused: absolute paths, any ".." element, NUL bytes, paths over 1 KiB,
+// and what confirm.CheckShown refuses (invalid UTF-8, control characters,
+// line separators, bidirectional formatting characters), which could make
+// the card's path and diff read as something they are not.
 // It is the lexical half of the rule; os.Root refuses symbolic links that
 // lead outside when the path is used (Resolve).
 func CleanPath(p string, emptyOK bool) (string, error) {
@@ -27,6 +32,11 @@ func CleanPath(p string, emptyOK bool) (string, error) {
 		return "", fmt.Errorf("path is longer than %d bytes", maxPathBytes)
 	case strings.ContainsRune(p, 0):
 		return "", errors.New("path contains a NUL byte")
+	}
+	if err := confirm.CheckShown(p); err != nil {
+		return "", fmt.Errorf("path %q refused: %v, which could make the card show something other than what would change", p, err)
+	}
+	switch {
 	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) || filepath.IsAbs(p):
 		return "", fmt.Errorf("absolute path %q refused: paths are relative to the workspace", p)
 	}

@@ -42,6 +42,10 @@ const filesRules = `[
  {"when":{"user":"^read up"},"reply":{"tool_calls":[{"name":"read_file","arguments":{"path":"../outside/secret.txt"}}]}},
  {"when":{"user":"^write out"},"reply":{"tool_calls":[{"name":"write_file","arguments":{"path":"out/new.txt","content":"x"}}]}},
  {"when":{"user":"^edit secret"},"reply":{"tool_calls":[{"name":"edit_file","arguments":{"path":"secret","old_text":"outside","new_text":"pwned"}}]}},
+ {"when":{"user":"^write forged"},"reply":{"tool_calls":[{"name":"write_file","arguments":{"path":"report.txt\n+++ b/report.txt\n@@ -0,0 +1 @@\n+all good","content":"rm -rf ~\n"}}]}},
+ {"when":{"user":"^write rtl"},"reply":{"tool_calls":[{"name":"write_file","arguments":{"path":"invoice\u202etxt.exe","content":"x"}}]}},
+ {"when":{"user":"^read hardlink"},"reply":{"tool_calls":[{"name":"read_file","arguments":{"path":"hard.txt"}}]}},
+ {"when":{"user":"^write hardlink"},"reply":{"tool_calls":[{"name":"write_file","arguments":{"path":"hard.txt","content":"pwned\n"}}]}},
  {"when":{"user":"^read notes"},"reply":{"tool_calls":[{"name":"read_file","arguments":{"path":"notes.md"}}]}},
  {"when":{"tool_result":"write_file","status":"completed"},"reply":{"text":"written: {{result}}"}},
  {"when":{"tool_result":"read_file","status":"completed"},"reply":{"text":"read: {{result}}"}},
@@ -163,4 +167,79 @@ func TestFileToolsRefuseEscapes(t *testing.T) {
 		t.Fatalf("read: %v", msg.Data["content"])
 	}
 	_ = ws
+}
+
+// Issue 17: a path that would forge the card (a line break that starts a
+// fake hunk, a right-to-left override) and a hard link to a file outside
+// the workspace are refused with the reason (tier never): no card is
+// shown, nothing is written, and the outside file is neither read nor
+// changed.
+func TestFileToolsRefuseForgedPathsAndHardLinks(t *testing.T) {
+	dir, ws, outside := filesProject(t)
+	if err := os.Link(filepath.Join(outside, "secret.txt"), filepath.Join(ws, "hard.txt")); err != nil {
+		t.Skipf("hard link: %v", err)
+	}
+	base, _ := startServer(t, dir, t.TempDir(), nil)
+	for _, tc := range []struct{ msg, want string }{
+		{"write forged", `refused: it contains the control character U+000A`},
+		{"write rtl", `refused: it contains the bidirectional formatting character U+202E`},
+		{"read hardlink", "has 2 hard links"},
+		{"write hardlink", "has 2 hard links"},
+	} {
+		conv, st := newConversation(t, base, "")
+		send(t, base, "", conv, tc.msg)
+		ref := st.waitFor("tool_call_refused", nil)
+		if ref.Data["tier"] != "never" || !strings.Contains(str(ref.Data, "reason"), tc.want) {
+			t.Errorf("%s: %s, want tier never and %q", tc.msg, ref.Raw, tc.want)
+		}
+		msg := st.waitFor("message", nil)
+		if strings.Contains(str(msg.Data, "content"), "outside secret") || !strings.Contains(str(msg.Data, "content"), "refused") {
+			t.Errorf("%s: the model read %q", tc.msg, msg.Data["content"])
+		}
+		st.waitFor("run_finished", nil)
+		for _, ev := range st.seen {
+			if ev.Type == "confirmation_required" {
+				t.Errorf("%s: a card was shown: %s", tc.msg, ev.Raw)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(outside, "secret.txt")); string(b) != "outside secret\n" {
+		t.Fatalf("outside file changed: %q", b)
+	}
+	entries, _ := os.ReadDir(ws)
+	for _, e := range entries {
+		if strings.Contains(e.Name(), "report") || strings.Contains(e.Name(), "invoice") {
+			t.Errorf("a file %q was created", e.Name())
+		}
+	}
+}
+
+// Issue 17: notes.md swapped, between the card and the approval, for a
+// symbolic link to another file of the workspace with equal content: the
+// approval is bound to the file's identity, so the call is parked again
+// (the recheck sees a new state) and the other file is not written.
+func TestWriteFileBoundToFileIdentityEndToEnd(t *testing.T) {
+	dir, ws, _ := filesProject(t)
+	must(t, os.WriteFile(filepath.Join(ws, "other.md"), []byte("one\ntwo\nthree\n"), 0o644))
+	base, _ := startServer(t, dir, t.TempDir(), nil)
+	conv, st := newConversation(t, base, "")
+	send(t, base, "", conv, "write notes")
+	cr := st.waitFor("confirmation_required", nil)
+	callID := str(cr.Data, "tool_call_id")
+	notes := filepath.Join(ws, "notes.md")
+	must(t, os.Remove(notes))
+	must(t, os.Symlink("other.md", notes))
+	approveCall(t, base, callID, str(cr.Data, "arguments_sha256"))
+	cr2 := st.waitFor("confirmation_required", nil)
+	if str(cr2.Data, "tool_call_id") != callID || !strings.Contains(str(cr2.Data, "reason"), "file changed") {
+		t.Fatalf("want the call parked again, got %s", cr2.Raw)
+	}
+	for _, ev := range st.seen {
+		if ev.Type == "tool_call_started" {
+			t.Fatalf("the call started on an approval of another file: %s", ev.Raw)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "other.md")); string(b) != "one\ntwo\nthree\n" {
+		t.Fatalf("the other file was written: %q", b)
+	}
 }

@@ -47,7 +47,9 @@ var webRules = `[
  {"when":{"user":"(?i)^memo"},"reply":{"text":"I'll change the memo of invoice INV-2002.","tool_calls":[{"name":"billing__updateInvoice","arguments":{"path":{"id":"INV-2002"},"body":{"memo":"Paid by bank transfer","amount":100}}}]}},
  {"when":{"user":"(?i)^slow"},"reply":{"text":"Replacing invoice INV-2001.","tool_calls":[{"name":"request","arguments":{"connection":"billing","method":"PUT","endpoint":"/invoices/INV-2001","data":{"memo":"replaced"},"intent":"write"}}]}},
  {"when":{"user":"(?i)^fix the notes"},"reply":{"text":"Moving the meeting to Tuesday.","tool_calls":[{"name":"edit_file","arguments":{"path":"notes.md","old_text":"Monday","new_text":"Tuesday"}}]}},
+ {"when":{"user":"(?i)^write the report"},"reply":{"text":"Writing the report.","tool_calls":[{"name":"write_file","arguments":{"path":"report.md","content":` + jsonString(longReport) + `}}]}},
  {"when":{"tool_result":"edit_file"},"reply":{"text":"edit_file {{status}}"}},
+ {"when":{"tool_result":"write_file"},"reply":{"text":"write_file {{status}}"}},
  {"when":{"tool_result":"pay","status":"completed"},"reply":{"text":"paid: {{result}}"}},
  {"when":{"tool_result":"pay","status":"denied"},"reply":{"text":"not paid, you said: {{reason}}"}},
  {"when":{"tool_result":"pay"},"reply":{"text":"pay {{status}}: {{reason}}"}},
@@ -57,6 +59,15 @@ var webRules = `[
  {"when":{"tool_result":"request","status":"expired"},"reply":{"text":"The approval expired; I did not replace the invoice."}},
  {"when":{"tool_result":"request"},"reply":{"text":"request {{status}}: {{reason}}"}}
 ]`
+
+// longReport is a new file whose diff is taller than the card's diff box.
+var longReport = func() string {
+	var b strings.Builder
+	for i := 1; i <= 80; i++ {
+		fmt.Fprintf(&b, "report line %d\n", i)
+	}
+	return b.String()
+}()
 
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
@@ -320,6 +331,10 @@ func TestWebChatInBrowser(t *testing.T) {
 	// The file edit approved on its diff card was written.
 	if b, err := os.ReadFile(filepath.Join(f.workspace, "notes.md")); err != nil || string(b) != "# Notes\nMeeting on Tuesday\n" {
 		t.Errorf("notes.md after the approved edit: %q %v", b, err)
+	}
+	// The long write was denied on its card: nothing was written.
+	if _, err := os.Stat(filepath.Join(f.workspace, "report.md")); !os.IsNotExist(err) {
+		t.Errorf("report.md exists after its card was denied: %v", err)
 	}
 	if b, err := os.ReadFile(timings); err == nil {
 		t.Logf("timings: %s", b)

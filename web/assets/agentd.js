@@ -219,19 +219,61 @@ function pretty(v) {
   return typeof v === 'string' ? v : JSON.stringify(v, null, 2);
 }
 
+// unshown are the characters that can make a name read as something it is
+// not: controls (a line break starts a fake diff hunk), line separators and
+// bidirectional formatting characters (U+202E shows "exe.txt" as
+// "txt.exe"). The server refuses them in file paths (docs/files.md); the
+// card shows any that reach it escaped. bidiOnly is the last group alone,
+// for a diff's lines (tabs and line ends are content there).
+const unshown = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/gu;
+const bidiOnly = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
+const escapeChar = (c) => '\\u' + c.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+
+// fileSection names the file a workspace file tool would change, apart
+// from the diff (whose "--- a/…" lines are part of the diff, not a label).
+function fileSection(path) {
+  return h('section', { class: 'agentd-file', 'aria-label': 'File' }, h('h4', {}, 'File'),
+    h('code', {}, path.replace(unshown, escapeChar)));
+}
+
 // diffSection shows a card's diff; a unified diff line by line, marked as
-// added or removed (as text, like everything else).
+// added or removed (as text, like everything else), with its size above
+// the box. When the diff is taller than the box, a button says how many
+// lines there are and opens the whole diff.
 function diffSection(diff) {
-  const pre = h('pre', {});
-  if (typeof diff === 'string') {
-    for (const line of diff.replace(/\n$/, '').split('\n')) {
-      const cls = line.startsWith('+') && !line.startsWith('+++') ? 'agentd-add' : line.startsWith('-') && !line.startsWith('---') ? 'agentd-del' : undefined;
-      pre.append(h('span', { class: cls }, line + '\n'));
-    }
-  } else {
+  const pre = h('pre', { tabindex: '0' });
+  const sec = h('section', { class: 'agentd-diff', 'aria-label': 'Diff' }, h('h4', {}, 'Diff'));
+  if (typeof diff !== 'string') {
     pre.append(pretty(diff));
+    sec.append(pre);
+    return sec;
   }
-  return h('section', { class: 'agentd-diff', 'aria-label': 'Diff' }, h('h4', {}, 'Diff'), pre);
+  const lines = diff.replace(/\n$/, '').split('\n');
+  let added = 0, removed = 0;
+  for (const line of lines) {
+    const add = line.startsWith('+') && !line.startsWith('+++');
+    const del = line.startsWith('-') && !line.startsWith('---');
+    added += add; removed += del;
+    pre.append(h('span', { class: add ? 'agentd-add' : del ? 'agentd-del' : undefined }, line.replace(bidiOnly, escapeChar) + '\n'));
+  }
+  const n = lines.length;
+  const label = `Show all ${n} lines`;
+  const more = h('button', { type: 'button', class: 'agentd-more', 'aria-expanded': 'false', hidden: true }, label);
+  more.addEventListener('click', () => {
+    const open = sec.classList.toggle('agentd-open');
+    more.setAttribute('aria-expanded', String(open));
+    more.textContent = open ? 'Show less' : label;
+  });
+  // Whether the box cuts the diff is known once it is laid out (and again
+  // whenever its size changes: a narrower window wraps more).
+  const fit = () => {
+    const cut = pre.scrollHeight > pre.clientHeight + 1;
+    sec.classList.toggle('agentd-cut', cut);
+    more.hidden = !cut && !sec.classList.contains('agentd-open');
+  };
+  if (typeof ResizeObserver !== 'undefined') new ResizeObserver(fit).observe(pre);
+  sec.append(h('p', { class: 'agentd-sub' }, `${added} added, ${removed} removed · ${n} lines`), pre, more);
+  return sec;
 }
 
 // cardFromToolCall turns a parked call (GET /v1/tool-calls/{id},
@@ -325,7 +367,9 @@ export class AgentdConfirmation extends HTMLElement {
     if (conn) body.push(h('p', { class: 'agentd-sub' }, `Tool ${ev.tool_name} · ${card.method || ev.method} ${card.endpoint || ev.endpoint}`));
     if (ev.reason) body.push(h('p', { class: 'agentd-reason' }, ev.reason));
     if (ev.escalated) body.push(h('p', { class: 'agentd-sub' }, 'Escalated: the tier was raised for this call.'));
-    body.push(this._arguments(conn ? (card.arguments || ev.params) : (card.arguments || ev.params), !!conn));
+    const args = card.arguments || ev.params;
+    if (ev.server_id === 'files' && args && typeof args.path === 'string') body.push(fileSection(args.path));
+    body.push(this._arguments(args, !!conn));
     if (card.diff !== null && card.diff !== undefined && card.diff !== '') body.push(diffSection(card.diff));
     this._countdown = h('p', { class: 'agentd-countdown', role: 'timer', 'aria-live': 'off' });
     this._status = h('p', { class: 'agentd-status', role: 'status', 'aria-live': 'polite' });

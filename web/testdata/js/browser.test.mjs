@@ -293,9 +293,45 @@ test('a file edit card shows its diff', async () => {
   const diff = card.getByRole('region', { name: 'Diff' });
   await diff.getByText('-Meeting on Monday', { exact: true }).waitFor();
   await diff.getByText('+Meeting on Tuesday', { exact: true }).waitFor();
+  // The file is named on the card apart from the diff; a short diff fits.
+  await card.getByRole('region', { name: 'File' }).getByText('notes.md', { exact: true }).waitFor();
+  await diff.getByText('1 added, 1 removed', { exact: false }).waitFor();
+  assert.equal(await diff.getByRole('button', { name: /Show all/ }).count(), 0, 'no "more" control on a diff that fits');
   await card.screenshot({ path: join(cfg.screenshots, 'web-card-diff.png') });
   await card.getByRole('button', { name: 'Approve' }).click();
   await page.getByText('edit_file completed', { exact: true }).waitFor({ timeout: WAIT });
+  await assertClean(page);
+  await collect(page);
+});
+
+test('a long file diff: the path apart from the diff, and the box says there is more', async () => {
+  const page = await newPage();
+  await openChat(page);
+  await say(page, 'write the report');
+  const card = cards(page).nth(0);
+  await card.getByRole('heading', { name: 'write_file' }).waitFor({ timeout: WAIT });
+  const file = card.getByRole('region', { name: 'File' });
+  await file.getByText('report.md', { exact: true }).waitFor();
+  const diff = card.getByRole('region', { name: 'Diff' });
+  assert.equal(await page.evaluate(([f, d]) => !d.contains(f) && !f.contains(d),
+    [await file.elementHandle(), await diff.elementHandle()]), true, 'the path is shown apart from the diff');
+  await diff.getByText('80 added, 0 removed · 83 lines', { exact: true }).waitFor();
+  const box = diff.locator('pre');
+  const clipped = () => box.evaluate((el) => el.scrollHeight > el.clientHeight + 1);
+  assert.equal(await clipped(), true, 'the diff is taller than its box');
+  const more = diff.getByRole('button', { name: 'Show all 83 lines' });
+  await more.waitFor();
+  assert.equal(await more.getAttribute('aria-expanded'), 'false');
+  await diff.screenshot({ path: join(cfg.screenshots, 'web-card-diff-long.png') });
+  await more.click();
+  await until(async () => !(await clipped()), 'the whole diff shown');
+  await diff.getByText('+report line 80', { exact: true }).waitFor();
+  const less = diff.getByRole('button', { name: 'Show less' });
+  assert.equal(await less.getAttribute('aria-expanded'), 'true');
+  await less.click();
+  await until(clipped, 'the diff box closed again');
+  await card.getByRole('button', { name: 'Deny' }).click();
+  await page.getByText('write_file denied', { exact: true }).waitFor({ timeout: WAIT });
   await assertClean(page);
   await collect(page);
 });
