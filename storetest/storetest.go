@@ -131,6 +131,7 @@ func Run(t *testing.T, b Backend) {
 
 		{"Audit/WrittenWithFacts", testAuditWrittenWithFacts},
 		{"Audit/Filters", testAuditFilters},
+		{"Audit/WithEvent", testAuditWithEvent},
 
 		{"Events/Sequence", testEventsSequence},
 		{"Events/AfterAndLimit", testEventsAfterAndLimit},
