@@ -80,9 +80,10 @@ func TestSubagentCallsDelivered(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Notify()
-	reqs := rc.WaitFor(t, 30*time.Second, "the task call's started and its subagent's three calls", func(r []webhooktest.Request) bool { return len(r) >= 4 })
+	rc.WaitFor(t, 30*time.Second, "the task call's started and its subagent's three calls", func(r []webhooktest.Request) bool { return len(r) >= 4 })
 	time.Sleep(200 * time.Millisecond) // nothing more comes (no text event, no other tenant's endpoint)
-	if reqs = rc.Requests(); len(reqs) != 4 {
+	reqs := rc.Requests()
+	if len(reqs) != 4 {
 		t.Fatalf("%d deliveries, want 4", len(reqs))
 	}
 	type body struct {
