@@ -281,6 +281,11 @@ type EventDraft struct {
 	ConversationID string
 	Type           string
 	Data           json.RawMessage
+	// Audit, when set, is an entry of the audit log about a fact no stored
+	// call records (a subagent's refusal): the store writes it in the
+	// transaction that appends the event, with the event's conversation
+	// and that conversation's tenant and project.
+	Audit *AuditEntry
 }
 
 // Event types (SPEC §6). The data of each is a Go type in events.go.

@@ -76,11 +76,17 @@ type AuditEntry struct {
 	EditedArgumentsSHA256 string `json:"edited_arguments_sha256,omitempty"`
 	// Durable-path requests: connection, method, endpoint and outcome
 	// ("preview", "performed", or the error code that refused it).
-	Connection string    `json:"connection,omitempty"`
-	Method     string    `json:"method,omitempty"`
-	Endpoint   string    `json:"endpoint,omitempty"`
-	Outcome    string    `json:"outcome,omitempty"`
-	CreatedAt  time.Time `json:"at"`
+	Connection string `json:"connection,omitempty"`
+	Method     string `json:"method,omitempty"`
+	Endpoint   string `json:"endpoint,omitempty"`
+	Outcome    string `json:"outcome,omitempty"`
+	// Subagent and TaskToolCallID mark an entry about a subagent's call
+	// (which is not a stored call: ToolCallID is its id in the
+	// subagent_event): the subagent's name and the parent's task call
+	// that ran it.
+	Subagent       string    `json:"subagent,omitempty"`
+	TaskToolCallID string    `json:"task_tool_call_id,omitempty"`
+	CreatedAt      time.Time `json:"at"`
 }
 
 // AuditFilter selects entries for Store.Audit. TenantID and ProjectID are

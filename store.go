@@ -31,7 +31,9 @@ import (
 // denied), expiry or cancellation with the decision's DecidedBy, Role, Via,
 // reason and digests; every call stored as refused (inserted, or moved
 // there by an update) gets a refusal; every call stored in
-// requires_confirmation with Escalated gets an escalation.
+// requires_confirmation with Escalated gets an escalation; every appended
+// event draft with an Audit entry (a subagent's refusal) gets that entry,
+// with the event's conversation, tenant and project.
 type Store interface {
 	// CreateConversation inserts c. EINVALID if c.ID is empty.
 	CreateConversation(ctx context.Context, c *Conversation) error

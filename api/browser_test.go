@@ -106,3 +106,33 @@ func TestWebPageAndCORS(t *testing.T) {
 	}
 	want(t, "the page needs no key", k.do("GET", "/", "", "", nil), http.StatusOK, "")
 }
+
+// TestAPIResponsesNoSniff: every answer of the API — JSON, errors of any
+// kind, the probes — carries "X-Content-Type-Options: nosniff", as the
+// page does, so that no browser reads a JSON body as another type.
+func TestAPIResponsesNoSniff(t *testing.T) {
+	s := newServer(t, []testKey{{key: "k-op", id: "op", tenant: "t1", project: "p1", role: agentd.RoleOperator}}, api.Config{})
+	for _, tt := range []struct {
+		name, method, path, key, body string
+		header                        map[string]string
+		status                        int
+	}{
+		{"created", "POST", "/v1/conversations", "k-op", "{}", nil, http.StatusCreated},
+		{"list", "GET", "/v1/tools", "k-op", "", nil, http.StatusOK},
+		{"bad json", "POST", "/v1/conversations", "k-op", "{", nil, http.StatusBadRequest},
+		{"no key", "GET", "/v1/tools", "", "", nil, http.StatusUnauthorized},
+		{"unknown call", "GET", "/v1/tool-calls/call_01a23125-6d10-7a01-8c3e-3f0b2c9d1e77", "k-op", "", nil, http.StatusNotFound},
+		{"unknown path", "GET", "/v1/nope", "k-op", "", nil, http.StatusNotFound},
+		{"wrong method", "DELETE", "/v1/tools", "k-op", "", nil, http.StatusMethodNotAllowed},
+		{"foreign origin", "POST", "/v1/conversations", "k-op", "{}", map[string]string{"Origin": "https://evil.example"}, http.StatusForbidden},
+		{"healthz", "GET", "/healthz", "", "", nil, http.StatusOK},
+	} {
+		r := s.do(tt.method, tt.path, tt.key, tt.body, tt.header)
+		if r.status != tt.status {
+			t.Errorf("%s: status %d, want %d: %s", tt.name, r.status, tt.status, r.body)
+		}
+		if got := r.header.Get("X-Content-Type-Options"); got != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q, want nosniff", tt.name, got)
+		}
+	}
+}

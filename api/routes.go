@@ -13,6 +13,7 @@ func (s *Server) routes() {
 	// Before routing, so that refusals and preflights of any path are
 	// logged and answered alike.
 	e.Pre(middleware.Recover())
+	e.Pre(noSniff)
 	e.Pre(s.logRequests)
 	e.Pre(s.guardBrowsers)
 	e.Use(s.limitBody)
@@ -58,6 +59,16 @@ func (s *Server) routes() {
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	e.GET("/v1/conversations/:id/events", s.handleEvents, s.authenticate(true))
+}
+
+// noSniff marks every answer "X-Content-Type-Options: nosniff" (the page
+// sets it too), errors and refusals included: set before anything is
+// written, so no browser reads a JSON body as another type.
+func noSniff(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		return next(c)
+	}
 }
 
 // routeGroup adds routes under a prefix, each with the same middleware.

@@ -266,12 +266,12 @@ func newInput(point string, c loop.HookCall) input {
 
 // run runs one hook with in as its stdin and returns its stdout.
 func (h *Hook) run(ctx context.Context, in input) ([]byte, error) {
-	payload, err := json.Marshal(in)
+	payload, err := tools.StdinJSON(in)
 	if err != nil {
 		return nil, err
 	}
 	return tools.RunProcess(ctx, tools.Process{Name: fmt.Sprintf("hook %q", h.Name), Command: h.Command, Dir: h.Dir,
-		Env: h.Env, Stdin: append(payload, '\n'), Timeout: h.Timeout})
+		Env: h.Env, Stdin: payload, Timeout: h.Timeout})
 }
 
 // PreToolUse runs the preToolUse hooks that match the tool, in name order,

@@ -175,3 +175,23 @@ func TestFailOpenGarbageWithOtherHooks(t *testing.T) {
 		t.Fatalf("garbage alone, open: %+v", v)
 	}
 }
+
+// A hook's stdin is JSON without HTML escaping: "&" in the arguments
+// arrives as "&", not "\u0026", so a hook matching text sees what the
+// model wrote.
+func TestHookStdinNotHTMLEscaped(t *testing.T) {
+	dump := filepath.Join(t.TempDir(), "stdin.json")
+	h := hook(t, "dump", `cat > '`+dump+`'`, nil)
+	v := New([]*Hook{h}, zerolog.Nop()).PreToolUse(context.Background(), loop.HookCall{ToolCallID: "call_1", ToolName: "pay",
+		Arguments: json.RawMessage(`{"memo": "R&D <ops>"}`), Tier: "auto", Phase: loop.PhaseClassify})
+	if v == nil || v.Decision != "allow" {
+		t.Fatalf("verdict %+v", v)
+	}
+	got, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got), `"arguments":{"memo":"R&D <ops>"}`) || strings.Contains(string(got), `\u0026`) {
+		t.Fatalf("stdin %s", got)
+	}
+}

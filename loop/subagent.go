@@ -172,27 +172,38 @@ func (e *Engine) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.
 // ends that context too, so nothing of the subagent is announced after
 // the run's run_finished.
 func (r *subagentRun) relay(ctx context.Context, p agentd.EventPayload) error {
-	return r.append(ctx, ctx, p)
+	return r.append(ctx, ctx, p, nil)
+}
+
+// relayRefusal relays the refusal of one of the subagent's calls with its
+// entry of the parent conversation's audit log, in one commit: the call is
+// no stored call, so the entry is marked with the subagent's name and the
+// task call, and names the call by its id and its arguments' digest.
+func (r *subagentRun) relayRefusal(ctx context.Context, p *agentd.ToolCallRefusedPayload, digest string) error {
+	return r.append(ctx, ctx, p, &agentd.AuditEntry{Kind: agentd.AuditRefusal, TenantID: r.parent.TenantID, ProjectID: r.parent.ProjectID,
+		RunID: p.RunID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, KeyID: "system", Reason: p.Reason, Tier: p.Tier,
+		Escalated: p.Escalated, ArgumentsSHA256: digest, Subagent: r.sa.Name, TaskToolCallID: r.parent.ID, CreatedAt: r.e.clock.Now()})
 }
 
 // relayResult commits an inner call's result even when the run was
 // cancelled while it ran, as runCall records the parent's calls: a
 // tool_call_started is always followed by its result.
 func (r *subagentRun) relayResult(ctx context.Context, p *agentd.ToolCallResultPayload) {
-	_ = r.append(context.WithoutCancel(ctx), nil, p)
+	_ = r.append(context.WithoutCancel(ctx), nil, p, nil)
 }
 
-// append commits one inner event as a subagent_event unless live is done.
-func (r *subagentRun) append(ctx, live context.Context, p agentd.EventPayload) error {
+// append commits one inner event as a subagent_event, with audit (when
+// set) in the same transaction, unless live is done.
+func (r *subagentRun) append(ctx, live context.Context, p agentd.EventPayload, audit *agentd.AuditEntry) error {
 	e, conv := r.e, r.parent.ConversationID
 	err := e.commit(conv, func() ([]agentd.Event, error) {
 		if live != nil && live.Err() != nil {
 			return nil, live.Err()
 		}
 		inner := e.event(conv, p)
-		return e.store.AppendEvents(ctx, []agentd.EventDraft{e.event(conv, &agentd.SubagentEventPayload{
-			ToolCallID: r.parent.ID, Subagent: r.sa.Name, Event: inner.Data,
-		})})
+		d := e.event(conv, &agentd.SubagentEventPayload{ToolCallID: r.parent.ID, Subagent: r.sa.Name, Event: inner.Data})
+		d.Audit = audit
+		return e.store.AppendEvents(ctx, []agentd.EventDraft{d})
 	})
 	if err != nil && ctx.Err() == nil {
 		e.log.Error().Err(err).Str("tool_call_id", r.parent.ID).Msg("append subagent event")
@@ -208,8 +219,8 @@ func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.
 	cl := r.classify(ctx, mc)
 	d := cl.d
 	refuse := func(status agentd.CallStatus, tier agentd.Tier, reason string) agentd.ModelMessage {
-		_ = r.relay(ctx, &agentd.ToolCallRefusedPayload{RunID: p.RunID, ToolCallID: mc.ID, ToolName: mc.Name, ServerID: d.ServerID,
-			Tier: tier, Reason: reason, Escalated: d.Escalated})
+		_ = r.relayRefusal(ctx, &agentd.ToolCallRefusedPayload{RunID: p.RunID, ToolCallID: mc.ID, ToolName: mc.Name, ServerID: d.ServerID,
+			Tier: tier, Reason: reason, Escalated: d.Escalated}, d.Digest)
 		tm.ToolStatus, tm.ToolReason, tm.Content = status, reason, reason
 		return tm
 	}

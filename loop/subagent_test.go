@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +152,71 @@ func TestSubagentStartsNothingAfterCancel(t *testing.T) {
 		if ev.Type == agentd.EventSubagentEvent && d.Event.Type == agentd.EventToolCallStarted {
 			t.Fatalf("a subagent call was announced after the cancel: %s", ev.Data)
 		}
+	}
+}
+
+// A subagent has no approval handler: its call to a confirm tool is
+// refused at once — a tool_call_refused of tier confirm inside a
+// subagent_event, status denied for its model, no confirmation_required —
+// and the tool never runs; the refusal is in the parent conversation's
+// audit log, marked as the subagent's (its name and the task call), with
+// the call's id and digest. Checked once the run finished, so a changed
+// rule fails here at once, not by a timeout.
+func TestSubagentConfirmCallRefusedAndAudited(t *testing.T) {
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := &goTool{name: "pay", exposure: "requires-confirmation"}
+	sub := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{"amount":3}`)}}}}}
+	subs := []*loop.Subagent{{Name: "worker", Description: "works", Model: sub, Tools: toolset(t, pay), MaxTurns: 3}}
+	parent := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "task",
+		Arguments: json.RawMessage(`{"subagent":"worker","prompt":"pay it"}`)}}}}}
+	rec := newRecorder()
+	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: parent, Tools: toolset(t, loop.TaskSource(subs)), Subagents: subs, MaxTurns: 5},
+		loop.Options{ExpireEvery: -1})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); st.Close() })
+	f := &rulesFixture{store: st, rec: rec, engine: e, p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
+	convID, _ := f.send(t, "go")
+	rec.wait(t, agentd.EventRunFinished, 1)
+
+	if n := pay.count(); n != 0 || rec.count(agentd.EventConfirmationRequired) != 0 {
+		t.Fatalf("the subagent's confirm call ran %d times, %d cards", n, rec.count(agentd.EventConfirmationRequired))
+	}
+	var refused []agentd.ToolCallRefusedPayload
+	var taskID string
+	rec.mu.Lock()
+	for _, ev := range rec.events {
+		var d agentd.SubagentEventPayload
+		if ev.Type != agentd.EventSubagentEvent || json.Unmarshal(ev.Data, &d) != nil {
+			continue
+		}
+		var in agentd.ToolCallRefusedPayload
+		if json.Unmarshal(d.Event, &in) == nil && in.Type == agentd.EventToolCallRefused {
+			refused, taskID = append(refused, in), d.ToolCallID
+		}
+	}
+	rec.mu.Unlock()
+	if len(refused) != 1 || refused[0].Tier != agentd.TierConfirm || refused[0].ToolName != "pay" ||
+		!strings.Contains(refused[0].Reason, `"pay" needs a person's approval, and a subagent cannot ask for it`) {
+		t.Fatalf("the subagent's refusals: %+v", refused)
+	}
+	if req := sub.request(1); len(req.Messages) < 3 || req.Messages[2].ToolStatus != agentd.StatusDenied {
+		t.Fatalf("the subagent's model read %+v, want the call denied", req.Messages)
+	}
+
+	es, err := st.Audit(context.Background(), agentd.AuditFilter{TenantID: "t1", ProjectID: "p1", ConversationID: convID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 1 {
+		t.Fatalf("audit %+v, want the subagent's refusal", es)
+	}
+	if a := es[0]; a.Kind != agentd.AuditRefusal || a.ToolCallID != refused[0].ToolCallID || a.ToolName != "pay" || a.Tier != agentd.TierConfirm ||
+		a.Reason != refused[0].Reason || a.Subagent != "worker" || a.TaskToolCallID != taskID || a.KeyID != "system" || a.ArgumentsSHA256 == "" {
+		t.Fatalf("audit entry %+v", a)
 	}
 }

@@ -14,12 +14,12 @@ import (
 
 const auditColumns = `id, kind, tenant_id, project_id, conversation_id, run_id, tool_call_id, tool_name,
 	key_id, role, via, decision, reason, tier, escalated, arguments_sha256, edited_arguments_sha256,
-	connection, method, endpoint, outcome, created_at`
+	connection, method, endpoint, outcome, subagent, task_tool_call_id, created_at`
 
 var insertAuditQuery = prepared(`INSERT INTO audit (kind, tenant_id, project_id, conversation_id, run_id,
 	tool_call_id, tool_name, key_id, role, via, decision, reason, tier, escalated, arguments_sha256,
-	edited_arguments_sha256, connection, method, endpoint, outcome, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	edited_arguments_sha256, connection, method, endpoint, outcome, subagent, task_tool_call_id, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 
 // insertAudit writes e inside tx (a write transaction) and returns its id.
 func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e *agentd.AuditEntry) (int64, error) {
@@ -30,7 +30,7 @@ func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e *agentd.AuditEntry)
 	res, err := db.w(tx).ExecContext(ctx, insertAuditQuery,
 		e.Kind, e.TenantID, e.ProjectID, e.ConversationID, e.RunID, e.ToolCallID, e.ToolName, e.KeyID, e.Role,
 		e.Via, e.Decision, e.Reason, e.Tier, e.Escalated, e.ArgumentsSHA256, e.EditedArgumentsSHA256,
-		e.Connection, e.Method, e.Endpoint, e.Outcome, at)
+		e.Connection, e.Method, e.Endpoint, e.Outcome, e.Subagent, e.TaskToolCallID, at)
 	if err != nil {
 		return 0, err
 	}
@@ -57,6 +57,21 @@ func (db *DB) auditDecision(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall,
 	e.KeyID, e.Role, e.Via, e.Decision, e.Reason = d.DecidedBy, d.Role, d.Via, d.Decision, d.Reason
 	e.ArgumentsSHA256, e.EditedArgumentsSHA256, e.CreatedAt = d.ArgumentsSHA256, d.EditedArgumentsSHA256, d.CreatedAt
 	_, err := db.insertAudit(ctx, tx, e)
+	return err
+}
+
+// auditDraft records the entry an appended event draft carries (a
+// subagent's refusal), in the event's conversation, tenant and project.
+func (db *DB) auditDraft(ctx context.Context, tx *sql.Tx, d agentd.EventDraft, tenant, project string) error {
+	if d.Audit == nil {
+		return nil
+	}
+	e := *d.Audit
+	e.TenantID, e.ProjectID, e.ConversationID = tenant, project, d.ConversationID
+	if !slices.Contains(agentd.AuditKinds, e.Kind) {
+		return agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
+	}
+	_, err := db.insertAudit(ctx, tx, &e)
 	return err
 }
 
@@ -122,7 +137,8 @@ func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEn
 			var at sql.NullInt64
 			if err := rows.Scan(&e.ID, &e.Kind, &e.TenantID, &e.ProjectID, &e.ConversationID, &e.RunID, &e.ToolCallID,
 				&e.ToolName, &e.KeyID, &e.Role, &e.Via, &e.Decision, &e.Reason, &e.Tier, &e.Escalated,
-				&e.ArgumentsSHA256, &e.EditedArgumentsSHA256, &e.Connection, &e.Method, &e.Endpoint, &e.Outcome, &at); err != nil {
+				&e.ArgumentsSHA256, &e.EditedArgumentsSHA256, &e.Connection, &e.Method, &e.Endpoint, &e.Outcome,
+				&e.Subagent, &e.TaskToolCallID, &at); err != nil {
 				return err
 			}
 			e.CreatedAt = decTime(at)
@@ -155,7 +171,9 @@ func auditWhere(f agentd.AuditFilter) (string, []any) {
 		add(`conversation_id = (SELECT COALESCE(conversation_id, '') FROM tool_calls WHERE id = ?)`, f.ToolCallID)
 	}
 	if f.ToolCallID != "" {
-		add(`tool_call_id = ?`, f.ToolCallID)
+		// A task call's entries include those of its subagent's calls.
+		where += ` AND (tool_call_id = ? OR task_tool_call_id = ?)`
+		args = append(args, f.ToolCallID, f.ToolCallID)
 	}
 	if !f.Since.IsZero() {
 		add(`created_at >= ?`, encBound(f.Since))

@@ -120,6 +120,9 @@ func (db *DB) appendEvents(ctx context.Context, tx *sql.Tx, drafts []agentd.Even
 			e.ConversationID, e.Seq, tenant, project, e.Type, data).Scan(&e.Position); err != nil {
 			return nil, err
 		}
+		if err := db.auditDraft(ctx, tx, d, tenant, project); err != nil {
+			return nil, err
+		}
 		out = append(out, e)
 	}
 	return out, nil

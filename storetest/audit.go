@@ -339,3 +339,46 @@ func testAuditFilters(t *testing.T, s agentd.Store) {
 	_, err = s.AppendAudit(ctx, agentd.AuditEntry{Kind: agentd.AuditConnectionRequest})
 	wantCode(t, err, agentd.EINVALID)
 }
+
+// An event draft that carries an audit entry (a subagent's refusal, which
+// is no stored call) gets it in the transaction that appends the event,
+// with the event's conversation and that conversation's tenant and
+// project whatever the draft said; a task call's entries include its
+// subagent's; a draft that cannot be appended writes no entry.
+func testAuditWithEvent(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	task := newCall(run, 1, 0, agentd.StatusExecuting)
+	createCalls(t, s, task)
+	before := auditAll(t, s, conv.TenantID, conv.ProjectID)
+	d := draft(conv.ID, agentd.EventSubagentEvent, `{"n":1}`)
+	d.Audit = &agentd.AuditEntry{Kind: agentd.AuditRefusal, TenantID: "forged", ProjectID: "forged", ConversationID: "conv_forged",
+		RunID: run.ID, ToolCallID: "call_inner", ToolName: "pay", KeyID: "system", Reason: "needs a person", Tier: agentd.TierConfirm,
+		ArgumentsSHA256: "digest", Subagent: "researcher", TaskToolCallID: task.ID, CreatedAt: at(time.Minute)}
+	bad := draft("conv_missing", agentd.EventSubagentEvent, `{"n":2}`)
+	bad.Audit = d.Audit
+	_, err := s.AppendEvents(ctx, []agentd.EventDraft{bad})
+	wantCode(t, err, agentd.ENOTFOUND)
+	_, err = s.AppendEvents(ctx, []agentd.EventDraft{d, draft(conv.ID, agentd.EventTextDelta, `{}`)})
+	noErr(t, err, "AppendEvents")
+	es := auditAll(t, s, conv.TenantID, conv.ProjectID)
+	if len(es) != len(before)+1 {
+		t.Fatalf("%d audit entries after one audited event, want %d", len(es), len(before)+1)
+	}
+	e := es[len(es)-1]
+	if e.Kind != agentd.AuditRefusal || e.ConversationID != conv.ID || e.TenantID != conv.TenantID || e.ProjectID != conv.ProjectID ||
+		e.ToolCallID != "call_inner" || e.Subagent != "researcher" || e.TaskToolCallID != task.ID || e.Tier != agentd.TierConfirm ||
+		e.Reason != "needs a person" || e.ArgumentsSHA256 != "digest" || e.KeyID != "system" {
+		t.Errorf("entry = %+v", e)
+	}
+	sameTime(t, "entry time", e.CreatedAt, at(time.Minute))
+	byTask, err := s.Audit(ctx, agentd.AuditFilter{TenantID: conv.TenantID, ProjectID: conv.ProjectID, ToolCallID: task.ID})
+	noErr(t, err, "Audit by task call")
+	if len(byTask) != 1 || byTask[0].ID != e.ID {
+		t.Errorf("the task call's entries: %+v, want its subagent's refusal", byTask)
+	}
+	if forged := auditAll(t, s, "forged", "forged"); len(forged) != 0 {
+		t.Errorf("the draft's own tenant was used: %+v", forged)
+	}
+}

@@ -135,6 +135,7 @@ func Run(t *testing.T, b Backend) {
 
 		{"Audit/WrittenWithFacts", testAuditWrittenWithFacts},
 		{"Audit/Filters", testAuditFilters},
+		{"Audit/WithEvent", testAuditWithEvent},
 
 		{"Events/Sequence", testEventsSequence},
 		{"Events/AfterAndLimit", testEventsAfterAndLimit},

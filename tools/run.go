@@ -44,7 +44,7 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("{}")
 	}
-	payload, err := json.Marshal(request{Tool: t.Name, CallID: callID, Input: input})
+	payload, err := StdinJSON(request{Tool: t.Name, CallID: callID, Input: input})
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: arguments are not valid JSON: %v", t.Name, err)
 	}
@@ -53,11 +53,24 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 		timeout = defaultTimeout
 	}
 	out, err := RunProcess(ctx, Process{Name: fmt.Sprintf("tool %q", t.Name), Command: t.Command, Dir: t.Dir, Env: t.Env,
-		Stdin: append(payload, '\n'), Timeout: timeout})
+		Stdin: payload, Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
 	return parseOutput(out), nil
+}
+
+// StdinJSON is v as a command's stdin: compact JSON without HTML escaping
+// (an "&" in the arguments arrives as "&", not "\u0026") and a newline.
+// Command tools and hooks read it.
+func StdinJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // Process is one subprocess run the way command tools run (and hooks:

@@ -77,6 +77,16 @@ func TestRunStdinPayload(t *testing.T) {
 	if want := `{"tool":"probe","call_id":"call_8","input":{}}` + "\n"; string(got) != want {
 		t.Errorf("stdin = %q, want %q", got, want)
 	}
+
+	// &, < and > arrive as themselves, not HTML-escaped (\u0026): a
+	// command matching "R&D" sees "R&D".
+	if _, err := tool.Run(context.Background(), "call_9", json.RawMessage(`{"team": "R&D <ops>"}`)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = os.ReadFile(filepath.Join(tmp, "stdin.txt"))
+	if want := `{"tool":"probe","call_id":"call_9","input":{"team":"R&D <ops>"}}` + "\n"; string(got) != want {
+		t.Errorf("stdin = %q, want %q", got, want)
+	}
 }
 
 // stdin is a regular file that holds the whole request before the command

@@ -84,8 +84,18 @@ func (s *Service) flush(ctx context.Context, batch *[]agentd.WebhookDelivery, la
 }
 
 // deliveriesFor returns the deliveries of ev: one per endpoint that wants
-// its webhook event, due now. Events without a webhook event give none.
+// its webhook event, due now. Events without a webhook event give none. A
+// subagent_event gives those of the event it wraps (a subagent's call),
+// routed by the parent's task call.
 func (s *Service) deliveriesFor(ctx context.Context, ev agentd.Event) ([]agentd.WebhookDelivery, error) {
+	var sub *agentd.SubagentEventPayload
+	if ev.Type == agentd.EventSubagentEvent {
+		var err error
+		if ev, sub, err = innerEvent(ev); err != nil {
+			s.log.Error().Err(err).Int64("position", ev.Position).Msg("webhooks: undecodable event skipped")
+			return nil, nil
+		}
+	}
 	name, ok := EventName(ev.Type)
 	if !ok || !s.anyWants(name) {
 		return nil, nil
@@ -95,14 +105,23 @@ func (s *Service) deliveriesFor(ctx context.Context, ev agentd.Event) ([]agentd.
 		s.log.Error().Err(err).Int64("position", ev.Position).Msg("webhooks: undecodable event skipped")
 		return nil, nil
 	}
-	call, err := s.store.ToolCall(ctx, toolCallID(p))
+	callID := toolCallID(p)
+	if sub != nil {
+		callID = sub.ToolCallID // the task call: a subagent's calls are not stored
+	}
+	call, err := s.store.ToolCall(ctx, callID)
 	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
-		s.log.Error().Int64("position", ev.Position).Str("tool_call_id", toolCallID(p)).Msg("webhooks: event of an unknown call skipped")
+		s.log.Error().Int64("position", ev.Position).Str("tool_call_id", callID).Msg("webhooks: event of an unknown call skipped")
 		return nil, nil
 	} else if err != nil {
 		return nil, err
 	}
-	payload, err := Build(ev, p, call)
+	var payload Payload
+	if sub != nil {
+		payload, err = BuildSubagent(ev, p, sub, call)
+	} else {
+		payload, err = Build(ev, p, call)
+	}
 	if err != nil {
 		s.log.Error().Err(err).Int64("position", ev.Position).Msg("webhooks: event skipped")
 		return nil, nil

@@ -80,6 +80,11 @@ type ToolCall struct {
 	Error string `json:"error,omitempty"`
 	// Reason is a refusal's reason, or a decision's.
 	Reason string `json:"reason,omitempty"`
+	// Subagent and TaskToolCallID mark a subagent's call (started,
+	// completed, refused): the subagent's name and the parent's task call
+	// that ran it. Absent for the agent's own calls.
+	Subagent       string `json:"subagent,omitempty"`
+	TaskToolCallID string `json:"task_tool_call_id,omitempty"`
 }
 
 // StatusName is the TOOL_EXECUTION_STATUS_* name of a call status.
@@ -198,6 +203,52 @@ func omittedOf(om agentd.Omitted, fields ...string) *agentd.OmittedValue {
 		}
 	}
 	return nil
+}
+
+// innerEvent returns the event a subagent_event wraps, with the outer
+// event's conversation, sequence number and position (so its event_id is
+// the outer event's), and the subagent_event's data.
+func innerEvent(e agentd.Event) (agentd.Event, *agentd.SubagentEventPayload, error) {
+	p, err := agentd.DecodeEvent(e)
+	if err != nil {
+		return e, nil, err
+	}
+	sub, ok := p.(*agentd.SubagentEventPayload)
+	if !ok {
+		return e, nil, fmt.Errorf("webhook: event %d is not a subagent_event", e.Seq)
+	}
+	var h agentd.EventHeader
+	if err := json.Unmarshal(sub.Event, &h); err != nil {
+		return e, nil, fmt.Errorf("webhook: subagent_event %d: %w", e.Seq, err)
+	}
+	return agentd.Event{ConversationID: e.ConversationID, Seq: e.Seq, Position: e.Position, Type: h.Type, Data: sub.Event}, sub, nil
+}
+
+// BuildSubagent returns the payload of the webhook event of a subagent's
+// call: e is the event a subagent_event sub wraps (innerEvent), p its
+// decoded data, and task the parent's task call that ran the subagent,
+// whose tenant, project and correlation it has. The subagent's call is
+// not stored: its id, name and server come from the event itself, its
+// arguments_json from tool_call_started only ({} on the other events),
+// and the payload names the subagent and the task call.
+func BuildSubagent(e agentd.Event, p agentd.EventPayload, sub *agentd.SubagentEventPayload, task *agentd.ToolCall) (Payload, error) {
+	c := agentd.ToolCall{ID: toolCallID(p), TenantID: task.TenantID, ProjectID: task.ProjectID, CorrelationID: task.CorrelationID}
+	switch p := p.(type) {
+	case *agentd.ToolCallStartedPayload:
+		c.Name, c.ServerID = p.ToolName, p.ServerID
+	case *agentd.ToolCallResultPayload:
+		c.Name = p.ToolName
+	case *agentd.ToolCallRefusedPayload:
+		c.Name, c.ServerID = p.ToolName, p.ServerID
+	default: // a subagent asks no person: it has no approval events
+		return Payload{}, fmt.Errorf("webhook: event %d: a subagent's %s has no webhook event", e.Seq, e.Type)
+	}
+	out, err := Build(e, p, &c)
+	if err != nil {
+		return out, err
+	}
+	out.ToolCall.Subagent, out.ToolCall.TaskToolCallID = sub.Subagent, sub.ToolCallID
+	return out, nil
 }
 
 func isObject(raw json.RawMessage) bool {

@@ -25,7 +25,9 @@ import (
 )
 
 // The terminal client: agentd chat, agentd approvals, agentd tail
-// (docs/web.md, "In a terminal"). They speak the HTTP API like the page.
+// (docs/web.md, "In a terminal"). They speak the HTTP API like the page,
+// and print through terminalWriter: no control character of what they
+// show reaches the terminal.
 
 // errChatDone ends a chat's stream from its handler.
 var errChatDone = errors.New("chat done")
@@ -180,6 +182,7 @@ type chatSession struct {
 }
 
 func chat(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	stdout, stderr = terminalWriter{stdout}, terminalWriter{stderr}
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	s := &chatSession{in: newLines(stdin), out: &printer{w: stdout}, stderr: stderr, getenv: getenv}
@@ -367,6 +370,7 @@ func (s *chatSession) edit(args json.RawMessage) (json.RawMessage, error) {
 // tail follows a conversation's events, printed for a person, until
 // interrupted (`agentd events` prints them as JSON lines).
 func tail(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	stdout, stderr = terminalWriter{stdout}, terminalWriter{stderr}
 	fs := flag.NewFlagSet("tail", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cf clientFlags
@@ -393,6 +397,7 @@ func tail(ctx context.Context, args []string, getenv func(string) string, stdout
 // approvals lists the pending approvals the key reaches, or decides one.
 func approvals(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	const use = "usage: agentd approvals [list] | approvals approve CALL_ID [--reason TEXT] | approvals deny CALL_ID [--reason TEXT]"
+	stdout, stderr = terminalWriter{stdout}, terminalWriter{stderr}
 	if len(args) > 0 && (args[0] == "approve" || args[0] == "deny") {
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 			fmt.Fprintln(stderr, use)

@@ -164,3 +164,33 @@ func TestApprovalsAndTailCommands(t *testing.T) {
 	}
 	mustContain(t, strings.Join(got, "\n"), "agent: Paying now.", "== confirmation required: tool pay", "· pay denied by key0: no", "agent: not paid, reason: no")
 }
+
+// `agentd chat` shows what the model, a tool or a person wrote without
+// letting it drive the terminal: every control character but newline and
+// tab (ESC, CR, the C1 CSI) is printed as a visible escape, so erase-line
+// and cursor-up sequences in model text, a tool's error or a deny reason
+// cannot hide or rewrite the lines before them.
+func TestChatCommandNeutralisesTerminalEscapes(t *testing.T) {
+	dir, execLog := writeProject(t, projectOpts{keys: map[string][3]string{cliKey: {"t1", "client"}}})
+	td := filepath.Join(dir, "tools", "esc")
+	must(t, os.MkdirAll(td, 0o755))
+	must(t, os.WriteFile(filepath.Join(td, "run.sh"), []byte("#!/bin/sh\ncat >/dev/null; printf 'disk\\033[2K\\033[1Aok' >&2; exit 3\n"), 0o755))
+	must(t, os.WriteFile(filepath.Join(td, "tool.json"), []byte(`{"name":"esc","description":"test","command":["/bin/sh","./run.sh"]}`), 0o644))
+	agent, err := os.ReadFile(filepath.Join(dir, "agent.json"))
+	must(t, err)
+	rules := `[{"when":{"user":"(?i)^escape"},"reply":{"text":"hidden\u001b[2K\u001b[1A\rshown\u009b31m\u0007\ttab","tool_calls":[{"name":"esc","arguments":{}}]}},` +
+		`{"when":{"tool_result":"esc"},"reply":{"text":"esc {{status}}: {{reason}}"}},`
+	agent = []byte(strings.Replace(string(agent), `"rules":[`, `"rules":`+rules, 1))
+	must(t, os.WriteFile(filepath.Join(dir, "agent.json"), agent, 0o644))
+	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog})
+
+	out := runChat(t, cliEnv(base, cliKey), "escape\npay\nn\nno\x1b[2K\x1b[1A thanks\n")
+	t.Logf("agentd chat printed:\n%s", out)
+	for _, c := range []string{"\x1b", "\r", "\u009b", "\a"} {
+		if strings.Contains(out, c) {
+			t.Errorf("the output holds the control character %q:\n%q", c, out)
+		}
+	}
+	mustContain(t, out, `agent: hidden\x1b[2K\x1b[1A\rshown\u009b31m\x07`+"\ttab", `· esc failed: `, `disk\x1b[2K\x1b[1Aok`,
+		`· pay denied by key0: no\x1b[2K\x1b[1A thanks`)
+}

@@ -38,4 +38,15 @@ func TestDemoHookFilesSubagent(t *testing.T) {
 			t.Fatalf("the researcher got a card: %s", ev.Raw)
 		}
 	}
+	// The researcher's refused refund is in the conversation's audit log,
+	// marked as the subagent's (docs/subagents.md).
+	_, page := call(t, "GET", base+"/v1/audit?kind=refusal&conversation_id="+conv, "", "")
+	entries, _ := page["entries"].([]any)
+	if len(entries) != 1 {
+		t.Fatalf("audit of the researcher's conversation: %v", page)
+	}
+	if e, _ := entries[0].(map[string]any); str(e, "subagent") != "researcher" || str(e, "tool_name") != "refund_payment" ||
+		str(e, "tier") != "confirm" || !strings.HasPrefix(str(e, "task_tool_call_id"), "call_") || !strings.HasPrefix(str(e, "tool_call_id"), "call_") {
+		t.Fatalf("the researcher's refusal in the audit log: %v", e)
+	}
 }

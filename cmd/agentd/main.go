@@ -20,7 +20,7 @@ func main() {
 	defer stop()
 	if err := runIO(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, errUsage) {
-			fmt.Fprintln(os.Stderr, "agentd:", err)
+			fmt.Fprintln(os.Stderr, "agentd:", terminalText(err.Error()))
 		}
 		os.Exit(1)
 	}
