@@ -59,7 +59,7 @@ func TestQueryPlans(t *testing.T) {
 			[]string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
 		{"Audit/conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
 		// GET /v1/webhooks/endpoints: a tenant's project's backlog is
-		// counted from entries of its pending deliveries (0016), not from
+		// counted from entries of its pending deliveries (0014), not from
 		// its whole delivery log.
 		{"WebhookQueueDepth/tenant", tenantQueueDepthQuery, []string{"SEARCH webhook_deliveries USING COVERING INDEX webhook_deliveries_pending (tenant_id=? AND project_id=?)"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},

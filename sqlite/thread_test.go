@@ -10,7 +10,7 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// TestMigrateThreadsPerKey opens a database written before migration 0016:
+// TestMigrateThreadsPerKey opens a database written before migration 0014:
 // a thread bound then belongs to the key that created its conversation,
 // and is another key's thread no more (issue 17, finding 5).
 func TestMigrateThreadsPerKey(t *testing.T) {
@@ -32,7 +32,7 @@ func TestMigrateThreadsPerKey(t *testing.T) {
 	}
 	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
 	for _, m := range ms {
-		if m.version >= 16 {
+		if m.version >= 14 {
 			break
 		}
 		exec(m.sql)

@@ -275,7 +275,7 @@ func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string)
 
 // The queue depths (WebhookQueueDepth): every tenant's counts the entries of
 // webhook_deliveries_due, a tenant's project's those of
-// webhook_deliveries_pending (0016, pinned by TestQueryPlans).
+// webhook_deliveries_pending (0014, pinned by TestQueryPlans).
 const (
 	queueDepthQuery       = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries WHERE status = 'pending' GROUP BY endpoint_id`
 	tenantQueueDepthQuery = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries
