@@ -27,6 +27,15 @@ echo "== JavaScript runtime, packages and browser for the SDK and browser tests"
 # shellcheck source=scripts/js.sh
 source scripts/js.sh
 
+echo "== jq for the demo's block-channel hook"
+if ! command -v jq >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq) >/dev/null
+  else
+    echo "jq is missing and this user cannot apt-get install it" >&2; exit 1
+  fi
+fi
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m "$@" ./...
 
