@@ -378,8 +378,10 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
+	// Every subscriber of a load run is the one dev key: no per-key
+	// stream limit applies to the harness.
 	srvAPI := api.New(engine, hub, store, api.Config{Logger: zerolog.Nop(), Registerer: promReg,
-		Metrics: promhttp.HandlerFor(promReg, promhttp.HandlerOpts{})})
+		Metrics: promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}), MaxStreamsPerKey: 1 << 30})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
