@@ -74,6 +74,10 @@ type ToolCall struct {
 	Status string `json:"status"`
 	// RequiresApprovalAt is the decision deadline (approval events).
 	RequiresApprovalAt *time.Time `json:"requires_approval_at,omitempty"`
+	// CardRevision is the card's number when the call was parked again
+	// (llm.tool_call_approval_required; 2, 3, …): a decision sends it to
+	// answer this card. Absent on a call's first card.
+	CardRevision int `json:"card_revision,omitempty"`
 	// ResultJSON is the tool's result (llm.tool_call_completed, completed).
 	ResultJSON json.RawMessage `json:"result_json,omitempty"`
 	// Error is a failed call's error message.
@@ -146,7 +150,7 @@ func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payloa
 	case *agentd.ConfirmationRequiredPayload:
 		tc.Status = StatusName(agentd.StatusRequiresConfirmation)
 		at := p.RequiresApprovalAt
-		tc.RequiresApprovalAt = &at
+		tc.RequiresApprovalAt, tc.CardRevision = &at, p.CardRevision
 		if p.ArgumentsSHA256 != call.ArgumentsSHA256 { // edited since: the event's arguments
 			tc.ArgumentsJSON, tc.ArgumentsOmitted = p.Params, omittedOf(p.Omitted, "params", "arguments")
 		}

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,38 @@ func TestBuildLeavesLargeArgumentsOut(t *testing.T) {
 		&agentd.ToolCallResultPayload{ToolCallID: "call_1", Status: agentd.StatusCompleted}, &small)
 	if err != nil || string(out.ToolCall.ArgumentsJSON) != `{"content":"x"}` || out.ToolCall.ArgumentsOmitted != nil {
 		t.Errorf("small arguments: %s, %v, %v", out.ToolCall.ArgumentsJSON, out.ToolCall.ArgumentsOmitted, err)
+	}
+}
+
+// TestBuildNamesTheCard: the approval-required webhook of a call parked
+// again carries the card's card_revision (what a back office sends with its
+// decision, api.md "What binds a decision"), valid under its schema; a first
+// card carries none.
+func TestBuildNamesTheCard(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	call := &agentd.ToolCall{ID: "call_1", TenantID: "t", ProjectID: "p", ConversationID: "conv_1", Name: "write_file",
+		ServerID: "files", Arguments: json.RawMessage(`{"path":"notes.md"}`), CorrelationID: "corr", RequiresApprovalAt: &at}
+	for _, rev := range []int{0, 2, 3} {
+		p := &agentd.ConfirmationRequiredPayload{ToolCallID: "call_1", RequiresApprovalAt: at, CardRevision: rev}
+		p.Header().Timestamp = at
+		out, err := webhook.Build(agentd.Event{ConversationID: "conv_1", Seq: 3, Type: agentd.EventConfirmationRequired}, p, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(out)
+		webhooktest.Validate(t, body)
+		var got struct {
+			ToolCall map[string]json.RawMessage `json:"tool_call"`
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		raw, ok := got.ToolCall["card_revision"]
+		switch {
+		case rev == 0 && ok:
+			t.Errorf("a first card names card_revision %s", raw)
+		case rev > 0 && string(raw) != strconv.Itoa(rev):
+			t.Errorf("card %d: card_revision %q", rev, raw)
+		}
 	}
 }
