@@ -10,12 +10,12 @@ import (
 // below. A backend implements Store; a consumer names only the roles it
 // uses (or a smaller interface of its own), never Store itself — only the
 // backends, storetest and the wiring in cmd/agentd do. Every method is one
-// transaction;
-// the events passed to a method are appended to their conversation's log in
-// that same transaction and returned with their assigned sequence numbers
-// and feed positions, so state and its announcement commit together.
-// Implementations: sqlite (embedded default); the contract every
-// implementation must pass is storetest.Run.
+// transaction; the events passed to a method are appended to their
+// conversation's log in that same transaction and returned with their
+// assigned sequence numbers and feed positions, so state and its
+// announcement commit together. Implementations: sqlite (embedded
+// default); the contract every implementation must pass is storetest.Run,
+// organised by role (storetest.RunConversations, RunRuns, and so on).
 //
 // Feed positions: every appended event also gets an Event.Position, unique
 // over all events of all conversations and assigned in the appending
