@@ -277,7 +277,7 @@ type ThreadKey struct {
 	ThreadID string
 }
 
-// ThreadBinding binds a thread to a conversation (Store.BindThread).
+// ThreadBinding binds a thread to a conversation (ThreadStore.BindThread).
 type ThreadBinding struct {
 	ThreadKey
 	ConversationID string
@@ -358,7 +358,7 @@ type StepRecord struct {
 	Now        time.Time
 }
 
-// PendingFilter selects parked calls for Store.PendingToolCalls.
+// PendingFilter selects parked calls for ToolCallStore.PendingToolCalls.
 type PendingFilter struct {
 	TenantID, ProjectID string
 	// CreatedBy, when set, keeps only calls of conversations created by
