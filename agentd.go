@@ -1,8 +1,8 @@
 // Package agentd holds the domain of the agentd server: conversations, runs,
 // tool calls, decisions, the durable event log, tiers and the error
-// vocabulary, plus the small interfaces (Store, Model, Clock) that the
-// adapters implement. It imports no HTTP framework and no database driver;
-// every other package depends inward on it.
+// vocabulary, plus the small interfaces (Store and its roles, Model, Clock)
+// that the adapters implement. It imports no HTTP framework and no
+// database driver; every other package depends inward on it.
 package agentd
 
 import (
@@ -142,7 +142,7 @@ type Conversation struct {
 	CreatedBy string    `json:"created_by"`
 	CreatedAt time.Time `json:"created_at"`
 	// LastSeq is the Seq of the conversation's newest event when it was
-	// read (Store.Conversation), 0 for none; not part of the API's JSON.
+	// read (ConversationStore.Conversation), 0 for none; not part of the API's JSON.
 	LastSeq int64 `json:"-"`
 }
 

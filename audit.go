@@ -44,7 +44,7 @@ var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRe
 // AuditEntry is one immutable record of the audit log (docs/audit.md). The
 // store writes the entries of decisions, expiries, cancellations, refusals
 // and escalations itself, in the transaction that records the fact (see
-// Store); durable-path requests are appended with Store.AppendAudit.
+// Store); durable-path requests are appended with AuditLog.AppendAudit.
 type AuditEntry struct {
 	// ID is assigned by the store: unique, increasing in commit order; the
 	// cursor of GET /v1/audit.
@@ -89,7 +89,7 @@ type AuditEntry struct {
 	CreatedAt      time.Time `json:"at"`
 }
 
-// AuditFilter selects entries for Store.Audit. TenantID and ProjectID are
+// AuditFilter selects entries for AuditLog.Audit. TenantID and ProjectID are
 // required; every other field narrows when set.
 type AuditFilter struct {
 	TenantID, ProjectID string

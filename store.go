@@ -6,12 +6,16 @@ import (
 	"time"
 )
 
-// Store is the durable state of agentd. Every method is one transaction;
-// the events passed to a method are appended to their conversation's log in
-// that same transaction and returned with their assigned sequence numbers
-// and feed positions, so state and its announcement commit together.
-// Implementations: sqlite (embedded default); the contract every
-// implementation must pass is storetest.Run.
+// Store is the durable state of agentd: the sum of the role interfaces
+// below. A backend implements Store; a consumer names only the roles it
+// uses (or a smaller interface of its own), never Store itself — only the
+// backends, storetest and the wiring in cmd/agentd do. Every method is one
+// transaction; the events passed to a method are appended to their
+// conversation's log in that same transaction and returned with their
+// assigned sequence numbers and feed positions, so state and its
+// announcement commit together. Implementations: sqlite (embedded
+// default); the contract every implementation must pass is storetest.Run,
+// organised by role (storetest.RunConversations, RunRuns, and so on).
 //
 // Feed positions: every appended event also gets an Event.Position, unique
 // over all events of all conversations and assigned in the appending
@@ -35,12 +39,33 @@ import (
 // event draft with an Audit entry (a subagent's refusal) gets that entry,
 // with the event's conversation, tenant and project.
 type Store interface {
+	ConversationStore
+	RunStore
+	ToolCallStore
+	EventLog
+	AuditLog
+	ThreadStore
+	WebhookOutbox
+	Health
+	// Close releases the store; no method may be called after it.
+	Close() error
+}
+
+// ConversationStore holds conversations and their messages.
+type ConversationStore interface {
 	// CreateConversation inserts c. EINVALID if c.ID is empty.
 	CreateConversation(ctx context.Context, c *Conversation) error
 	// Conversation returns the conversation, with the Seq of its newest
 	// event as of the read in LastSeq, or ENOTFOUND.
 	Conversation(ctx context.Context, id string) (*Conversation, error)
+	// AddMessage inserts an assistant (or user) message and appends events.
+	AddMessage(ctx context.Context, m *Message, events []EventDraft) ([]Event, error)
+	// Messages returns a conversation's messages in insertion order.
+	Messages(ctx context.Context, conversationID string) ([]Message, error)
+}
 
+// RunStore holds runs and records their model steps.
+type RunStore interface {
 	// StartRun inserts the user message and the run (whose Status must be
 	// running) and appends events, atomically. ERUNACTIVE if the
 	// conversation already has a running or waiting run.
@@ -78,12 +103,11 @@ type Store interface {
 	// r.Calls, sets the run's Step to r.Step and its status to running, adds
 	// r.Usage to the run's usage, and appends events.
 	RecordStep(ctx context.Context, r StepRecord, events []EventDraft) ([]Event, error)
+}
 
-	// AddMessage inserts an assistant (or user) message and appends events.
-	AddMessage(ctx context.Context, m *Message, events []EventDraft) ([]Event, error)
-	// Messages returns a conversation's messages in insertion order.
-	Messages(ctx context.Context, conversationID string) ([]Message, error)
-
+// ToolCallStore holds tool calls, their conditional state transitions
+// and decisions, and the parked calls' lists and deadlines.
+type ToolCallStore interface {
 	// CreateToolCalls inserts calls and appends events atomically.
 	CreateToolCalls(ctx context.Context, calls []*ToolCall, events []EventDraft) ([]Event, error)
 	// ToolCall returns one call with its decisions, or ENOTFOUND.
@@ -123,7 +147,11 @@ type Store interface {
 	// deadline: the instant the deadline timer is armed to. It reads one
 	// index entry, however many calls are parked.
 	NextDeadline(ctx context.Context) (time.Time, error)
+}
 
+// EventLog is the durable event log: each conversation's events by Seq,
+// the feed of every event by Position, and the feed consumers' cursors.
+type EventLog interface {
 	// AppendEvents appends events to their conversations' logs.
 	AppendEvents(ctx context.Context, events []EventDraft) ([]Event, error)
 	// Events returns up to limit events of a conversation with Seq > afterSeq, in order.
@@ -152,7 +180,11 @@ type Store interface {
 	// name, when pos is negative, or when pos is past LastPosition (no
 	// consumer can have processed an event that has not committed).
 	SetConsumerPosition(ctx context.Context, name string, pos int64) error
+}
 
+// AuditLog is the audit log's own writes and its reads (the store writes
+// the entries of its own facts itself, see Store).
+type AuditLog interface {
 	// AppendAudit appends an entry the store does not write by itself (a
 	// durable-path request) and returns it with its ID. EINVALID when its
 	// Kind is not one of AuditKinds or TenantID or ProjectID is empty.
@@ -161,6 +193,10 @@ type Store interface {
 	// match f, with ID > f.After, in ID order. EINVALID when f.TenantID or
 	// f.ProjectID is empty or f.Kind is set and not one of AuditKinds.
 	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+}
+
+// ThreadStore binds chat protocols' thread names to conversations.
+type ThreadStore interface {
 	// BindThread binds a chat protocol's thread (an AG-UI threadId, an AI
 	// SDK chat id: a name the client chose) to a conversation, scoped by
 	// tenant, project, API key and protocol (b.ThreadKey), and returns the
@@ -172,6 +208,11 @@ type Store interface {
 	// ThreadConversation returns the conversation the thread k names is
 	// bound to, or ENOTFOUND (also for a key with an empty field).
 	ThreadConversation(ctx context.Context, k ThreadKey) (string, error)
+}
+
+// WebhookOutbox is the webhook outbox: deliveries, their leases and
+// attempts, and the endpoints' recorded state.
+type WebhookOutbox interface {
 	// EnqueueWebhookDeliveries inserts the deliveries (the webhook outbox)
 	// and records the named consumer's position pos, as SetConsumerPosition
 	// does, in one transaction. A delivery whose ID exists is left as it is
@@ -216,10 +257,12 @@ type Store interface {
 	// SetWebhookEndpointState records st (replacing the endpoint's state).
 	// EINVALID without id.
 	SetWebhookEndpointState(ctx context.Context, st WebhookEndpointState) error
+}
 
+// Health reports on the store for readiness.
+type Health interface {
 	// Ping reports whether the store is usable (readiness).
 	Ping(ctx context.Context) error
-	Close() error
 }
 
 // ThreadKey names a chat protocol's thread: a name an API key chose, in its
@@ -234,7 +277,7 @@ type ThreadKey struct {
 	ThreadID string
 }
 
-// ThreadBinding binds a thread to a conversation (Store.BindThread).
+// ThreadBinding binds a thread to a conversation (ThreadStore.BindThread).
 type ThreadBinding struct {
 	ThreadKey
 	ConversationID string
@@ -315,7 +358,7 @@ type StepRecord struct {
 	Now        time.Time
 }
 
-// PendingFilter selects parked calls for Store.PendingToolCalls.
+// PendingFilter selects parked calls for ToolCallStore.PendingToolCalls.
 type PendingFilter struct {
 	TenantID, ProjectID string
 	// CreatedBy, when set, keeps only calls of conversations created by

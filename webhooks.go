@@ -8,9 +8,8 @@ import (
 // This file holds the domain of webhook deliveries (SPEC §7): the outbox rows
 // the webhook dispatcher writes while it follows the event feed, the
 // attempts made for each, and the state of each configured endpoint. The
-// store keeps them (Store.EnqueueWebhookDeliveries and the methods after
-// it); package webhook fills and drains them; docs/webhooks.md describes the
-// design.
+// store keeps them (its WebhookOutbox role); package webhook fills and
+// drains them; docs/webhooks.md describes the design.
 
 // Webhook delivery statuses.
 const (
@@ -72,7 +71,7 @@ type WebhookAttempt struct {
 	DurationMS int64 `json:"duration_ms"`
 }
 
-// WebhookClaim asks Store.ClaimWebhookDeliveries for due deliveries.
+// WebhookClaim asks WebhookOutbox.ClaimWebhookDeliveries for due deliveries.
 type WebhookClaim struct {
 	EndpointID string
 	Now        time.Time
@@ -85,7 +84,7 @@ type WebhookClaim struct {
 }
 
 // WebhookAttemptRecord is the outcome of one attempt, for
-// Store.RecordWebhookAttempt.
+// WebhookOutbox.RecordWebhookAttempt.
 type WebhookAttemptRecord struct {
 	DeliveryID string
 	Owner      string
@@ -96,7 +95,7 @@ type WebhookAttemptRecord struct {
 	NextAttemptAt time.Time
 }
 
-// WebhookDeliveryFilter selects deliveries for Store.WebhookDeliveries.
+// WebhookDeliveryFilter selects deliveries for WebhookOutbox.WebhookDeliveries.
 type WebhookDeliveryFilter struct {
 	// TenantID and ProjectID are required: a delivery log is per tenant
 	// and project.

@@ -29,8 +29,8 @@ type Durable struct {
 	clock agentd.Clock
 }
 
-// AuditLog is where the durable path records each request it answers
-// (agentd.Store implements it).
+// AuditLog is where the durable path records each request it answers: the
+// one write of agentd.AuditLog.
 type AuditLog interface {
 	AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error)
 }

@@ -4,7 +4,7 @@
 // no duplicate.
 //
 // Correctness rests on the store alone. A subscription re-reads "events
-// after my position" from the store (agentd.Store.EventsAfter) whenever it
+// after my position" from the store (agentd.EventLog.EventsAfter) whenever it
 // has nothing buffered and is woken: by Notify (the loop's commits call
 // Publish, which notifies), and by a poll tick, so that events committed by
 // another process sharing the database are seen too, and a missed wake-up
@@ -21,10 +21,11 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// Source is the store the feed reads. agentd.Store satisfies it.
+// Source is what the feed reads of the store: the one feed read of
+// agentd.EventLog.
 type Source interface {
 	// EventsAfter returns up to f.Limit events matching f with Position >
-	// f.After, in position order (agentd.Store.EventsAfter).
+	// f.After, in position order (agentd.EventLog.EventsAfter).
 	EventsAfter(ctx context.Context, f agentd.FeedFilter) ([]agentd.Event, error)
 }
 

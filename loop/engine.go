@@ -4,9 +4,10 @@
 // rest, and continues the run only when every call of the step is resolved.
 // Approvals resume the very same call; the model is not asked again.
 //
-// The loop imports no HTTP framework and no database driver: it talks to an
-// agentd.Store, an agentd.Model, a Toolset and a Publisher. Tools come
-// from ToolSources (tools.go); the loop imports none of them.
+// The loop imports no HTTP framework and no database driver: it talks to a
+// Store (the store's roles it uses, store.go), an agentd.Model, a Toolset
+// and a Publisher. Tools come from ToolSources (tools.go); the loop imports
+// none of them.
 package loop
 
 import (
@@ -70,7 +71,7 @@ type Options struct {
 
 // Engine runs the agent loop for every conversation of one agent.
 type Engine struct {
-	store agentd.Store
+	store Store
 	pub   Publisher
 	agent *Agent
 	clock agentd.Clock
@@ -120,7 +121,7 @@ type runState struct {
 }
 
 // New returns an engine. Call Start before use and Close when done.
-func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine {
+func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	if opts.Clock == nil {
 		opts.Clock = agentd.SystemClock{}
 	}

@@ -457,6 +457,7 @@ func TestHistoryHasOneResultPerCall(t *testing.T) {
 // The loop and the decision stay free of HTTP and database drivers, and the
 // loop of tool sources.
 func TestImportRules(t *testing.T) {
+	checkStoreRules(t)
 	forbidden := []string{"net/http", "github.com/labstack/echo", "database/sql", "modernc.org/sqlite", "github.com/jackc/pgx"}
 	for _, pkg := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/confirm", "github.com/agentd-dev/agentd"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()

@@ -26,8 +26,8 @@ type Loop struct {
 	modelSteps    prometheus.Histogram
 }
 
-// ParkedCounter counts the calls parked now, in the store (agentd.Store's
-// ParkedCount).
+// ParkedCounter counts the calls parked now, in the store
+// (agentd.ToolCallStore's ParkedCount).
 type ParkedCounter func(ctx context.Context) (int64, error)
 
 // parkedTimeout bounds the store read of one scrape.

@@ -50,12 +50,14 @@ type Engine interface {
 }
 
 // Store is what the endpoints read of the store, after the engine has
-// answered that the principal reaches the conversation. agentd.Store
-// satisfies it.
+// answered that the principal reaches the conversation: the thread
+// bindings (agentd.ThreadStore), a conversation's event log
+// (sse.EventSource, of agentd.EventLog), and the few reads of the runs,
+// tool calls and messages a turn's replay needs (of agentd.RunStore,
+// agentd.ToolCallStore and agentd.ConversationStore).
 type Store interface {
+	agentd.ThreadStore
 	sse.EventSource
-	BindThread(ctx context.Context, b agentd.ThreadBinding) (string, error)
-	ThreadConversation(ctx context.Context, k agentd.ThreadKey) (string, error)
 	Run(ctx context.Context, id string) (*agentd.Run, error)
 	RunToolCalls(ctx context.Context, runID string) ([]agentd.ToolCall, error)
 	ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error)

@@ -273,36 +273,10 @@ func jsonList[T ~string](xs []T) string {
 // that names another run or conversation, or that CreateToolCalls or
 // AddMessage would refuse. On any error nothing is written.
 func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agentd.EventDraft) ([]agentd.Event, error) {
-	if r.RunID == "" {
-		return nil, agentd.Errorf(agentd.EINVALID, "run id is required")
-	}
-	now, err := encTime("now", r.Now)
+	now, msgCreated, err := checkStep(r, events)
 	if err != nil {
 		return nil, err
 	}
-	var msgCreated any
-	if m := r.Message; m != nil {
-		if m.ID == "" {
-			return nil, agentd.Errorf(agentd.EINVALID, "message id is required")
-		} else if m.RunID != "" && m.RunID != r.RunID {
-			return nil, agentd.Errorf(agentd.EINVALID, "message run %q differs from step run %q", m.RunID, r.RunID)
-		}
-		if msgCreated, err = encTime("message created_at", m.CreatedAt); err != nil {
-			return nil, err
-		}
-	}
-	for _, c := range r.Calls {
-		if c != nil && c.RunID != "" && c.RunID != r.RunID {
-			return nil, agentd.Errorf(agentd.EINVALID, "tool call %q: run %q differs from step run %q", c.ID, c.RunID, r.RunID)
-		}
-		if _, err := toolCallArgs(c); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkEvents(events); err != nil {
-		return nil, err
-	}
-
 	var out []agentd.Event
 	err = db.writeTx(ctx, func(tx *sql.Tx) error {
 		q := db.w(tx)
@@ -352,6 +326,42 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 		return nil, err
 	}
 	return out, nil
+}
+
+// checkStep validates what RecordStep can check before its transaction:
+// the run id, the times, the message's id and run, the calls' runs and
+// arguments, and the events. It returns r.Now and the message's
+// created_at encoded for the database (nil when zero, or without a
+// message).
+func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated any, err error) {
+	if r.RunID == "" {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
+	}
+	if now, err = encTime("now", r.Now); err != nil {
+		return nil, nil, err
+	}
+	if m := r.Message; m != nil {
+		if m.ID == "" {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "message id is required")
+		} else if m.RunID != "" && m.RunID != r.RunID {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "message run %q differs from step run %q", m.RunID, r.RunID)
+		}
+		if msgCreated, err = encTime("message created_at", m.CreatedAt); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, c := range r.Calls {
+		if c != nil && c.RunID != "" && c.RunID != r.RunID {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "tool call %q: run %q differs from step run %q", c.ID, c.RunID, r.RunID)
+		}
+		if _, err := toolCallArgs(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, nil, err
+	}
+	return now, msgCreated, nil
 }
 
 // CancelRun implements agentd.Store.CancelRun.

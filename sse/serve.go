@@ -10,8 +10,8 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// EventSource reads a conversation's durable event log. agentd.Store
-// satisfies it.
+// EventSource reads a conversation's durable event log: the two reads of
+// agentd.EventLog a stream makes.
 type EventSource interface {
 	// Events returns up to limit events of a conversation with Seq >
 	// afterSeq, in Seq order.

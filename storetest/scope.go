@@ -12,17 +12,8 @@ import (
 // The tenant and project conditions of the reads an operator makes, each
 // checked where a filter names an object of another tenant or project
 // (issue 17): naming a conversation, a call or an endpoint never reaches
-// past the caller's tenant and project.
-
-// scopeCases are the cases of this file, run by Run after the others.
-var scopeCases = []struct {
-	name string
-	fn   func(t *testing.T, s agentd.Store)
-}{
-	{"Webhook/QueueDepthByTenant", testWebhookQueueDepthByTenant},
-	{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
-	{"Audit/OtherProject", testAuditOtherProject},
-}
+// past the caller's tenant and project. Each case runs in its role's
+// suite (roles.go): RunToolCalls, RunAudit, RunWebhookOutbox.
 
 // testPendingByConversationScoped: the pending list filtered by
 // conversation_id (alone, or with a tool name, a server id or a deadline,

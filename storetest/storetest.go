@@ -1,6 +1,9 @@
 // Package storetest is the contract every agentd.Store implementation must
 // pass: one suite, run by each backend's own tests against a real database
-// (SQLite always, PostgreSQL when one is available).
+// (SQLite always, PostgreSQL when one is available). The suite is organised
+// by the store's roles (roles.go): RunConversations, RunRuns, RunToolCalls,
+// RunEventLog, RunAudit, RunThreads, RunWebhookOutbox and RunHealth, so a
+// new backend can pass it role by role; Run runs them all.
 //
 //	func TestStore(t *testing.T) {
 //		open := func(t *testing.T, path string) agentd.Store {
@@ -22,8 +25,11 @@
 //		})
 //	}
 //
-// Beyond the doc comments of agentd.Store, the suite pins down what callers
-// rely on:
+// A backend that implements the roles one at a time runs their suites
+// alone meanwhile: storetest.RunConversations(t, open), and so on.
+//
+// Beyond the doc comments of agentd.Store and its roles, the suite pins
+// down what callers rely on:
 //
 //   - Times round-trip to the nanosecond and come back in UTC; the zero time
 //     round-trips as the zero time.
@@ -78,95 +84,8 @@ type Backend struct {
 	Open func(t *testing.T) agentd.Store
 	// Reopen must close s, a store Open returned, and return a new handle
 	// on the same database (as a restarted process would open it),
-	// likewise closed when t ends.
+	// likewise closed when t ends. Only RunEventLog uses it.
 	Reopen func(t *testing.T, s agentd.Store) agentd.Store
-}
-
-// Run runs the contract suite against stores of b.
-func Run(t *testing.T, b Backend) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, s agentd.Store)
-	}{
-		{"Ping", testPing},
-
-		{"Conversation/RoundTrip", testConversationRoundTrip},
-		{"Conversation/Errors", testConversationErrors},
-		{"Conversation/LastSeq", testConversationLastSeq},
-
-		{"StartRun/RoundTrip", testStartRunRoundTrip},
-		{"StartRun/OneActiveRun", testStartRunOneActive},
-		{"StartRun/Errors", testStartRunErrors},
-		{"StartRun/Concurrent", testStartRunConcurrent},
-		{"Run/NotFound", testRunNotFound},
-		{"UpdateRun/Applies", testUpdateRunApplies},
-		{"UpdateRun/Conflict", testUpdateRunConflict},
-		{"UpdateRun/AnyFrom", testUpdateRunAnyFrom},
-		{"UpdateRun/Errors", testUpdateRunErrors},
-		{"RunsToDrive", testRunsToDrive},
-		{"RecordStep/Applies", testRecordStepApplies},
-		{"RecordStep/Conflict", testRecordStepConflict},
-		{"CancelRun", testCancelRun},
-		{"PendingToolCalls", testPendingToolCalls},
-
-		{"Messages/Order", testMessagesOrder},
-		{"AddMessage/Errors", testAddMessageErrors},
-
-		{"ToolCall/RoundTrip", testToolCallRoundTrip},
-		{"ToolCall/NotFound", testToolCallNotFound},
-		{"CreateToolCalls/Atomic", testCreateToolCallsAtomic},
-		{"CreateToolCalls/Errors", testCreateToolCallsErrors},
-		{"ToolCalls/Order", testToolCallsOrder},
-		{"RunToolCalls/Order", testRunToolCallsOrder},
-		{"ToolCallsByStatus", testToolCallsByStatus},
-		{"DueToolCalls", testDueToolCalls},
-		{"NextDeadline", testNextDeadline},
-		{"UpdateToolCall/Applies", testUpdateToolCallApplies},
-		{"UpdateToolCall/Edit", testUpdateToolCallEdit},
-		{"UpdateToolCall/Repark", testUpdateToolCallRepark},
-		{"UpdateToolCall/Conflict", testUpdateToolCallConflict},
-		{"UpdateToolCall/DecisionsInOrder", testUpdateToolCallDecisionsInOrder},
-		{"UpdateToolCall/Errors", testUpdateToolCallErrors},
-		{"UpdateToolCall/ConcurrentApprovals", testConcurrentApprovals},
-		{"UpdateToolCalls/Applies", testUpdateToolCallsApplies},
-		{"UpdateToolCalls/Atomic", testUpdateToolCallsAtomic},
-		{"UpdateToolCalls/Concurrent", testUpdateToolCallsConcurrent},
-		{"PendingToolCalls/Filters", testPendingFilters},
-
-		{"Audit/WrittenWithFacts", testAuditWrittenWithFacts},
-		{"Audit/Filters", testAuditFilters},
-		{"Audit/WithEvent", testAuditWithEvent},
-
-		{"Events/Sequence", testEventsSequence},
-		{"Events/AfterAndLimit", testEventsAfterAndLimit},
-		{"Events/Atomic", testEventsAtomic},
-		{"Events/Errors", testEventsErrors},
-		{"Events/LastSeq", testEventsLastSeq},
-		{"Events/ConcurrentAppends", testEventsConcurrent},
-
-		{"Feed/Positions", testFeedPositions},
-		{"Feed/EventsAfter", testFeedEventsAfter},
-		{"Feed/EventsAfterErrors", testFeedEventsAfterErrors},
-		{"Feed/LastPosition", testFeedLastPosition},
-		{"Feed/ConcurrentAppends", testFeedConcurrent},
-		{"Feed/Consumers", testFeedConsumers},
-		{"Feed/ConsumerErrors", testFeedConsumerErrors},
-
-		{"BindThread", testBindThread},
-		{"BindThread/Errors", testBindThreadErrors},
-		{"BindThread/Concurrent", testBindThreadConcurrent},
-		{"Webhook/Enqueue", testWebhookEnqueue},
-		{"Webhook/Claim", testWebhookClaim},
-		{"Webhook/Attempts", testWebhookAttempts},
-		{"Webhook/List", testWebhookList},
-		{"Webhook/EndpointStates", testWebhookEndpointStates},
-	}
-	for _, tt := range append(tests, scopeCases...) {
-		t.Run(tt.name, func(t *testing.T) {
-			tt.fn(t, b.Open(t))
-		})
-	}
-	t.Run("Feed/ConsumerSurvivesReopen", func(t *testing.T) { testFeedConsumerReopen(t, b) })
 }
 
 // t0 has nanoseconds and a zone other than UTC, so a store that drops

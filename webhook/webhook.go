@@ -6,7 +6,7 @@
 // transactions and nothing is added to them. A dispatcher follows the event
 // feed (agentd.Feed) from the durable consumer cursor "webhooks"; for each
 // event an endpoint wants it writes a delivery row, in the same transaction
-// that advances the cursor (Store.EnqueueWebhookDeliveries). A delivery's id,
+// that advances the cursor (WebhookOutbox.EnqueueWebhookDeliveries). A delivery's id,
 // the webhook-id, is derived from (event, endpoint), so a crash anywhere
 // re-creates the same rows and ids. One worker per endpoint claims due
 // deliveries with a lease, sends them (at most MaxInFlight at once), records
@@ -55,10 +55,22 @@ type Options struct {
 	Rand func() float64
 }
 
+// Store is what the service keeps in the store: the webhook outbox, the
+// event log's feed cursors (the dispatcher's, and the feed's newest
+// position when a cursor starts), and the one tool call lookup a payload
+// needs (the call an event is about, for its tenant and server).
+type Store interface {
+	agentd.WebhookOutbox
+	agentd.EventLog
+	// ToolCall returns one call with its decisions, or ENOTFOUND
+	// (agentd.ToolCallStore.ToolCall).
+	ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error)
+}
+
 // Service is the webhook dispatcher and its delivery workers, and what
 // operators see of them (the delivery log, redelivery, endpoint states).
 type Service struct {
-	store     agentd.Store
+	store     Store
 	feed      agentd.Feed
 	endpoints []*endpoint
 	byID      map[string]*endpoint
@@ -103,7 +115,7 @@ func (e *endpoint) poke() {
 
 // New returns the service for endpoints (ParseConfig). It starts nothing:
 // Start does.
-func New(store agentd.Store, feed agentd.Feed, endpoints []Endpoint, opts Options) (*Service, error) {
+func New(store Store, feed agentd.Feed, endpoints []Endpoint, opts Options) (*Service, error) {
 	if opts.Clock == nil {
 		opts.Clock = agentd.SystemClock{}
 	}

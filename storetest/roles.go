@@ -1,0 +1,176 @@
+package storetest
+
+import (
+	"testing"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// The suite by role (store.go): one function per role of agentd.Store, so
+// a new backend can pass the contract role by role and Run is all of them.
+// Each case opens its own store, a full agentd.Store (a case of one role
+// sets up its data through the others: a tool call needs a conversation
+// and a run); the role's function names which methods its cases pin down.
+// Every suite but RunEventLog asks only for a way to open a store;
+// RunEventLog also reopens one (a feed cursor survives a restart).
+
+// testCase is one case of a role's suite: a subtest of the caller's test,
+// on a store of its own.
+type testCase struct {
+	name string
+	fn   func(t *testing.T, s agentd.Store)
+}
+
+// runCases runs each case as a subtest of t, on a new store from open.
+func runCases(t *testing.T, open func(t *testing.T) agentd.Store, cases []testCase) {
+	for _, tt := range cases {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(t, open(t))
+		})
+	}
+}
+
+// Run runs the contract suite against stores of b: every role's.
+func Run(t *testing.T, b Backend) {
+	RunHealth(t, b.Open)
+	RunConversations(t, b.Open)
+	RunRuns(t, b.Open)
+	RunToolCalls(t, b.Open)
+	RunAudit(t, b.Open)
+	RunEventLog(t, b)
+	RunThreads(t, b.Open)
+	RunWebhookOutbox(t, b.Open)
+}
+
+// RunHealth tests the Health role: Ping (storetest.go).
+func RunHealth(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"Ping", testPing},
+	})
+}
+
+// RunConversations tests the ConversationStore role: CreateConversation,
+// Conversation (with its LastSeq), AddMessage and Messages (run.go,
+// toolcall.go).
+func RunConversations(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"Conversation/RoundTrip", testConversationRoundTrip},
+		{"Conversation/Errors", testConversationErrors},
+		{"Conversation/LastSeq", testConversationLastSeq},
+		{"Messages/Order", testMessagesOrder},
+		{"AddMessage/Errors", testAddMessageErrors},
+	})
+}
+
+// RunRuns tests the RunStore role: StartRun, Run, UpdateRun, CancelRun,
+// RunsToDrive and RecordStep (run.go, drive.go).
+func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"StartRun/RoundTrip", testStartRunRoundTrip},
+		{"StartRun/OneActiveRun", testStartRunOneActive},
+		{"StartRun/Errors", testStartRunErrors},
+		{"StartRun/Concurrent", testStartRunConcurrent},
+		{"Run/NotFound", testRunNotFound},
+		{"UpdateRun/Applies", testUpdateRunApplies},
+		{"UpdateRun/Conflict", testUpdateRunConflict},
+		{"UpdateRun/AnyFrom", testUpdateRunAnyFrom},
+		{"UpdateRun/Errors", testUpdateRunErrors},
+		{"RunsToDrive", testRunsToDrive},
+		{"RecordStep/Applies", testRecordStepApplies},
+		{"RecordStep/Conflict", testRecordStepConflict},
+		{"CancelRun", testCancelRun},
+	})
+}
+
+// RunToolCalls tests the ToolCallStore role: CreateToolCalls, the reads of
+// calls (ToolCall, ToolCalls, RunToolCalls, ToolCallsByStatus,
+// DueToolCalls), UpdateToolCall and UpdateToolCalls, the pending list
+// (PendingToolCalls, ParkedCount) with its tenant scope, and NextDeadline
+// (toolcall.go, audit.go, drive.go, scope.go).
+func RunToolCalls(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"ToolCall/RoundTrip", testToolCallRoundTrip},
+		{"ToolCall/NotFound", testToolCallNotFound},
+		{"CreateToolCalls/Atomic", testCreateToolCallsAtomic},
+		{"CreateToolCalls/Errors", testCreateToolCallsErrors},
+		{"ToolCalls/Order", testToolCallsOrder},
+		{"RunToolCalls/Order", testRunToolCallsOrder},
+		{"ToolCallsByStatus", testToolCallsByStatus},
+		{"DueToolCalls", testDueToolCalls},
+		{"NextDeadline", testNextDeadline},
+		{"UpdateToolCall/Applies", testUpdateToolCallApplies},
+		{"UpdateToolCall/Edit", testUpdateToolCallEdit},
+		{"UpdateToolCall/Repark", testUpdateToolCallRepark},
+		{"UpdateToolCall/Conflict", testUpdateToolCallConflict},
+		{"UpdateToolCall/DecisionsInOrder", testUpdateToolCallDecisionsInOrder},
+		{"UpdateToolCall/Errors", testUpdateToolCallErrors},
+		{"UpdateToolCall/ConcurrentApprovals", testConcurrentApprovals},
+		{"UpdateToolCalls/Applies", testUpdateToolCallsApplies},
+		{"UpdateToolCalls/Atomic", testUpdateToolCallsAtomic},
+		{"UpdateToolCalls/Concurrent", testUpdateToolCallsConcurrent},
+		{"PendingToolCalls", testPendingToolCalls},
+		{"PendingToolCalls/Filters", testPendingFilters},
+		{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
+	})
+}
+
+// RunAudit tests the AuditLog role: the entries the store writes with the
+// facts they record (decisions, refusals, escalations, a subagent's
+// refusal with its event), AppendAudit and Audit's filters and tenant
+// scope (audit.go, scope.go).
+func RunAudit(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"Audit/WrittenWithFacts", testAuditWrittenWithFacts},
+		{"Audit/Filters", testAuditFilters},
+		{"Audit/WithEvent", testAuditWithEvent},
+		{"Audit/OtherProject", testAuditOtherProject},
+	})
+}
+
+// RunEventLog tests the EventLog role: AppendEvents, Events and LastSeq
+// (events.go), and the feed: positions, EventsAfter, LastPosition and the
+// consumers' cursors, which survive reopening the store — the one case
+// that uses b.Reopen (feed.go).
+func RunEventLog(t *testing.T, b Backend) {
+	runCases(t, b.Open, []testCase{
+		{"Events/Sequence", testEventsSequence},
+		{"Events/AfterAndLimit", testEventsAfterAndLimit},
+		{"Events/Atomic", testEventsAtomic},
+		{"Events/Errors", testEventsErrors},
+		{"Events/LastSeq", testEventsLastSeq},
+		{"Events/ConcurrentAppends", testEventsConcurrent},
+		{"Feed/Positions", testFeedPositions},
+		{"Feed/EventsAfter", testFeedEventsAfter},
+		{"Feed/EventsAfterErrors", testFeedEventsAfterErrors},
+		{"Feed/LastPosition", testFeedLastPosition},
+		{"Feed/ConcurrentAppends", testFeedConcurrent},
+		{"Feed/Consumers", testFeedConsumers},
+		{"Feed/ConsumerErrors", testFeedConsumerErrors},
+	})
+	t.Run("Feed/ConsumerSurvivesReopen", func(t *testing.T) { testFeedConsumerReopen(t, b) })
+}
+
+// RunThreads tests the ThreadStore role: BindThread and
+// ThreadConversation, also under concurrent binders (thread.go).
+func RunThreads(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"BindThread", testBindThread},
+		{"BindThread/Errors", testBindThreadErrors},
+		{"BindThread/Concurrent", testBindThreadConcurrent},
+	})
+}
+
+// RunWebhookOutbox tests the WebhookOutbox role: enqueueing with the
+// consumer's cursor, claims and leases, attempts, the delivery log and
+// redelivery, the endpoints' states and the queue depth by tenant
+// (webhook.go, scope.go).
+func RunWebhookOutbox(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"Webhook/Enqueue", testWebhookEnqueue},
+		{"Webhook/Claim", testWebhookClaim},
+		{"Webhook/Attempts", testWebhookAttempts},
+		{"Webhook/List", testWebhookList},
+		{"Webhook/EndpointStates", testWebhookEndpointStates},
+		{"Webhook/QueueDepthByTenant", testWebhookQueueDepthByTenant},
+	})
+}
