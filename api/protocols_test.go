@@ -135,4 +135,3 @@ func TestProtocolOtherTenantAndUnknownInterrupt(t *testing.T) {
 		}
 	}
 }
-
