@@ -23,9 +23,9 @@ import (
 // a denial finishes it. It checks no digest or card and has no expiry: those
 // rules are the engine's (loop's tests, cmd/agentd's flows).
 type fakeEngine struct {
-	store *fakeStore
-	mu    sync.Mutex
-	runs  int // calls executed
+	store      *fakeStore
+	mu         sync.Mutex
+	executions int // calls run
 }
 
 func newFakeEngine(store *fakeStore) *fakeEngine { return &fakeEngine{store: store} }
@@ -36,7 +36,7 @@ var _ api.Service = (*fakeEngine)(nil)
 func (e *fakeEngine) executed() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.runs
+	return e.executions
 }
 
 func (e *fakeEngine) CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error) {
@@ -200,7 +200,7 @@ func (e *fakeEngine) Decide(ctx context.Context, p agentd.Principal, id string, 
 	s.runs[call.RunID].Status = agentd.RunCompleted
 	if status == agentd.StatusCompleted {
 		e.mu.Lock()
-		e.runs++
+		e.executions++
 		e.mu.Unlock()
 	}
 	return &d, nil
