@@ -1,69 +1,22 @@
 package api_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
-	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
-	"github.com/agentd-dev/agentd/sqlite"
-	"github.com/agentd-dev/agentd/sse"
 )
 
 // waitLimit bounds every wait of these tests: a failure deadline, never a
 // performance assertion.
 const waitLimit = 20 * time.Second
-
-// payModel answers a user message with one call to the confirm-tier tool
-// "pay" and a tool result with plain text.
-type payModel struct{}
-
-func (payModel) Generate(ctx context.Context, req agentd.ModelRequest, onDelta func(string)) (*agentd.ModelResponse, error) {
-	last := req.Messages[len(req.Messages)-1]
-	if last.Role == agentd.ModelRoleTool {
-		return &agentd.ModelResponse{Text: "pay " + string(last.ToolStatus)}, nil
-	}
-	return &agentd.ModelResponse{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{"amount":5}`)}}}, nil
-}
-
-// payTool is a requires-confirmation tool that counts its executions; it
-// is the engine's whole toolset.
-type payTool struct {
-	mu   sync.Mutex
-	runs int
-}
-
-func (t *payTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{
-		Spec:        agentd.ToolSpec{Name: "pay", Description: "pays", Parameters: json.RawMessage(`{"type":"object"}`)},
-		Decision:    &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: "requires-confirmation"},
-		LLMCallable: true,
-	}}
-}
-func (t *payTool) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
-	t.mu.Lock()
-	t.runs++
-	t.mu.Unlock()
-	return json.RawMessage(`{"paid":true}`), nil
-}
-
-func (t *payTool) count() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.runs
-}
 
 // testKey is one API key of a test server: the key itself and its config.
 type testKey struct {
@@ -77,42 +30,32 @@ func (k testKey) apiKey() agentd.APIKey {
 	return agentd.APIKey{ID: k.id, SHA256: hex.EncodeToString(sum[:]), TenantID: k.tenant, ProjectID: k.project, Role: k.role}
 }
 
-type server struct {
-	t    *testing.T
-	url  string
-	tool *payTool
+// roleKeys are one key of each role in tenant t1, and an admin key of t2.
+var roleKeys = []testKey{
+	{key: "k-alice", id: "alice", tenant: "t1", project: "p1", role: agentd.RoleClient},
+	{key: "k-bob", id: "bob", tenant: "t1", project: "p1", role: agentd.RoleClient},
+	{key: "k-robot", id: "robot", tenant: "t1", project: "p1", role: agentd.RoleDelegate},
+	{key: "k-op", id: "op", tenant: "t1", project: "p1", role: agentd.RoleOperator},
+	{key: "k-admin", id: "admin", tenant: "t1", project: "p1", role: agentd.RoleAdmin},
+	{key: "k-other", id: "other", tenant: "t2", project: "p1", role: agentd.RoleAdmin},
 }
 
-// newServer starts the API on loopback over a real engine and a real SQLite
-// file, with keys (none: dev mode) and the other settings of cfg.
+type server struct {
+	t   *testing.T
+	url string
+	// engine is the fake engine of newServer (nil for newFakeServer).
+	engine *fakeEngine
+}
+
+// newServer starts the API on loopback over the fake engine and an
+// in-memory store, with keys (none: dev mode) and the other settings of cfg.
 func newServer(t *testing.T, keys []testKey, cfg api.Config) *server {
 	t.Helper()
-	return newServerWith(t, keys, cfg, payModel{})
-}
-
-// newServerWith is newServer with another model.
-func newServerWith(t *testing.T, keys []testKey, cfg api.Config, model agentd.Model) *server {
-	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	hub := sse.NewHub()
-	tool := &payTool{}
-	engine := loop.New(store, hub, &loop.Agent{Name: "test", Model: model, Tools: tool},
-		loop.Options{ExpireEvery: -1})
-	if err := engine.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(engine.Close)
-	for _, k := range keys {
-		cfg.Keys = append(cfg.Keys, k.apiKey())
-	}
-	ts := httptest.NewServer(api.New(engine, hub, store, cfg).Handler())
-	t.Cleanup(ts.Close)
-	t.Cleanup(hub.Close)
-	return &server{t: t, url: ts.URL, tool: tool}
+	store := newFakeStore()
+	engine := newFakeEngine(store)
+	s := serve(t, engine, store, keys, cfg)
+	s.engine = engine
+	return s
 }
 
 var client = &http.Client{Timeout: waitLimit}

@@ -38,7 +38,7 @@ func TestDecodeRefusesBadBodies(t *testing.T) {
 	if c := s.toolCall("", call); c.Status != agentd.StatusRequiresConfirmation || len(c.Decisions) != 0 {
 		t.Fatalf("after bad bodies the call is %s with %d decisions, want still pending", c.Status, len(c.Decisions))
 	}
-	if n := s.tool.count(); n != 0 {
+	if n := s.engine.executed(); n != 0 {
 		t.Fatalf("the tool ran %d times", n)
 	}
 	// Valid UTF-8 metadata is stored and given back as JSON.

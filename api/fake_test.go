@@ -5,23 +5,24 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
-	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/sse"
 )
 
-// fakeService is an in-memory api.Service: it keeps conversations, answers
-// with the error fail names (when set) and records what each call received,
-// so handler tests check the HTTP layer alone.
+// fakeService is an in-memory api.Service that records what each call
+// received, so handler tests check the HTTP layer alone: it keeps the
+// conversations it creates (in its store), answers every other id as an
+// object that exists (a run, a call of no conversation), and answers with
+// the error fail names when set. fakeEngine is the fake that keeps runs
+// and calls and the rules of who reaches them.
 type fakeService struct {
 	mu    sync.Mutex
-	convs map[string]*agentd.Conversation
+	store *fakeStore
 	fail  error // every call answers it when set
 	calls []fakeCall
 }
@@ -34,7 +35,7 @@ type fakeCall struct {
 	req    any
 }
 
-func newFake() *fakeService { return &fakeService{convs: map[string]*agentd.Conversation{}} }
+func newFake(store *fakeStore) *fakeService { return &fakeService{store: store} }
 
 func (f *fakeService) record(method string, p agentd.Principal, id string, req any) error {
 	f.mu.Lock()
@@ -64,20 +65,12 @@ func (f *fakeService) CreateConversation(ctx context.Context, p agentd.Principal
 	}
 	c := &agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: p.TenantID, ProjectID: p.ProjectID,
 		Agent: "a", Metadata: metadata, CreatedBy: p.KeyID, CreatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
-	f.mu.Lock()
-	f.convs[c.ID] = c
-	f.mu.Unlock()
+	f.store.putConversation(c)
 	return c, nil
 }
 
 func (f *fakeService) conv(p agentd.Principal, id string) (*agentd.Conversation, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c, ok := f.convs[id]
-	if !ok || !p.Reaches(c) {
-		return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation not found")
-	}
-	return c, nil
+	return f.store.reach(p, id)
 }
 
 func (f *fakeService) Conversation(ctx context.Context, p agentd.Principal, id string) (*agentd.Conversation, error) {
@@ -206,22 +199,25 @@ func (f *fakeService) ToolTier(name string) (agentd.Tier, string) { return agent
 
 var _ api.Service = (*fakeService)(nil)
 
-// newFakeServer serves the API over the fake on loopback. The stream and
-// readiness read a real (empty) SQLite store.
+// newFakeServer serves the API over the recording fake and an in-memory
+// store on loopback.
 func newFakeServer(t *testing.T, keys []testKey, cfg api.Config) (*server, *fakeService) {
 	t.Helper()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	store := newFakeStore()
+	fake := newFake(store)
+	return serve(t, fake, store, keys, cfg), fake
+}
+
+// serve starts the API over engine and store on loopback, with keys (none:
+// dev mode) and the other settings of cfg.
+func serve(t *testing.T, engine api.Service, store api.Store, keys []testKey, cfg api.Config) *server {
+	t.Helper()
 	hub := sse.NewHub()
-	fake := newFake()
 	for _, k := range keys {
 		cfg.Keys = append(cfg.Keys, k.apiKey())
 	}
-	ts := httptest.NewServer(api.New(fake, hub, store, cfg).Handler())
+	ts := httptest.NewServer(api.New(engine, hub, store, cfg).Handler())
 	t.Cleanup(ts.Close)
 	t.Cleanup(hub.Close)
-	return &server{t: t, url: ts.URL}, fake
+	return &server{t: t, url: ts.URL}
 }

@@ -1,11 +1,9 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,20 +11,6 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
 )
-
-// noteModel answers a user message "note N" with one call to "pay" whose
-// arguments hold a note of N bytes.
-type noteModel struct{}
-
-func (noteModel) Generate(ctx context.Context, req agentd.ModelRequest, onDelta func(string)) (*agentd.ModelResponse, error) {
-	last := req.Messages[len(req.Messages)-1]
-	if last.Role == agentd.ModelRoleTool {
-		return &agentd.ModelResponse{Text: "done"}, nil
-	}
-	n, _ := strconv.Atoi(strings.TrimPrefix(last.Content, "note "))
-	args, _ := json.Marshal(map[string]string{"note": strings.Repeat("x", n)})
-	return &agentd.ModelResponse{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: args}}}, nil
-}
 
 // parkNote parks a call with a note of n bytes in a new conversation and
 // returns its id.
@@ -65,7 +49,7 @@ type listedCall struct {
 // once, in order, however the bound cuts the pages.
 func TestApprovalsPageBoundedInBytes(t *testing.T) {
 	const maxPage = 16 << 10
-	s := newServerWith(t, nil, api.Config{MaxPageBytes: maxPage}, noteModel{})
+	s := newServer(t, nil, api.Config{MaxPageBytes: maxPage})
 	sizes := []int{10, 10, 6000, 800_000, 10, 6000, 6000, 10}
 	var ids []string
 	for _, n := range sizes {

@@ -142,13 +142,24 @@ type Service interface {
 	ToolTier(name string) (agentd.Tier, string)
 }
 
+// Store is what the API reads of the store itself rather than through its
+// Service, each read after the engine has answered that the principal
+// reaches the conversation: the event log its streams replay, the
+// chat-protocol endpoints' reads (threads, runs, calls, messages) and
+// readiness. The store backends satisfy it.
+type Store interface {
+	sse.EventSource
+	protocol.Store
+	agentd.Health
+}
+
 // Server serves the API.
 type Server struct {
 	engine Service
 	// protocols serves the chat-protocol endpoints over the same engine.
 	protocols *protocol.Service
 	hub       *sse.Hub
-	store     agentd.Store
+	store     Store
 	cfg       Config
 	keys      map[string]agentd.APIKey // by SHA-256
 	echo      *echo.Echo
@@ -158,8 +169,9 @@ type Server struct {
 	streams *streamSlots
 }
 
-// New returns the API server for one service.
-func New(engine Service, hub *sse.Hub, store agentd.Store, cfg Config) *Server {
+// New returns the API server for one service, the hub its streams follow
+// live and the store reads it makes itself.
+func New(engine Service, hub *sse.Hub, store Store, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
 	}

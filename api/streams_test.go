@@ -66,7 +66,7 @@ func TestStreamLimitPerKey(t *testing.T) {
 	want(t, "AG-UI over the limit", agui, http.StatusTooManyRequests, agentd.ETOOMANYSTREAMS)
 	aisdk := s.do("POST", "/v1/ai-sdk/chat", "ka", `{"id":"`+convA+`","messages":[{"id":"1","role":"user","parts":[{"type":"text","text":"pay"}]}]}`, nil)
 	want(t, "AI SDK over the limit", aisdk, http.StatusTooManyRequests, agentd.ETOOMANYSTREAMS)
-	if n := s.tool.count(); n != 0 {
+	if n := s.engine.executed(); n != 0 {
 		t.Errorf("a refused protocol request ran %d calls", n)
 	}
 	r := s.do("GET", "/v1/conversations/"+convA, "ka", "", nil)

@@ -3,6 +3,9 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -516,6 +519,49 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s", pkg, dep)
 			}
 		}
+	}
+	apiTestsUseFakes(t)
+}
+
+// apiTestsUseFakes: the API's handler tests run against fakes of what the
+// API uses, with no database file: they import neither the loop nor a
+// store; and the API's code names the store reads it makes (api.Store),
+// never the whole agentd.Store.
+func apiTestsUseFakes(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-test", "-deps", "-f", "{{.ImportPath}}", "github.com/agentd-dev/agentd/api").Output()
+	if err != nil {
+		t.Fatalf("go list -test api: %v", err)
+	}
+	for _, dep := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		dep, _, _ = strings.Cut(dep, " ") // "pkg [pkg.test]"
+		for _, f := range []string{"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite", "modernc.org/sqlite", "github.com/jackc/pgx"} {
+			if dep == f || strings.HasPrefix(dep, f+"/") {
+				t.Errorf("api's tests import %s", dep)
+			}
+		}
+	}
+	files, err := filepath.Glob(filepath.Join("..", "api", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "Store" {
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == "agentd" {
+					t.Errorf("%s names agentd.Store", fset.Position(sel.Pos()))
+				}
+			}
+			return true
+		})
 	}
 }
 

@@ -52,9 +52,7 @@ func checkStoreRules(t *testing.T) {
 	// No non-test Go file outside the backends (sqlite/), the contract
 	// (storetest/) and the wiring (cmd/agentd/) mentions agentd.Store, in
 	// code or comment.
-	allowed := []string{"sqlite", "storetest", "cmd/agentd",
-		// TEMPORARY: removed when api takes its roles.
-		"api"}
+	allowed := []string{"sqlite", "storetest", "cmd/agentd"}
 	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		t.Fatalf("go list -m: %v", err)
