@@ -24,6 +24,10 @@ const (
 	ENOTAPPLIED     = "not_applied" // 409: an atomic batch's item, not applied because another failed
 	EINTERNAL       = "internal"    // 500
 	EUNAVAILABLE    = "unavailable" // 503
+
+	// EMETHODNOTALLOWED is 405: a known path asked with a method it does
+	// not serve; the answer's Allow header lists the ones it does.
+	EMETHODNOTALLOWED = "method_not_allowed"
 )
 
 // Error is the one error type that carries a code and a message that is safe

@@ -8,9 +8,10 @@ import (
 // Feed is the one ordered stream of every committed event of every
 // conversation, in Position order, read from the durable store: the source
 // for consumers that must see every event once, in order, across restarts
-// (webhooks and protocol adapters; the SSE hub too with
-// sse.Hub.PublishFeed), see docs/architecture.md, "The event feed".
-// Implementation: package feed.
+// (the webhook outbox). The SSE hub is not one of them: the loop's commits
+// publish to it directly. docs/architecture.md, "The event feed", has both
+// paths and the seam that will feed the hub from the feed. Implementation:
+// package feed.
 type Feed interface {
 	// Follow returns a subscription to the events matching f (its tenant,
 	// its tenant and project, or every event) with Position > f.After; a

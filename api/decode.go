@@ -15,7 +15,9 @@ import (
 
 // decode is the API's one request-body decoder. It reads exactly one JSON
 // object into v and answers EINVALID for a body that is not valid UTF-8,
-// malformed, of the wrong type, has an unknown field, a key twice in one
+// malformed, of the wrong type, has an unknown field, a key that names a
+// field of v only in another case ({"DECISION": …}: keys match exactly, as
+// JavaScript reads them, not as encoding/json does), a key twice in one
 // object (keys that differ only by case count as the same, at any depth)
 // or data after the object; ETOOLARGE past the body limit. An empty body is
 // allowed only when optional is true.
@@ -29,8 +31,9 @@ func decode(c echo.Context, v any, optional bool) error {
 
 // decodeOpen is decode for the bodies of the chat protocols, whose schemas
 // are open: fields v does not have are ignored, everything else is checked
-// alike (one JSON object, valid UTF-8, no duplicate keys, fields of the
-// right type, the body limit). An empty body is EINVALID.
+// alike (one JSON object, valid UTF-8, no duplicate keys, keys that match
+// v's fields exactly, fields of the right type, the body limit). An empty
+// body is EINVALID.
 func decodeOpen(c echo.Context, v any) error {
 	body, err := readBody(c)
 	if err != nil {
@@ -57,7 +60,8 @@ func decodeBytes(body []byte, v any, optional bool) error {
 	return decodeJSON(body, v, optional, true)
 }
 
-// decodeJSON decodes body into v; strict refuses unknown fields.
+// decodeJSON decodes body into v; strict refuses unknown fields. Keys
+// match v's fields exactly either way.
 func decodeJSON(body []byte, v any, optional, strict bool) error {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 {
@@ -82,6 +86,9 @@ func decodeJSON(body []byte, v any, optional, strict bool) error {
 	// Checked after decoding, so a malformed body reports its syntax error.
 	if err := strictjson.CheckKeys(body); err != nil {
 		return agentd.Errorf(agentd.EINVALID, "ambiguous JSON: %v", err)
+	}
+	if err := strictjson.ExactKeys(body, v); err != nil {
+		return agentd.Errorf(agentd.EINVALID, "%v", err)
 	}
 	return nil
 }

@@ -25,7 +25,9 @@ var statusOf = map[string]int{
 	agentd.EUNSUPPORTED:    http.StatusUnsupportedMediaType,
 	agentd.EINTERNAL:       http.StatusInternalServerError,
 	agentd.EUNAVAILABLE:    http.StatusServiceUnavailable,
-	"method_not_allowed":   http.StatusMethodNotAllowed,
+
+	// The router's answer to a known path with another method (with Allow).
+	agentd.EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
 }
 
 // errorBody is SPEC §5's error shape.
@@ -53,7 +55,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		case http.StatusNotFound:
 			code, msg = agentd.ENOTFOUND, "no such route"
 		case http.StatusMethodNotAllowed:
-			code, msg = "method_not_allowed", "method not allowed on this route"
+			code, msg = agentd.EMETHODNOTALLOWED, "method not allowed on this route"
 		case http.StatusRequestEntityTooLarge:
 			code, msg = agentd.ETOOLARGE, "request body is too large"
 		default:

@@ -174,7 +174,9 @@ func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
 	if agentd.ErrorCode(cause) == agentd.EINTERNAL {
 		msg = "internal error; see the server log"
 	}
-	_ = e.emit(ctx, run.ConversationID, &agentd.ErrorPayload{RunID: run.ID, Code: "run_failed", Message: msg})
+	if err := e.emit(ctx, run.ConversationID, &agentd.ErrorPayload{RunID: run.ID, Code: "run_failed", Message: msg}); err != nil && ctx.Err() == nil {
+		e.log.Error().Err(err).Str("run_id", run.ID).Msg("append run error")
+	}
 	e.finish(ctx, run, agentd.RunFailed, "error", msg)
 }
 

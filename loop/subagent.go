@@ -193,7 +193,9 @@ func (r *subagentRun) relayResult(ctx context.Context, p *agentd.ToolCallResultP
 }
 
 // append commits one inner event as a subagent_event, with audit (when
-// set) in the same transaction, unless live is done.
+// set) in the same transaction, unless live is done. It logs a failure
+// (unless ctx is done), as the engine's other commits do, so the callers
+// that can do nothing more about it drop the error.
 func (r *subagentRun) append(ctx, live context.Context, p agentd.EventPayload, audit *agentd.AuditEntry) error {
 	e, conv := r.e, r.parent.ConversationID
 	err := e.commit(conv, func() ([]agentd.Event, error) {

@@ -9,8 +9,9 @@
 //   - WriteEvent and WriteComment: the wire format, in one place.
 //   - Hub: a non-blocking, in-memory fan-out of committed events to live
 //     subscribers; a subscriber that falls behind is cut off, never waited on.
-//     The loop's commits publish to it, or PublishFeed feeds it from the
-//     event feed.
+//     The loop's commits publish to it directly. PublishFeed, which nothing
+//     wires today, feeds it from the event feed instead: the seam described
+//     in docs/architecture.md, "The event feed".
 //   - Serve: one stream. It subscribes first, replays the durable log strictly
 //     after the client's Last-Event-ID, then forwards live events, with no gap
 //     and no duplicate, a heartbeat comment and a deadline on every write.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -13,6 +12,9 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 var (
@@ -98,100 +100,39 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		return nil, "", err
 	}
 	t := &Tool{Description: f.Description, LLMCallable: true, Timeout: defaultTimeout, Idempotent: f.Idempotent, Dir: dir}
-	var warning string
-
-	switch {
-	case f.Name == nil:
-		return nil, "", jsonconf.FieldErr("name", "required (the folder name, %q)", folder)
-	case !namePattern.MatchString(*f.Name):
-		return nil, "", jsonconf.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
-	case *f.Name != folder:
-		return nil, "", jsonconf.FieldErr("name", "must equal the folder name %q, got %q", folder, *f.Name)
+	var err error
+	if t.Name, err = parseName(f.Name, folder); err != nil {
+		return nil, "", err
 	}
-	t.Name = *f.Name
-
-	t.Parameters = defaultParameters
-	if !jsonconf.IsNull(f.Parameters) {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, f.Parameters); err != nil {
-			return nil, "", jsonconf.FieldErr("parameters", "%v", err)
-		}
-		var probe struct {
-			Type any `json:"type"`
-		}
-		if err := json.Unmarshal(buf.Bytes(), &probe); err != nil {
-			return nil, "", jsonconf.FieldErr("parameters", "must be a JSON Schema object")
-		}
-		if probe.Type != nil && probe.Type != "object" {
-			return nil, "", jsonconf.FieldErr("parameters", `"type" must be "object": arguments are always a JSON object`)
-		}
-		t.Parameters = buf.Bytes()
+	if t.Parameters, t.schema, err = parseParameters(t.Name, f.Parameters); err != nil {
+		return nil, "", err
 	}
-	sch, err := compileSchema(t.Name, t.Parameters)
-	if err != nil {
-		return nil, "", jsonconf.FieldErr("parameters", "%v", err)
+	if t.Exposure, err = parseExposure(f.Exposure); err != nil {
+		return nil, "", err
 	}
-	t.schema = sch
-
-	t.Exposure = Exposure{Kind: ExposureOpen}
-	if !jsonconf.IsNull(f.Exposure) {
-		var e exposureFile
-		if err := jsonconf.DecodeStrict(f.Exposure, &e, "exposure"); err != nil {
-			return nil, "", err
-		}
-		if e.Kind != nil {
-			switch *e.Kind {
-			case ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated:
-				t.Exposure.Kind = *e.Kind
-			default:
-				return nil, "", jsonconf.FieldErr("exposure.kind", "must be one of %s, %s, %s", ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated)
-			}
-		}
-		t.Exposure.Prompt = strings.TrimSpace(e.Prompt)
-	}
-
 	if f.LLMCallable != nil {
 		t.LLMCallable = *f.LLMCallable
 	}
-
-	if !jsonconf.IsNull(f.Confirm) {
-		var b bool
-		var s string
-		switch {
-		case json.Unmarshal(f.Confirm, &b) == nil:
-			if b {
-				t.Confirm = "true"
-			}
-		case json.Unmarshal(f.Confirm, &s) == nil && s == "review":
-			t.Confirm = "review"
-		case json.Unmarshal(f.Confirm, &s) == nil && s == "never":
-			return nil, `confirm is "never": the tool is not registered`, nil
-		default:
-			return nil, "", jsonconf.FieldErr("confirm", `must be false, true, "review" or "never", got %s`, bytes.TrimSpace(f.Confirm))
-		}
+	confirm, never, err := parseConfirm(f.Confirm)
+	if err != nil {
+		return nil, "", err
+	} else if never {
+		return nil, `confirm is "never": the tool is not registered`, nil
 	}
+	t.Confirm = confirm
 
 	if len(f.Command) == 0 || f.Command[0] == "" {
 		return nil, "", jsonconf.FieldErr("command", `required: the program and its arguments, e.g. ["./run.sh"]`)
 	}
 	t.Command = f.Command
-	if warning, err = checkProgram(f.Command[0], dir); err != nil {
+	warning, err := checkProgram(f.Command[0], dir)
+	if err != nil {
 		return nil, "", err
 	}
-
-	seen := map[string]bool{}
-	for i, name := range f.Env {
-		field := fmt.Sprintf("env[%d]", i)
-		if !envNamePattern.MatchString(name) {
-			return nil, "", jsonconf.FieldErr(field, "not a valid environment variable name: %q", name)
-		}
-		if seen[name] {
-			return nil, "", jsonconf.FieldErr(field, "%q is listed twice", name)
-		}
-		seen[name] = true
+	if err := checkEnv(f.Env); err != nil {
+		return nil, "", err
 	}
 	t.Env = f.Env
-
 	if f.TimeoutMS != nil {
 		ms := *f.TimeoutMS
 		if ms <= 0 || time.Duration(ms)*time.Millisecond > maxTimeout {
@@ -200,6 +141,109 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		t.Timeout = time.Duration(ms) * time.Millisecond
 	}
 	return t, warning, nil
+}
+
+// parseName checks tool.json's "name": required, a valid tool name, and
+// the folder's.
+func parseName(name *string, folder string) (string, error) {
+	switch {
+	case name == nil:
+		return "", jsonconf.FieldErr("name", "required (the folder name, %q)", folder)
+	case !namePattern.MatchString(*name):
+		return "", jsonconf.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *name)
+	case *name != folder:
+		return "", jsonconf.FieldErr("name", "must equal the folder name %q, got %q", folder, *name)
+	}
+	return *name, nil
+}
+
+// parseParameters checks tool.json's "parameters" (absent:
+// defaultParameters), a JSON Schema whose "type", when set, is "object",
+// and returns it compacted, with its compiled schema.
+func parseParameters(name string, raw json.RawMessage) (json.RawMessage, *jsonschema.Schema, error) {
+	params := defaultParameters
+	if !jsonconf.IsNull(raw) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, raw); err != nil {
+			return nil, nil, jsonconf.FieldErr("parameters", "%v", err)
+		}
+		var probe struct {
+			Type any `json:"type"`
+		}
+		if err := json.Unmarshal(buf.Bytes(), &probe); err != nil {
+			return nil, nil, jsonconf.FieldErr("parameters", "must be a JSON Schema object")
+		}
+		if probe.Type != nil && probe.Type != "object" {
+			return nil, nil, jsonconf.FieldErr("parameters", `"type" must be "object": arguments are always a JSON object`)
+		}
+		params = buf.Bytes()
+	}
+	sch, err := compileSchema(name, params)
+	if err != nil {
+		return nil, nil, jsonconf.FieldErr("parameters", "%v", err)
+	}
+	return params, sch, nil
+}
+
+// parseExposure checks tool.json's "exposure" (absent: open).
+func parseExposure(raw json.RawMessage) (Exposure, error) {
+	x := Exposure{Kind: ExposureOpen}
+	if jsonconf.IsNull(raw) {
+		return x, nil
+	}
+	var e exposureFile
+	if err := jsonconf.DecodeStrict(raw, &e, "exposure"); err != nil {
+		return Exposure{}, err
+	}
+	if e.Kind != nil {
+		switch *e.Kind {
+		case ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated:
+			x.Kind = *e.Kind
+		default:
+			return Exposure{}, jsonconf.FieldErr("exposure.kind", "must be one of %s, %s, %s", ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated)
+		}
+	}
+	x.Prompt = strings.TrimSpace(e.Prompt)
+	return x, nil
+}
+
+// parseConfirm checks tool.json's "confirm" and returns Tool.Confirm's
+// value ("" for absent or false, "true", "review"), or never for "never".
+func parseConfirm(raw json.RawMessage) (confirm string, never bool, err error) {
+	if jsonconf.IsNull(raw) {
+		return "", false, nil
+	}
+	var b bool
+	var s string
+	switch {
+	case json.Unmarshal(raw, &b) == nil:
+		if b {
+			return "true", false, nil
+		}
+		return "", false, nil
+	case json.Unmarshal(raw, &s) == nil && s == "review":
+		return "review", false, nil
+	case json.Unmarshal(raw, &s) == nil && s == "never":
+		return "", true, nil
+	default:
+		return "", false, jsonconf.FieldErr("confirm", `must be false, true, "review" or "never", got %s`, bytes.TrimSpace(raw))
+	}
+}
+
+// checkEnv checks tool.json's "env": valid variable names, each once.
+func checkEnv(names []string) error {
+	seen := map[string]bool{}
+	for i, name := range names {
+		field := fmt.Sprintf("env[%d]", i)
+		if !envNamePattern.MatchString(name) {
+			return jsonconf.FieldErr(field, "not a valid environment variable name: %q", name)
+		}
+		if seen[name] {
+			return jsonconf.FieldErr(field, "%q is listed twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 // checkProgram checks the command's program: a path (relative ones resolve

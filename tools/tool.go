@@ -5,8 +5,8 @@
 // its stdin (a regular file, complete before the command starts), and
 // reads the JSON result from its stdout (docs/tools.md).
 //
-// The package knows nothing about tiers or approvals: Exposure and Confirm
-// are carried for the confirmation policy to read, and Run executes
+// The package decides no tier and no approval: Exposure (in confirm's
+// words) and Confirm are carried for package confirm to read, and Run executes
 // whatever it is asked to. Source offers the tools to the tool registry
 // (tools/registry) as one loop.ToolSource.
 package tools

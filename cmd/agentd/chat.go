@@ -148,6 +148,9 @@ func (p *printer) card(d *agentd.ConfirmationRequiredPayload) {
 	fmt.Fprintf(p.w, "   call:      %s\n", d.ToolCallID)
 }
 
+// compact is raw as one line of JSON (raw as is when it is not JSON), cut
+// to at most max bytes with agentd.TruncateUTF8 (never inside a rune) and
+// marked "…" after them when cut.
 func compact(raw json.RawMessage, max int) string {
 	var b bytes.Buffer
 	if json.Compact(&b, raw) != nil {
@@ -156,7 +159,7 @@ func compact(raw json.RawMessage, max int) string {
 	}
 	s := b.String()
 	if len(s) > max {
-		s = s[:max] + "…"
+		s = agentd.TruncateUTF8(s, max) + "…"
 	}
 	return s
 }

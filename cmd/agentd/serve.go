@@ -179,9 +179,9 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 func wireServer(ctx context.Context, lp *servedProject, store *sqlite.DB, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
 	proj := lp.proj
 	// The loop's commits go to the SSE hub, the streams' live path, and wake
-	// the event feed, which consumers that must not miss an event follow
-	// (docs/architecture.md, "The event feed"; docs/sse.md says why the hub
-	// is not fed from the feed).
+	// the event feed, which the webhook outbox follows; the hub does not
+	// (docs/architecture.md, "The event feed", has why and the seam for
+	// feeding it from the feed).
 	events := feed.New(store, feed.Options{})
 	done.add(events.Close)
 	hub := sse.NewHub()
@@ -373,7 +373,9 @@ func toolRegistry(proj *project.Project, workspace *files.Source, parent agentd.
 			var p struct {
 				Provider string `json:"provider"`
 			}
-			_ = json.Unmarshal(sa.Model, &p)
+			if err := json.Unmarshal(sa.Model, &p); err != nil {
+				return nil, nil, fmt.Errorf("agent.json: subagents[%d]: field \"model\": %w", i, err)
+			}
 			if m, err = modelFrom(p.Provider, sa.Model, proj.Dir, getenv); err != nil {
 				return nil, nil, fmt.Errorf("subagents[%d]: %w", i, err)
 			}

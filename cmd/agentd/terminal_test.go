@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestTerminalText(t *testing.T) {
 	for in, want := range map[string]string{
@@ -12,5 +16,21 @@ func TestTerminalText(t *testing.T) {
 		if got := terminalText(in); got != want {
 			t.Errorf("terminalText(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestCompactNeverCutsARune: the chat's one-line JSON is cut on a rune
+// boundary, whatever rune the limit falls in.
+func TestCompactNeverCutsARune(t *testing.T) {
+	raw := []byte(`{"note":"aé€😀b"}`) // runes of 1, 2, 3, 4 and 1 bytes
+	for max := 9; max < len(raw); max++ {
+		got := compact(raw, max)
+		cut, ok := strings.CutSuffix(got, "…")
+		if !ok || len(cut) > max || !utf8.ValidString(got) || !strings.HasPrefix(string(raw), cut) {
+			t.Errorf("compact(%d) = %q", max, got)
+		}
+	}
+	if got := compact([]byte("{ \"a\": 1 }"), 80); got != `{"a":1}` {
+		t.Errorf("a body that fits: %q", got)
 	}
 }

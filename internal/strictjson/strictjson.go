@@ -111,16 +111,10 @@ func Unmarshal(doc []byte, v any, known bool) error {
 	if err := CheckKeys(doc); err != nil {
 		return err
 	}
-	var tree any
+	if err := ExactKeys(doc, v); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if err := dec.Decode(&tree); err != nil {
-		return err
-	}
-	if err := exactKeys(tree, reflect.TypeOf(v), ""); err != nil {
-		return err
-	}
-	dec = json.NewDecoder(bytes.NewReader(doc))
 	if known {
 		dec.DisallowUnknownFields()
 	}
@@ -131,6 +125,21 @@ func Unmarshal(doc []byte, v any, known bool) error {
 		return errors.New("unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// ExactKeys returns an error naming the first key of doc (one JSON value)
+// that encoding/json would match to a field of v only in another case
+// ({"APPROVED": true} for a field "approved"), at any depth v's type
+// reaches, and doc's syntax error if it is not JSON. It decodes nothing
+// into v: Unmarshal is CheckKeys, ExactKeys and encoding/json's decoding.
+func ExactKeys(doc []byte, v any) error {
+	var tree any
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&tree); err != nil {
+		return err
+	}
+	return exactKeys(tree, reflect.TypeOf(v), "")
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()

@@ -6,7 +6,8 @@ import (
 	"io"
 	"net/url"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/agentd-dev/agentd"
 )
 
 // maxMessage bounds a provider message taken from a response body.
@@ -14,7 +15,7 @@ const maxMessage = 500
 
 // MessageFromBody extracts the provider's message from an error response
 // body: error.message, error (a string), message or detail, else the body
-// itself as text. The result is at most 500 bytes; "" for an empty body.
+// itself as text, cut by Clip; "" for an empty body.
 func MessageFromBody(body []byte) string {
 	var v struct {
 		Error   json.RawMessage `json:"error"`
@@ -42,17 +43,15 @@ func MessageFromBody(body []byte) string {
 	return Clip(strings.Join(strings.Fields(string(body)), " "))
 }
 
-// Clip shortens s to at most 500 bytes on a rune boundary.
+// Clip trims the space around s and cuts it to at most 500 bytes with
+// agentd.TruncateUTF8 (never inside a rune), marking a cut with "…" after
+// them.
 func Clip(s string) string {
 	s = strings.TrimSpace(s)
 	if len(s) <= maxMessage {
 		return s
 	}
-	n := maxMessage
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return agentd.TruncateUTF8(s, maxMessage) + "…"
 }
 
 // TransportFailure classifies an error that left no HTTP response or cut a

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -198,5 +199,17 @@ func TestProviderLoadDefaults(t *testing.T) {
 	}
 	if c.MaxAttempts != DefaultMaxAttempts || c.Timeout != DefaultTimeout || c.APIKey != "" || c.APIKeyEnv != "OPENAI_API_KEY" || c.MaxTokens != 0 || c.Temperature != nil {
 		t.Fatalf("%+v", c)
+	}
+}
+
+// TestClipNeverCutsARune: a message longer than the limit is cut on a rune
+// boundary, also when the limit falls inside a multi-byte rune.
+func TestClipNeverCutsARune(t *testing.T) {
+	for _, s := range []string{"a" + strings.Repeat("é", 400), strings.Repeat("😀", 200), "ab" + strings.Repeat("€", 300)} {
+		got := Clip(s)
+		cut, ok := strings.CutSuffix(got, "…")
+		if !ok || len(cut) > maxMessage || len(cut) < maxMessage-3 || !utf8.ValidString(got) || !strings.HasPrefix(s, cut) {
+			t.Errorf("Clip(%.12q…) = %d bytes %.12q…", s, len(got), got)
+		}
 	}
 }
