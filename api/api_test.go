@@ -20,6 +20,7 @@ import (
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/sse"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // waitLimit bounds every wait of these tests: a failure deadline, never a
@@ -45,10 +46,10 @@ type payTool struct {
 	runs int
 }
 
-func (t *payTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{
+func (t *payTool) Tools() []toolset.Tool {
+	return []toolset.Tool{{
 		Spec:        agentd.ToolSpec{Name: "pay", Description: "pays", Parameters: json.RawMessage(`{"type":"object"}`)},
-		Decision:    &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: "requires-confirmation"},
+		Confirm:     &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: "requires-confirmation"},
 		LLMCallable: true,
 	}}
 }

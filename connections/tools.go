@@ -14,7 +14,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/schema"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -27,7 +27,7 @@ const maxErrorBody = 2 << 10
 
 // RequestTool is the built-in request tool (SPEC §3): one HTTP request to
 // one of the project's connections per call. It is a tool source
-// (loop.ToolSource, ID ServerID) with this one tool, and safe for
+// (toolset.Source, ID ServerID) with this one tool, and safe for
 // concurrent use.
 type RequestTool struct {
 	conns    map[string]*Connection
@@ -134,8 +134,8 @@ func (t *RequestTool) ID() string { return ServerID }
 
 // Tools lists the request tool, llm_callable and not idempotent (a request
 // interrupted by a crash is not re-sent).
-func (t *RequestTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{Spec: t.Spec(), Decision: t.decision, LLMCallable: true,
+func (t *RequestTool) Tools() []toolset.Tool {
+	return []toolset.Tool{{Spec: t.Spec(), Confirm: t.decision, LLMCallable: true,
 		Origin: ServerID + " (the request tool)"}}
 }
 
@@ -235,8 +235,8 @@ func (t *OperationTool) Decision() *confirm.Tool { return t.decision }
 
 // def is the tool as its connection lists it: llm_callable, not
 // idempotent (a request interrupted by a crash is not re-sent).
-func (t *OperationTool) def() loop.ToolDef {
-	return loop.ToolDef{Spec: t.Spec(), Decision: t.decision, LLMCallable: true,
+func (t *OperationTool) def() toolset.Tool {
+	return toolset.Tool{Spec: t.Spec(), Confirm: t.decision, LLMCallable: true,
 		Origin: fmt.Sprintf("connection %q", t.conn.Name)}
 }
 
@@ -270,14 +270,14 @@ func (t *OperationTool) Execute(ctx context.Context, call agentd.ToolCall) (json
 }
 
 // ID is the connection's name, the server_id of its operation tools: a
-// Connection is the tool source (loop.ToolSource) of its OpenAPI
+// Connection is the tool source (toolset.Source) of its OpenAPI
 // operations.
 func (c *Connection) ID() string { return c.Name }
 
 // Tools lists the connection's operation tools, in the order of
 // Operations; none without an OpenAPI document.
-func (c *Connection) Tools() []loop.ToolDef {
-	defs := make([]loop.ToolDef, 0, len(c.opTools))
+func (c *Connection) Tools() []toolset.Tool {
+	defs := make([]toolset.Tool, 0, len(c.opTools))
 	for _, t := range c.opTools {
 		defs = append(defs, t.def())
 	}
@@ -299,8 +299,8 @@ func (c *Connection) Execute(ctx context.Context, call agentd.ToolCall) (json.Ra
 // Sources returns the tool sources of conns for the tool registry: the
 // request tool when a connection exposes it (NewRequestTool), then every
 // connection, whose tools are its OpenAPI operations.
-func Sources(conns []*Connection) []loop.ToolSource {
-	var out []loop.ToolSource
+func Sources(conns []*Connection) []toolset.Source {
+	var out []toolset.Source
 	if rt := NewRequestTool(conns); rt != nil {
 		out = append(out, rt)
 	}

@@ -307,7 +307,7 @@ func TestSources(t *testing.T) {
 		t.Fatalf("sources = %v", srcs)
 	}
 	rt := srcs[0].(*RequestTool)
-	if defs := rt.Tools(); len(defs) != 1 || defs[0].Spec.Name != "request" || defs[0].Decision != rt.Decision() ||
+	if defs := rt.Tools(); len(defs) != 1 || defs[0].Spec.Name != "request" || defs[0].Confirm != rt.Decision() ||
 		!defs[0].LLMCallable || defs[0].Idempotent || defs[0].Origin != "connections (the request tool)" {
 		t.Errorf("request tool defs = %+v", defs)
 	}
@@ -320,7 +320,7 @@ func TestSources(t *testing.T) {
 	}
 	for i, d := range defs {
 		op := conns[0].OperationTools()[i]
-		if d.Spec.Name != op.Name() || d.Decision != op.Decision() || d.Decision.ServerID != "api" || !d.LLMCallable || d.Idempotent ||
+		if d.Spec.Name != op.Name() || d.Confirm != op.Decision() || d.Confirm.ServerID != "api" || !d.LLMCallable || d.Idempotent ||
 			d.Origin != `connection "api"` {
 			t.Errorf("operation def %d = %+v", i, d)
 		}

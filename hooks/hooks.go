@@ -4,7 +4,7 @@
 // command. A hook runs as command tools run — the same runner
 // (tools.RunProcess): a minimal environment, the whole JSON request as its
 // stdin, killed with the server — and answers on stdout. Set implements
-// loop.Hooks; cmd/agentd wires it (docs/hooks.md).
+// toolset.Hooks; cmd/agentd wires it (docs/hooks.md).
 package hooks
 
 import (
@@ -24,8 +24,8 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/strictjson"
-	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -230,13 +230,13 @@ func objectArg(v json.RawMessage) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-// Set is a project's hooks, in name order (loop.Hooks).
+// Set is a project's hooks, in name order (toolset.Hooks).
 type Set struct {
 	hooks []*Hook
 	log   zerolog.Logger
 }
 
-var _ loop.Hooks = (*Set)(nil)
+var _ toolset.Hooks = (*Set)(nil)
 
 // New returns the set of hooks; log gets hooks that fail open and
 // postToolUse failures.
@@ -259,7 +259,7 @@ type input struct {
 	Error  string            `json:"error,omitempty"`
 }
 
-func newInput(point string, c loop.HookCall) input {
+func newInput(point string, c toolset.HookCall) input {
 	return input{Point: point, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ServerID: c.ServerID, Arguments: c.Arguments,
 		ConversationID: c.ConversationID, RunID: c.RunID, Tier: c.Tier, Phase: c.Phase}
 }
@@ -281,7 +281,7 @@ func (h *Hook) run(ctx context.Context, in input) ([]byte, error) {
 // not a decision — denies, with a reason naming it, unless its fail_policy
 // is open (then it allows, and the failure is logged). Nil when no hook
 // matched.
-func (s *Set) PreToolUse(ctx context.Context, c loop.HookCall) *confirm.HookVerdict {
+func (s *Set) PreToolUse(ctx context.Context, c toolset.HookCall) *confirm.HookVerdict {
 	var v *confirm.HookVerdict
 	args := c.Arguments
 	for _, h := range s.hooks {
@@ -329,7 +329,7 @@ func (s *Set) PreToolUse(ctx context.Context, c loop.HookCall) *confirm.HookVerd
 // PostToolUse runs the postToolUse hooks that match the tool with the
 // call's outcome; their output is ignored and their failures returned
 // (joined) for the log.
-func (s *Set) PostToolUse(ctx context.Context, c loop.HookCall, status agentd.CallStatus, result json.RawMessage, errText string) error {
+func (s *Set) PostToolUse(ctx context.Context, c toolset.HookCall, status agentd.CallStatus, result json.RawMessage, errText string) error {
 	var errs []error
 	for _, h := range s.hooks {
 		if !h.Post || !h.matches(c.ToolName) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -90,8 +90,8 @@ func hook(t *testing.T, name, script string, mod func(*Hook)) *Hook {
 
 func pre(t *testing.T, hs ...*Hook) *confirm.HookVerdict {
 	t.Helper()
-	return New(hs, zerolog.Nop()).PreToolUse(context.Background(), loop.HookCall{ToolCallID: "call_1", ToolName: "pay",
-		Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: loop.PhaseClassify})
+	return New(hs, zerolog.Nop()).PreToolUse(context.Background(), toolset.HookCall{ToolCallID: "call_1", ToolName: "pay",
+		Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: toolset.PhaseClassify})
 }
 
 func TestPreToolUseChain(t *testing.T) {
@@ -182,8 +182,8 @@ func TestFailOpenGarbageWithOtherHooks(t *testing.T) {
 func TestHookStdinNotHTMLEscaped(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "stdin.json")
 	h := hook(t, "dump", `cat > '`+dump+`'`, nil)
-	v := New([]*Hook{h}, zerolog.Nop()).PreToolUse(context.Background(), loop.HookCall{ToolCallID: "call_1", ToolName: "pay",
-		Arguments: json.RawMessage(`{"memo": "R&D <ops>"}`), Tier: "auto", Phase: loop.PhaseClassify})
+	v := New([]*Hook{h}, zerolog.Nop()).PreToolUse(context.Background(), toolset.HookCall{ToolCallID: "call_1", ToolName: "pay",
+		Arguments: json.RawMessage(`{"memo": "R&D <ops>"}`), Tier: "auto", Phase: toolset.PhaseClassify})
 	if v == nil || v.Decision != "allow" {
 		t.Fatalf("verdict %+v", v)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // This file classifies a call — package confirm's decision, the hooks'
@@ -25,13 +26,13 @@ type classifyIn struct {
 	tier  agentd.Tier
 	phase string
 	// def is the tool, nil when the model may not call it.
-	def *ToolDef
+	def *toolset.Tool
 }
 
 // classified is a call's classification.
 type classified struct {
 	d    confirm.Decision
-	prep Preparation
+	prep toolset.Preparation
 }
 
 // classifyCall decides a call: confirm's decision of the arguments, then
@@ -41,7 +42,7 @@ type classified struct {
 func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
 	call := confirm.Call{Name: in.name, Arguments: in.args, Delegated: in.delegated, TenantID: in.tenant}
 	if in.def != nil {
-		call.Tool = in.def.Decision
+		call.Tool = in.def.Confirm
 	}
 	d := confirm.Decide(call)
 	if d.Refused && (d.Invalid || call.Tool == nil) {
@@ -49,10 +50,10 @@ func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
 	}
 	if e.agent.Hooks != nil {
 		tier := in.tier
-		if in.phase == PhaseClassify {
+		if in.phase == toolset.PhaseClassify {
 			tier = d.Tier
 		}
-		if v := e.agent.Hooks.PreToolUse(ctx, HookCall{
+		if v := e.agent.Hooks.PreToolUse(ctx, toolset.HookCall{
 			ToolCallID: in.id, ToolName: in.name, ServerID: d.ServerID, Arguments: d.Arguments,
 			ConversationID: in.conv, RunID: in.run, Tier: tier, Phase: in.phase,
 		}); v != nil {
@@ -75,7 +76,7 @@ func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
 }
 
 // def returns the tool the model sees by that name, or nil.
-func (e *Engine) def(name string) *ToolDef {
+func (e *Engine) def(name string) *toolset.Tool {
 	if d, ok := e.defs[name]; ok {
 		return &d
 	}
@@ -102,7 +103,7 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 		return false // the call stays approved; recovery or the next start runs it
 	}
 	cl := e.classifyCall(ctx, classifyIn{id: c.ID, name: c.Name, conv: c.ConversationID, run: c.RunID, tenant: c.TenantID,
-		args: c.Arguments, delegated: conv.Delegated, tier: c.Tier, phase: PhaseExecute, def: def})
+		args: c.Arguments, delegated: conv.Delegated, tier: c.Tier, phase: toolset.PhaseExecute, def: def})
 	d := cl.d
 	switch {
 	case d.Refused:

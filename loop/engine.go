@@ -5,8 +5,10 @@
 // Approvals resume the very same call; the model is not asked again.
 //
 // The loop imports no HTTP framework and no database driver: it talks to an
-// agentd.Store, an agentd.Model, a Toolset and a Publisher. Tools come
-// from ToolSources (tools.go); the loop imports none of them.
+// agentd.Store, an agentd.Model, a toolset.Set and a Publisher. Tools come
+// from tool sources through the contract in package toolset; the loop
+// imports none of them and is itself one, the subagents' task tool
+// (TaskSource).
 package loop
 
 import (
@@ -18,6 +20,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -36,12 +39,12 @@ type Agent struct {
 	// run the calls: cmd/agentd passes the project's tool registry
 	// (tools/registry), which applies llm_callable and agent.json's list.
 	// Nil means no tools.
-	Tools           Toolset
+	Tools           toolset.Set
 	ApprovalTimeout time.Duration
 	MaxTurns        int
 	// Hooks are the project's preToolUse and postToolUse hooks; nil means
 	// none.
-	Hooks Hooks
+	Hooks toolset.Hooks
 	// Subagents are the subagents the task tool (TaskSource, listed in
 	// Tools) starts.
 	Subagents []*Subagent
@@ -81,7 +84,7 @@ type Engine struct {
 	specs   []agentd.ToolSpec
 	visible map[string]*confirm.Tool
 	// defs are the tools the model sees, by name.
-	defs map[string]ToolDef
+	defs map[string]toolset.Tool
 	// idempotent says, by tool name, which calls recovery may run again.
 	idempotent map[string]bool
 
@@ -141,14 +144,14 @@ func New(store agentd.Store, pub Publisher, agent *Agent, opts Options) *Engine 
 	}
 	e := &Engine{
 		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
-		visible: map[string]*confirm.Tool{}, defs: map[string]ToolDef{}, idempotent: map[string]bool{},
+		visible: map[string]*confirm.Tool{}, defs: map[string]toolset.Tool{}, idempotent: map[string]bool{},
 		runs: map[string]*runState{},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if agent.Tools != nil {
 		for _, d := range agent.Tools.Tools() {
 			e.specs = append(e.specs, d.Spec)
-			e.visible[d.Spec.Name] = d.Decision
+			e.visible[d.Spec.Name] = d.Confirm
 			e.defs[d.Spec.Name] = d
 			e.idempotent[d.Spec.Name] = d.Idempotent
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -313,7 +314,7 @@ func (e *Engine) classify(ctx context.Context, run *agentd.Run, delegated bool, 
 	conv := run.ConversationID
 	id := agentd.NewID(agentd.PrefixToolCall)
 	cl := e.classifyCall(ctx, classifyIn{id: id, name: mc.Name, conv: conv, run: run.ID, tenant: run.TenantID,
-		args: mc.Arguments, delegated: delegated, phase: PhaseClassify, def: e.def(mc.Name)})
+		args: mc.Arguments, delegated: delegated, phase: toolset.PhaseClassify, def: e.def(mc.Name)})
 	d := cl.d
 	c := &agentd.ToolCall{
 		ID: id, TenantID: run.TenantID, ProjectID: run.ProjectID,

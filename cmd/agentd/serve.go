@@ -32,6 +32,7 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/agentd-dev/agentd/webhook"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -354,7 +355,7 @@ func or(a, b string) string {
 // errors are load errors: a name two sources define, an agent.json "tools"
 // entry no source has or the model may not see.
 func toolRegistry(proj *project.Project, workspace *files.Source, parent agentd.Model, getenv func(string) string) (*registry.Toolset, []*loop.Subagent, error) {
-	sources := append([]loop.ToolSource{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
+	sources := append([]toolset.Source{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
 	if workspace != nil {
 		sources = append(sources, workspace)
 	}
