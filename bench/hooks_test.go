@@ -40,7 +40,7 @@ func BenchmarkPreToolUseHook(b *testing.B) {
 		set := hooks.New([]*hooks.Hook{{Name: "allow", Pre: true, Command: cmd, Dir: dir, Timeout: 10 * time.Second}}, zerolog.Nop())
 		call := toolset.HookCall{ToolCallID: "call_1", ToolName: "pay", Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: toolset.PhaseClassify}
 		for b.Loop() {
-			if v := set.PreToolUse(context.Background(), call); v == nil || v.Decision != "allow" {
+			if v := set.PreToolUse(context.Background(), call); v == nil || v.Verdict != "allow" {
 				b.Fatalf("verdict %+v", v)
 			}
 		}

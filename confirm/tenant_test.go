@@ -37,7 +37,7 @@ func TestDecideTenantIDs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.call.TenantID = tt.tenant
-			d := Decide(tt.call)
+			d := Classify(tt.call)
 			if !tt.refused {
 				if d.Refused {
 					t.Fatalf("refused: %q", d.Reason)

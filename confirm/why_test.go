@@ -32,7 +32,7 @@ func TestRefusalsCarryWhy(t *testing.T) {
 		{"bad header", req(`{"connection":"billing","method":"GET","endpoint":"/invoices/1","headers":{"Cookie":"a"},"intent":"read"}`), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Decide(tc.call)
+			d := Classify(tc.call)
 			if !d.Refused || d.Why == "" || !strings.Contains(strings.ToLower(d.Reason), strings.ToLower(d.Why)) || strings.HasPrefix(d.Why, "The call was not performed") {
 				t.Fatalf("refused %v, why %q, reason %q", d.Refused, d.Why, d.Reason)
 			}

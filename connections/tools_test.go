@@ -13,8 +13,8 @@ import (
 )
 
 // decide classifies a model call the way the loop does.
-func decide(tool *confirm.Tool, args string) confirm.Decision {
-	return confirm.Decide(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool})
+func decide(tool *confirm.Tool, args string) confirm.Classification {
+	return confirm.Classify(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool})
 }
 
 func TestRequestToolEndToEnd(t *testing.T) {

@@ -33,10 +33,10 @@ func TestDemoHookBlockChannel(t *testing.T) {
 		if v == nil {
 			t.Fatalf("%s: no hook matched", args)
 		}
-		if v.Decision == "deny" && !strings.Contains(v.Reason, "the announcements channel is closed") {
+		if v.Verdict == "deny" && !strings.Contains(v.Reason, "the announcements channel is closed") {
 			t.Fatalf("%s: denied for another reason: %+v", args, v)
 		}
-		return v.Decision
+		return v.Verdict
 	}
 	req := func(endpoint string) string {
 		return `{"connection":"billing","method":"POST","endpoint":` + endpoint + `,"data":{"text":"hi"},"intent":"write"}`

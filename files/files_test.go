@@ -61,10 +61,10 @@ func (s *Source) def(name string) toolset.Tool {
 
 // classify is what the loop does at the model's step: confirm's decision,
 // then Prepare of the effective arguments.
-func classify(t *testing.T, s *Source, name, args string) (confirm.Decision, toolset.Preparation, error) {
+func classify(t *testing.T, s *Source, name, args string) (confirm.Classification, toolset.Preparation, error) {
 	t.Helper()
 	def := s.def(name)
-	d := confirm.Decide(confirm.Call{Name: name, Arguments: json.RawMessage(args), Tool: def.Confirm})
+	d := confirm.Classify(confirm.Call{Name: name, Arguments: json.RawMessage(args), Tool: def.Confirm})
 	if d.Refused {
 		return d, toolset.Preparation{}, nil
 	}

@@ -160,8 +160,8 @@ func (h *Hook) matches(tool string) bool { return h.Matcher == nil || h.Matcher.
 
 // Output is a preToolUse hook's answer on stdout.
 type Output struct {
-	Decision string `json:"decision"`
-	Reason   string `json:"reason,omitempty"`
+	Verdict string `json:"decision"`
+	Reason  string `json:"reason,omitempty"`
 	// UpdatedArguments replace the arguments when set.
 	UpdatedArguments json.RawMessage `json:"updated_arguments,omitempty"`
 }
@@ -177,7 +177,7 @@ type Output struct {
 func DecodeOutput(stdout []byte) (Output, error) {
 	trimmed := bytes.TrimSpace(stdout)
 	if len(trimmed) == 0 {
-		return Output{Decision: confirm.HookAllow}, nil
+		return Output{Verdict: confirm.HookAllow}, nil
 	}
 	if err := strictjson.CheckKeys(trimmed); err != nil {
 		return Output{}, fmt.Errorf("the output is not a decision object: %v", err)
@@ -191,7 +191,7 @@ func DecodeOutput(stdout []byte) (Output, error) {
 		var err error
 		switch k {
 		case "decision":
-			err = json.Unmarshal(v, &out.Decision)
+			err = json.Unmarshal(v, &out.Verdict)
 		case "reason":
 			err = json.Unmarshal(v, &out.Reason)
 		case "updated_arguments":
@@ -203,12 +203,12 @@ func DecodeOutput(stdout []byte) (Output, error) {
 			return Output{}, fmt.Errorf("the output's %q: %v", k, err)
 		}
 	}
-	switch out.Decision {
+	switch out.Verdict {
 	case confirm.HookAllow, confirm.HookAsk, confirm.HookDeny:
 	case "":
 		return Output{}, errors.New(`the output has no "decision"`)
 	default:
-		return Output{}, fmt.Errorf(`"decision" must be "allow", "deny" or "ask", got %q`, out.Decision)
+		return Output{}, fmt.Errorf(`"decision" must be "allow", "deny" or "ask", got %q`, out.Verdict)
 	}
 	out.Reason = agentd.TruncateUTF8(out.Reason, maxReason)
 	return out, nil
@@ -289,7 +289,7 @@ func (s *Set) PreToolUse(ctx context.Context, c toolset.HookCall) *confirm.HookV
 			continue
 		}
 		if v == nil {
-			v = &confirm.HookVerdict{Decision: confirm.HookAllow}
+			v = &confirm.HookVerdict{Verdict: confirm.HookAllow}
 		}
 		in := newInput(PreToolUse, c)
 		in.Arguments = args
@@ -306,15 +306,15 @@ func (s *Set) PreToolUse(ctx context.Context, c toolset.HookCall) *confirm.HookV
 				s.log.Warn().Err(err).Str("hook", h.Name).Str("tool_call_id", c.ToolCallID).Msg("hook failed; fail_policy open allows the call")
 				continue
 			}
-			return &confirm.HookVerdict{Decision: confirm.HookDeny, Hook: h.Name,
+			return &confirm.HookVerdict{Verdict: confirm.HookDeny, Hook: h.Name,
 				Reason: fmt.Sprintf("the hook failed and its fail_policy is closed (%v)", err)}
 		}
-		switch out.Decision {
+		switch out.Verdict {
 		case confirm.HookDeny:
-			return &confirm.HookVerdict{Decision: confirm.HookDeny, Hook: h.Name, Reason: out.Reason}
+			return &confirm.HookVerdict{Verdict: confirm.HookDeny, Hook: h.Name, Reason: out.Reason}
 		case confirm.HookAsk:
-			if v.Decision != confirm.HookAsk {
-				v.Decision, v.Hook, v.Reason = confirm.HookAsk, h.Name, out.Reason
+			if v.Verdict != confirm.HookAsk {
+				v.Verdict, v.Hook, v.Reason = confirm.HookAsk, h.Name, out.Reason
 			}
 		}
 		if out.UpdatedArguments != nil {

@@ -31,7 +31,7 @@ type classifyIn struct {
 
 // classified is a call's classification.
 type classified struct {
-	d    confirm.Decision
+	d    confirm.Classification
 	prep toolset.Preparation
 }
 
@@ -44,7 +44,7 @@ func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
 	if in.def != nil {
 		call.Tool = in.def.Confirm
 	}
-	d := confirm.Decide(call)
+	d := confirm.Classify(call)
 	if d.Refused && (d.Invalid || call.Tool == nil) {
 		return classified{d: d} // no hook sees a call that cannot run as written
 	}
@@ -58,7 +58,7 @@ func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
 			ConversationID: in.conv, RunID: in.run, Tier: tier, Phase: in.phase,
 		}); v != nil {
 			call.Hook = v
-			d = confirm.Decide(call)
+			d = confirm.Classify(call)
 		}
 	}
 	if d.Refused || in.def.Prepare == nil {
@@ -127,7 +127,7 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 }
 
 // refuseApproved ends an approved call that may not run after all.
-func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Decision) {
+func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
 			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRefused, Error: d.Reason, Now: e.clock.Now(),

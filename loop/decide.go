@@ -263,7 +263,7 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
 	if d.Invalid {
 		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", d.Why)
 	}
@@ -309,7 +309,7 @@ func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) strin
 	if len(args) == 0 {
 		return ""
 	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
 	if d.Invalid || d.Digest == "" {
 		return "-"
 	}

@@ -63,7 +63,7 @@ func TestSource(t *testing.T) {
 		t.Error("the defs are rebuilt on every call")
 	}
 	// The decision validates with the tool's schema: defaults filled in.
-	dec := confirm.Decide(confirm.Call{Name: "refund", Tool: d, Arguments: json.RawMessage(`{}`)})
+	dec := confirm.Classify(confirm.Call{Name: "refund", Tool: d, Arguments: json.RawMessage(`{}`)})
 	if dec.Tier != agentd.TierConfirm || dec.Reason != "Moves money" || string(dec.Arguments) != `{"n":1}` {
 		t.Fatalf("decision = %+v", dec)
 	}

@@ -78,9 +78,9 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type decision = confirm.Decision
+	type decision = confirm.Classification
 	decide := func(tool *confirm.Tool, args string, delegated bool) decision {
-		return confirm.Decide(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, Delegated: delegated})
+		return confirm.Classify(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, Delegated: delegated})
 	}
 	// run executes a call of the tool name as the loop records it once
 	// classified: its arguments and the HTTP request Decide resolved.

@@ -128,7 +128,7 @@ type batch struct {
 
 // batch builds runs first..first+n-1.
 func (p *Parked) batch(first, n int) batch {
-	d := confirm.Decide(confirm.Call{Name: p.Tool, Arguments: p.Arguments, Tool: &confirm.Tool{
+	d := confirm.Classify(confirm.Call{Name: p.Tool, Arguments: p.Arguments, Tool: &confirm.Tool{
 		Name: p.Tool, ServerID: "tools", Exposure: confirm.ExposureRequiresConfirmation,
 	}})
 	var b batch
