@@ -146,7 +146,7 @@ func (d *Durable) request(ctx context.Context, name string, args json.RawMessage
 	if conn == nil || !conn.Confirm().AllowsTenant(caller.TenantID) {
 		return nil, false, nil, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
 	}
-	dec := confirm.Classify(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Decision(),
+	dec := confirm.Classify(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Confirm(),
 		Delegated: caller.Role == agentd.RoleDelegate, TenantID: caller.TenantID, Mode: confirm.ModeDurable})
 	switch {
 	case dec.Connection != "" && dec.Connection != name:

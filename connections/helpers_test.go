@@ -27,7 +27,7 @@ func classified(tool *confirm.Tool, id, args string) agentd.ToolCall {
 
 // requestCall is a call of the request tool rt, classified.
 func requestCall(rt *RequestTool, id, args string) agentd.ToolCall {
-	return classified(rt.Decision(), id, args)
+	return classified(rt.Confirm(), id, args)
 }
 
 // writeProject writes files (paths relative to the project dir) into a new

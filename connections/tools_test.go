@@ -40,8 +40,8 @@ func TestRequestToolEndToEnd(t *testing.T) {
 	c := loadConn(t, `{"base_url":"`+api.URL+`/api/v1/","description":"Notes API"}`, nil,
 		map[string]string{"policy.json": `{"endpoints":{"POST /orders/{id}/notes":{"confirm":true,"reason":"Adds a note"}}}`})
 	rt := NewRequestTool([]*Connection{c})
-	dec := rt.Decision()
-	if again := rt.Decision(); again != dec {
+	dec := rt.Confirm()
+	if again := rt.Confirm(); again != dec {
 		t.Error("Decision is rebuilt on every call")
 	}
 	if dec.Name != "request" || dec.ServerID != "connections" || dec.Kind != confirm.KindRequest || dec.Connections["api"] != c.Confirm() {
@@ -128,7 +128,7 @@ func TestRequestToolEndToEnd(t *testing.T) {
 
 func TestRequestToolValidate(t *testing.T) {
 	c := loadConn(t, `{"base_url":"https://x.example"}`, nil, nil)
-	validate := NewRequestTool([]*Connection{c}).Decision().Validate
+	validate := NewRequestTool([]*Connection{c}).Confirm().Validate
 	eff, err := validate(json.RawMessage(` {"connection":"api", "method":"patch", "endpoint":"/a", "intent":"write", "data":{"html":"<b>"}} `))
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +194,8 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	if put == nil || get == nil {
 		t.Fatalf("tools = %v", c.OperationTools())
 	}
-	dec := put.Decision()
-	if again := put.Decision(); again != dec {
+	dec := put.Confirm()
+	if again := put.Confirm(); again != dec {
 		t.Error("Decision is rebuilt on every call")
 	}
 	if dec.Kind != confirm.KindOperation || dec.ServerID != "api" || dec.Connection != c.Confirm() ||
@@ -227,21 +227,21 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	// A path parameter is one segment: one that would climb out is refused.
 	for _, id := range []string{"x/../y", "..", "%2e%2e", "a\\b"} {
 		args, _ := json.Marshal(map[string]any{"path": map[string]any{"tenant": "acme", "id": id}})
-		if d := decide(get.Decision(), string(args)); !d.Refused || !d.Invalid {
+		if d := decide(get.Confirm(), string(args)); !d.Refused || !d.Invalid {
 			t.Errorf("path parameter %q passed the decision", id)
 		}
-		if _, err := get.Execute(context.Background(), classified(get.Decision(), "call_10", string(args))); err == nil {
+		if _, err := get.Execute(context.Background(), classified(get.Confirm(), "call_10", string(args))); err == nil {
 			t.Errorf("path parameter %q was sent", id)
 		}
 	}
 	// A recorded path that climbs out (a store written by something else)
 	// is not sent either.
-	climb := classified(get.Decision(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`)
+	climb := classified(get.Confirm(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`)
 	climb.Endpoint = "/tenants/acme/../../admin"
 	if _, err := get.Execute(context.Background(), climb); err == nil {
 		t.Error("a recorded path that leaves the base path was sent")
 	}
-	out, err = get.Execute(context.Background(), classified(get.Decision(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`))
+	out, err = get.Execute(context.Background(), classified(get.Confirm(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`))
 	if err != nil || string(out) != `{"status":200,"body":{"ok":true},"truncated":false}` {
 		t.Fatalf("get: %s, %v", out, err)
 	}
@@ -276,7 +276,7 @@ func TestOperationTierWithoutPolicy(t *testing.T) {
 	c := loadConn(t, `{"base_url":"http://127.0.0.1:1/api","openapi":"openapi.json","tools":{"request":false}}`, nil,
 		map[string]string{"openapi.json": itemsDoc})
 	for _, tool := range c.OperationTools() {
-		tier := tool.Decision().OperationTier()
+		tier := tool.Confirm().OperationTier()
 		want := map[string]agentd.Tier{"api__putItem": agentd.TierConfirm, "api__getItem": agentd.TierAuto}[tool.Name()]
 		if tier != want || confirm.OperationTier(nil, tool.Operation().Method, tool.Operation().Template) != want {
 			t.Errorf("%s: tier %s, without a policy %s, want %s", tool.Name(), tier,
@@ -307,7 +307,7 @@ func TestSources(t *testing.T) {
 		t.Fatalf("sources = %v", srcs)
 	}
 	rt := srcs[0].(*RequestTool)
-	if defs := rt.Tools(); len(defs) != 1 || defs[0].Spec.Name != "request" || defs[0].Confirm != rt.Decision() ||
+	if defs := rt.Tools(); len(defs) != 1 || defs[0].Spec.Name != "request" || defs[0].Confirm != rt.Confirm() ||
 		!defs[0].LLMCallable || defs[0].Idempotent || defs[0].Origin != "connections (the request tool)" {
 		t.Errorf("request tool defs = %+v", defs)
 	}
@@ -320,7 +320,7 @@ func TestSources(t *testing.T) {
 	}
 	for i, d := range defs {
 		op := conns[0].OperationTools()[i]
-		if d.Spec.Name != op.Name() || d.Confirm != op.Decision() || d.Confirm.ServerID != "api" || !d.LLMCallable || d.Idempotent ||
+		if d.Spec.Name != op.Name() || d.Confirm != op.Confirm() || d.Confirm.ServerID != "api" || !d.LLMCallable || d.Idempotent ||
 			d.Origin != `connection "api"` {
 			t.Errorf("operation def %d = %+v", i, d)
 		}
@@ -331,7 +331,7 @@ func TestSources(t *testing.T) {
 			get = op
 		}
 	}
-	if _, err := conns[0].Execute(context.Background(), classified(get.Decision(), "call_1", `{"path":{"id":"7"}}`)); err != nil {
+	if _, err := conns[0].Execute(context.Background(), classified(get.Confirm(), "call_1", `{"path":{"id":"7"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := api.requests(); len(got) != 1 || got[0].Path != "/things/7" {
@@ -345,7 +345,7 @@ func TestSources(t *testing.T) {
 			t.Errorf("%s on the connection: %v", call.Name, err)
 		}
 	}
-	op := classified(get.Decision(), "call_4", `{"path":{"id":"7"}}`)
+	op := classified(get.Confirm(), "call_4", `{"path":{"id":"7"}}`)
 	if _, err := rt.Execute(context.Background(), op); err == nil || !strings.Contains(err.Error(), "not the request tool") {
 		t.Errorf("an operation call on the request tool: %v", err)
 	}
@@ -371,7 +371,7 @@ func TestExecuteSendsTheRecordedRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An approval's edit replaces the record (loop: CallEdit).
-	edited := decide(rt.Decision(), `{"connection":"api","method":"POST","endpoint":"/a","data":{"x":2},"intent":"write"}`)
+	edited := decide(rt.Confirm(), `{"connection":"api","method":"POST","endpoint":"/a","data":{"x":2},"intent":"write"}`)
 	call.ID, call.Method, call.Endpoint, call.PathTemplate, call.Params = "call_2", edited.Method, edited.Endpoint, edited.PathTemplate, edited.Params
 	if _, err := rt.Execute(context.Background(), call); err != nil {
 		t.Fatal(err)
@@ -382,7 +382,7 @@ func TestExecuteSendsTheRecordedRequest(t *testing.T) {
 			get = op
 		}
 	}
-	opCall := classified(get.Decision(), "call_3", `{"path":{"id":"7"}}`)
+	opCall := classified(get.Confirm(), "call_3", `{"path":{"id":"7"}}`)
 	opCall.Arguments = json.RawMessage(`{"path":{"id":"8"}}`)
 	if _, err := get.Execute(context.Background(), opCall); err != nil {
 		t.Fatal(err)
