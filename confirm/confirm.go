@@ -39,9 +39,9 @@ type Tool struct {
 	// Kind is KindCustom, KindRequest or KindOperation.
 	Kind string
 	// Connections are the connections the request tool reaches, by name.
-	Connections map[string]*Connection
+	Connections map[string]*ConnectionPolicy
 	// Connection and Operation are set for an OpenAPI operation tool.
-	Connection *Connection
+	Connection *ConnectionPolicy
 	Operation  *Operation
 }
 

@@ -45,8 +45,9 @@ const (
 	ModeDurable
 )
 
-// Connection is what the classification needs to know of a connection.
-type Connection struct {
+// ConnectionPolicy is a connection as package confirm sees it when it
+// classifies a call: its name, endpoint policy, header rule and tenants.
+type ConnectionPolicy struct {
 	Name   string
 	Policy *Policy
 	// CheckHeader, when set, refuses model headers the connection sets
@@ -59,7 +60,7 @@ type Connection struct {
 
 // AllowsTenant reports whether the tenant may use the connection: TenantIDs
 // is nil or lists it (exactly, case included).
-func (c *Connection) AllowsTenant(tenantID string) bool {
+func (c *ConnectionPolicy) AllowsTenant(tenantID string) bool {
 	return c.TenantIDs == nil || slices.Contains(c.TenantIDs, tenantID)
 }
 
@@ -268,7 +269,7 @@ func resolveOperation(t *Tool, args json.RawMessage) (*Target, error) {
 // checkHeaders refuses model headers whose name CheckHeader or the
 // connection refuses, or whose value CheckHeaderValue refuses, in name
 // order so the message is stable.
-func checkHeaders(conn *Connection, h map[string]string) error {
+func checkHeaders(conn *ConnectionPolicy, h map[string]string) error {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
@@ -504,7 +505,7 @@ func refuse(d Classification, tier agentd.Tier, escalated bool, why string) Clas
 // method, path, template, grouped arguments and the target itself. A
 // request tool's target takes the matched endpoint's template; path
 // parameters are unescaped in the grouped arguments.
-func describeTarget(d *Classification, t *Tool, conn *Connection, tg *Target) *Endpoint {
+func describeTarget(d *Classification, t *Tool, conn *ConnectionPolicy, tg *Target) *Endpoint {
 	d.Connection = conn.Name
 	d.Method = tg.Method
 	d.Endpoint = tg.Path

@@ -10,7 +10,7 @@ import (
 
 func requestTool(t testing.TB) *Tool {
 	return &Tool{Name: RequestToolName, ServerID: "connections", Kind: KindRequest,
-		Connections: map[string]*Connection{
+		Connections: map[string]*ConnectionPolicy{
 			"billing": {Name: "billing", Policy: mustPolicy(t, specPolicy)},
 			"open":    {Name: "open", Policy: mustPolicy(t, `{"defaults": {"read": "auto", "write": "auto"}}`)},
 			"plain":   {Name: "plain"}, // no policy.json: reads auto, writes confirm
@@ -152,7 +152,7 @@ func TestDecideRequestToolCard(t *testing.T) {
 }
 
 func TestDecideOperationTool(t *testing.T) {
-	conn := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy)}
+	conn := &ConnectionPolicy{Name: "billing", Policy: mustPolicy(t, specPolicy)}
 	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "POST", Template: "/invoices/{invoice_id}/pay"}}
 	get := &Tool{Name: "billing__getReport", ServerID: "billing", Kind: KindOperation,
@@ -259,7 +259,7 @@ func TestDecideHardening(t *testing.T) {
 		"DELETE /invoices/{id}": {"confirm": "never"}
 	}, "defaults": {"read": "auto", "write": "auto"}}`)
 	rt := &Tool{Name: RequestToolName, Kind: KindRequest,
-		Connections: map[string]*Connection{"b": {Name: "b", Policy: policy}}}
+		Connections: map[string]*ConnectionPolicy{"b": {Name: "b", Policy: policy}}}
 	tests := []struct {
 		name, args string
 		tier       agentd.Tier

@@ -21,7 +21,7 @@ func recorded(d Classification) agentd.ToolCall {
 // field and the body byte for byte: execution needs nothing else.
 func TestCallTargetIsTheDecidedTarget(t *testing.T) {
 	rt := requestTool(t)
-	conn := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy)}
+	conn := &ConnectionPolicy{Name: "billing", Policy: mustPolicy(t, specPolicy)}
 	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "POST", Template: "/invoices/{invoice_id}/pay"}}
 	calls := []struct {

@@ -10,8 +10,8 @@ import (
 // Every refusal carries its cause apart from the sentence (Why), so no
 // caller strips a prefix off Reason; the sentence contains the cause.
 func TestRefusalsCarryWhy(t *testing.T) {
-	limited := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1"}}
-	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*Connection{"billing": limited}}
+	limited := &ConnectionPolicy{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1"}}
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"billing": limited}}
 	strict := &Tool{Name: "strict", Validate: func(json.RawMessage) (json.RawMessage, error) {
 		return nil, errors.New("amount is required")
 	}}

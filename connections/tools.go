@@ -41,7 +41,7 @@ type RequestTool struct {
 // it (tools.request, default true), or nil when none does.
 func NewRequestTool(conns []*Connection) *RequestTool {
 	t := &RequestTool{conns: map[string]*Connection{}}
-	views := map[string]*confirm.Connection{}
+	views := map[string]*confirm.ConnectionPolicy{}
 	for _, c := range conns {
 		if c == nil || !c.requestTool {
 			continue
