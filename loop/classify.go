@@ -10,12 +10,12 @@ import (
 	"github.com/agentd-dev/agentd/toolset"
 )
 
-// This file classifies a call — package confirm's decision, the hooks'
-// verdict and the tool source's preparation (the card's diff, the state an
-// approval is bound to) — at the model's step and again right before the
-// call runs; a call whose classification changed in between is parked
-// again with a new card (repark). Both places use classifyCall, so what a
-// card shows and what runs are decided by the same rules.
+// This file classifies a call — package confirm's classification, the
+// hooks' verdict and the tool source's preparation (the card's diff, the
+// state an approval is bound to) — at the model's step and again right
+// before the call runs; a call whose classification changed in between is
+// parked again with a new card (repark). Both places use classify, so what
+// a card shows and what runs follow the same rules.
 
 // classifyIn is one call to classify.
 type classifyIn struct {
@@ -35,11 +35,12 @@ type classified struct {
 	prep toolset.Preparation
 }
 
-// classifyCall decides a call: confirm's decision of the arguments, then
-// (when the tool is valid) the preToolUse hooks with the effective
-// arguments and confirm's decision again with their verdict, then the tool
-// source's Prepare of the effective arguments of a call that may run.
-func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
+// classify classifies a call: confirm's classification of the arguments,
+// then (when the tool is valid) the preToolUse hooks with the effective
+// arguments and confirm's classification again with their verdict, then
+// the tool source's Prepare of the effective arguments of a call that may
+// run.
+func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 	call := confirm.Call{Name: in.name, Arguments: in.args, Delegated: in.delegated, TenantID: in.tenant}
 	if in.def != nil {
 		call.Tool = in.def.Confirm
@@ -102,7 +103,7 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 		}
 		return false // the call stays approved; recovery or the next start runs it
 	}
-	cl := e.classifyCall(ctx, classifyIn{id: c.ID, name: c.Name, conv: c.ConversationID, run: c.RunID, tenant: c.TenantID,
+	cl := e.classify(ctx, classifyIn{id: c.ID, name: c.Name, conv: c.ConversationID, run: c.RunID, tenant: c.TenantID,
 		args: c.Arguments, delegated: conv.Delegated, tier: c.Tier, phase: toolset.PhaseExecute, def: def})
 	d := cl.d
 	switch {

@@ -279,7 +279,7 @@ func (e *Engine) stepOf(ctx context.Context, run *agentd.Run, delegated bool, ms
 	}
 	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
 	for i, mc := range resp.ToolCalls {
-		c, evs := e.classify(ctx, run, delegated, msgID, step, i, mc, now)
+		c, evs := e.newCall(ctx, run, delegated, msgID, step, i, mc, now)
 		calls = append(calls, c)
 		drafts = append(drafts, evs...)
 	}
@@ -305,15 +305,15 @@ func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
 	}
 }
 
-// classify turns one model-selected call into a stored call and the events
-// that announce it with the step: confirmation_required (confirm) or
+// newCall classifies one model-selected call and turns it into a stored
+// call and the events that announce it with the step: confirmation_required (confirm) or
 // tool_call_refused (review, never, unknown, invalid, denied by a hook).
 // Auto calls are stored approved and announced by startCall's
 // tool_call_started.
-func (e *Engine) classify(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
+func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
 	id := agentd.NewID(agentd.PrefixToolCall)
-	cl := e.classifyCall(ctx, classifyIn{id: id, name: mc.Name, conv: conv, run: run.ID, tenant: run.TenantID,
+	cl := e.classify(ctx, classifyIn{id: id, name: mc.Name, conv: conv, run: run.ID, tenant: run.TenantID,
 		args: mc.Arguments, delegated: delegated, phase: toolset.PhaseClassify, def: e.def(mc.Name)})
 	d := cl.d
 	c := &agentd.ToolCall{

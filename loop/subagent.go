@@ -217,7 +217,7 @@ func (r *subagentRun) append(ctx, live context.Context, p agentd.EventPayload, a
 func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.ModelMessage {
 	p := r.parent
 	tm := agentd.ModelMessage{Role: agentd.ModelRoleTool, ToolCallID: mc.ID, ToolName: mc.Name}
-	cl := r.classify(ctx, mc)
+	cl := r.classifyBothPhases(ctx, mc)
 	d := cl.d
 	refuse := func(status agentd.CallStatus, tier agentd.Tier, reason string) agentd.ModelMessage {
 		_ = r.relayRefusal(ctx, &agentd.ToolCallRefusedPayload{RunID: p.RunID, ToolCallID: mc.ID, ToolName: mc.Name, ServerID: d.ServerID,
@@ -244,10 +244,11 @@ func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.
 	return tm
 }
 
-// classify decides one of the subagent's calls as the parent's loop does:
-// at classification and, for an auto call, again right before it runs; a
-// call whose verdict changed in between is confirm (so denied here).
-func (r *subagentRun) classify(ctx context.Context, mc agentd.ModelToolCall) classified {
+// classifyBothPhases classifies one of the subagent's calls as the
+// parent's loop does: in phase classify and, for an auto call, again in
+// phase execute, right before it runs; a call whose classification changed
+// in between is confirm (so denied here).
+func (r *subagentRun) classifyBothPhases(ctx context.Context, mc agentd.ModelToolCall) classified {
 	p := r.parent
 	var def *toolset.Tool
 	if d, ok := r.defs[mc.Name]; ok {
@@ -255,12 +256,12 @@ func (r *subagentRun) classify(ctx context.Context, mc agentd.ModelToolCall) cla
 	}
 	in := classifyIn{id: mc.ID, name: mc.Name, conv: p.ConversationID, run: p.RunID, tenant: p.TenantID,
 		args: mc.Arguments, delegated: r.deleg, phase: toolset.PhaseClassify, def: def}
-	cl := r.e.classifyCall(ctx, in)
+	cl := r.e.classify(ctx, in)
 	if cl.d.Refused || cl.d.Tier != agentd.TierAuto {
 		return cl
 	}
 	in.args, in.tier, in.phase = cl.d.Arguments, cl.d.Tier, toolset.PhaseExecute
-	again := r.e.classifyCall(ctx, in)
+	again := r.e.classify(ctx, in)
 	if !again.d.Refused && again.d.Tier == agentd.TierAuto && again.d.Digest == cl.d.Digest {
 		return cl
 	}
