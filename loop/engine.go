@@ -99,10 +99,10 @@ type Engine struct {
 	// drivers counts the driver goroutines alive (Drivers).
 	drivers  atomic.Int64
 	deadline deadlineTimer
-	// parkHook, when set (by tests), is called by a driver about to exit
+	// retireHook, when set (by tests), is called by a driver about to exit
 	// because its run waits only for people (stage "before", e.mu not
 	// held) and once it has left e.runs (stage "after").
-	parkHook func(runID, stage string)
+	retireHook func(runID, stage string)
 }
 
 // runState is the in-memory handle of a run with a driver: its context
@@ -311,15 +311,15 @@ func (e *Engine) goTool(runID string, fn func(rs *runState)) {
 	}()
 }
 
-// park reports whether the driver of rs may exit because its run waits
-// only for people: no tool goroutine of it is counted, and nothing woke it
-// since it read the store. If so, rs leaves e.runs in the same step, so a
-// decision, an expiry or a cancel that comes after finds no driver and
-// starts one. woken reports that a wake-up arrived (and was consumed): the
+// retireDriver retires the driver of rs if its run waits only for people:
+// no tool goroutine of it is counted, and nothing woke it since it read the
+// store. exit reports that it did (the driver returns): rs left e.runs in
+// the same step, so a decision, an expiry or a cancel that comes after
+// finds no driver and starts one. woken reports that a wake-up arrived (and was consumed): the
 // driver must read the store again.
-func (e *Engine) park(rs *runState) (exit, woken bool) {
-	if e.parkHook != nil {
-		e.parkHook(rs.id, "before")
+func (e *Engine) retireDriver(rs *runState) (exit, woken bool) {
+	if e.retireHook != nil {
+		e.retireHook(rs.id, "before")
 	}
 	e.mu.Lock()
 	switch {
@@ -333,8 +333,8 @@ func (e *Engine) park(rs *runState) (exit, woken bool) {
 	}
 	delete(e.runs, rs.id)
 	e.mu.Unlock()
-	if e.parkHook != nil {
-		e.parkHook(rs.id, "after")
+	if e.retireHook != nil {
+		e.retireHook(rs.id, "after")
 	}
 	return true, false
 }

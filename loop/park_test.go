@@ -151,7 +151,7 @@ func newPark(t *testing.T, path string, o parkOpts) *parkFixture {
 	}
 	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: tools, ApprovalTimeout: 10 * time.Minute, MaxTurns: 5}, opts)
 	if o.hook != nil {
-		loop.SetParkHook(f.engine, o.hook)
+		loop.SetRetireHook(f.engine, o.hook)
 	}
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestParkedRunHoldsNoDriver(t *testing.T) {
 	}
 }
 
-// gate blocks a driver at one park stage (loop.SetParkHook) until released.
+// gate blocks a driver at one park stage (loop.SetRetireHook) until released.
 type gate struct {
 	stage   string
 	arrived chan string

@@ -14,7 +14,7 @@ import (
 // every call of the current step is resolved, and otherwise waits to be
 // woken while a tool of the run is in flight. When every unresolved call is
 // parked, nothing in this process can move the run, so the driver marks it
-// waiting and returns (park): the decision or expiry that moves it starts a
+// waiting and returns (retireDriver): the decision or expiry that moves it starts a
 // new driver (a cancel finishes the run in the store and needs none). It
 // also returns when the run is no longer active or its context ends.
 func (e *Engine) drive(rs *runState) {
@@ -57,7 +57,7 @@ func (e *Engine) drive(rs *runState) {
 					e.markWaiting(rs.ctx, run, parked)
 				}
 				if len(parked) == len(unresolved) {
-					exit, woken := e.park(rs)
+					exit, woken := e.retireDriver(rs)
 					if exit {
 						return
 					} else if woken {
