@@ -315,8 +315,8 @@ func (e *Engine) goTool(runID string, fn func(rs *runState)) {
 // no tool goroutine of it is counted, and nothing woke it since it read the
 // store. exit reports that it did (the driver returns): rs left e.runs in
 // the same step, so a decision, an expiry or a cancel that comes after
-// finds no driver and starts one. woken reports that a wake-up arrived (and was consumed): the
-// driver must read the store again.
+// finds no driver and starts one. woken reports that a wake-up arrived
+// (and was consumed): the driver must read the store again.
 func (e *Engine) retireDriver(rs *runState) (exit, woken bool) {
 	if e.retireHook != nil {
 		e.retireHook(rs.id, "before")
