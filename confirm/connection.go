@@ -488,7 +488,7 @@ func classifyConnection(c Call, d Classification, eff json.RawMessage) Classific
 		d.Tier, reason = escalateDelegated(conn.Policy, d.Tier, reason, subject)
 	}
 	d.Escalated = d.Tier.Rank() > base.Rank()
-	return settle(c, d, tg, ep, reason, subject)
+	return completeAtTier(c, d, tg, ep, reason, subject)
 }
 
 // refuse returns d refused at tier because of why: the call does not run,
@@ -643,11 +643,11 @@ func escalateDelegated(p *Policy, tier agentd.Tier, reason, subject string) (age
 	return agentd.TierReview, fmt.Sprintf("%s, and this conversation is delegated: no one can confirm it here (escalated to review)", strings.TrimSuffix(reason, "."))
 }
 
-// settle completes d at its final tier: review and never are refused,
+// completeAtTier completes d at its final tier: review and never are refused,
 // confirm offers approve and deny (and edit where ep allows it) and, in
 // ModeDurable without confirmed_write, a preview; each gets reason, or a
 // sentence about subject when the policy gave none.
-func settle(c Call, d Classification, tg *Target, ep *Endpoint, reason, subject string) Classification {
+func completeAtTier(c Call, d Classification, tg *Target, ep *Endpoint, reason, subject string) Classification {
 	switch d.Tier {
 	case agentd.TierReview, agentd.TierNever:
 		if reason == "" {
