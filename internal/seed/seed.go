@@ -136,7 +136,7 @@ func (p *Parked) batch(first, n int) batch {
 		conv := agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: p.TenantID, ProjectID: p.ProjectID,
 			Agent: p.Agent, CreatedBy: p.CreatedBy, CreatedAt: p.Now}
 		run := agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: p.TenantID, ProjectID: p.ProjectID,
-			CorrelationID: agentd.NewID("corr")[5:], Status: agentd.RunWaiting, Step: 1, StopReason: "tool_calls",
+			CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunWaiting, Step: 1, StopReason: "tool_calls",
 			CreatedAt: p.Now, UpdatedAt: p.Now}
 		user := agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 			Role: agentd.RoleUser, Content: p.Message, CreatedAt: p.Now}
