@@ -12,8 +12,8 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 )
 
-// decide classifies a model call the way the loop does.
-func decide(tool *confirm.Tool, args string) confirm.Classification {
+// classify classifies a model call the way the loop does.
+func classify(tool *confirm.Tool, args string) confirm.Classification {
 	return confirm.Classify(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool})
 }
 
@@ -56,7 +56,7 @@ func TestRequestToolEndToEnd(t *testing.T) {
 
 	model := `{"connection":"api","method":"post","endpoint":"orders/A 1/notes","params":{"q":"x y","tag":["a","b"],"n":3},` +
 		`"data":{"text":"hi <b> & \u00e9","n":1.50,"list":[1,2]},"headers":{"X-Trace":"t-1"},"intent":"write"}`
-	d := decide(dec, model)
+	d := classify(dec, model)
 	if d.Refused || d.Tier != agentd.TierConfirm || d.Reason != "Adds a note" || d.Endpoint != "/orders/A%201/notes" {
 		t.Fatalf("decision = %+v", d)
 	}
@@ -114,7 +114,7 @@ func TestRequestToolEndToEnd(t *testing.T) {
 		`{"connection":"api","method":"GET","endpoint":"/x","intent":"read","params":{"deep":{"a":1}}}`,
 		`not json`,
 	} {
-		if d := decide(dec, bad); !d.Refused || !d.Invalid {
+		if d := classify(dec, bad); !d.Refused || !d.Invalid {
 			t.Errorf("the decision accepted %s", bad)
 		}
 		if _, err := rt.Execute(context.Background(), requestCall(rt, "bad", bad)); err == nil {
@@ -207,14 +207,14 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	}
 
 	model := `{"path":{"tenant":"acme","id":"it em"},"query":{"dry_run":true},"header":{"X-Request-Id":"r-1"},"body":{"amount":12.50}}`
-	d := decide(dec, model)
+	d := classify(dec, model)
 	if d.Refused || d.Tier != agentd.TierConfirm || d.PathTemplate != "/tenants/{tenant}/items/{id}" || len(d.AllowedDecisions) != 3 {
 		t.Fatalf("decision = %+v", d)
 	}
-	if d := decide(dec, `{"path":{"tenant":"acme","id":"x"},"body":{"amount":500}}`); d.Tier != agentd.TierReview || !d.Refused {
+	if d := classify(dec, `{"path":{"tenant":"acme","id":"x"},"body":{"amount":500}}`); d.Tier != agentd.TierReview || !d.Refused {
 		t.Errorf("threshold: %+v", d)
 	}
-	if d := decide(dec, `{"path":{"tenant":"acme"},"body":{}}`); !d.Refused || !strings.Contains(d.Reason, "missing property 'id'") {
+	if d := classify(dec, `{"path":{"tenant":"acme"},"body":{}}`); !d.Refused || !strings.Contains(d.Reason, "missing property 'id'") {
 		t.Errorf("invalid arguments: %+v", d)
 	}
 	out, err := put.Execute(context.Background(), classified(dec, "call_9", model))
@@ -227,7 +227,7 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	// A path parameter is one segment: one that would climb out is refused.
 	for _, id := range []string{"x/../y", "..", "%2e%2e", "a\\b"} {
 		args, _ := json.Marshal(map[string]any{"path": map[string]any{"tenant": "acme", "id": id}})
-		if d := decide(get.Confirm(), string(args)); !d.Refused || !d.Invalid {
+		if d := classify(get.Confirm(), string(args)); !d.Refused || !d.Invalid {
 			t.Errorf("path parameter %q passed the decision", id)
 		}
 		if _, err := get.Execute(context.Background(), classified(get.Confirm(), "call_10", string(args))); err == nil {
@@ -371,7 +371,7 @@ func TestExecuteSendsTheRecordedRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An approval's edit replaces the record (loop: CallEdit).
-	edited := decide(rt.Confirm(), `{"connection":"api","method":"POST","endpoint":"/a","data":{"x":2},"intent":"write"}`)
+	edited := classify(rt.Confirm(), `{"connection":"api","method":"POST","endpoint":"/a","data":{"x":2},"intent":"write"}`)
 	call.ID, call.Method, call.Endpoint, call.PathTemplate, call.Params = "call_2", edited.Method, edited.Endpoint, edited.PathTemplate, edited.Params
 	if _, err := rt.Execute(context.Background(), call); err != nil {
 		t.Fatal(err)
