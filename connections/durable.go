@@ -17,7 +17,7 @@ import (
 
 // Durable is the durable/workflow request path, POST
 // /v1/connections/{name}/request (SPEC §2.3): the request tool's
-// arguments, decided without an approval prompt. A confirm-tier call that
+// arguments, classified without an approval prompt. A confirm-tier call that
 // does not declare intent confirmed_write answers a Preview and sends
 // nothing; confirmed_write runs; review and never are refused. The gate
 // here is the caller's role and the downstream API's own authorization —

@@ -16,7 +16,7 @@ const ServerID = "tools"
 
 // Source is the project's custom command tools as one tool source
 // (toolset.Source, ID ServerID), for the tool registry. It hands each
-// tool's exposure to package confirm as it is written and decides nothing
+// tool's exposure to package confirm as it is written and classifies nothing
 // itself. A Source is immutable and safe for concurrent use.
 type Source struct {
 	tools map[string]*Tool

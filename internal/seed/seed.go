@@ -51,7 +51,7 @@ type Parked struct {
 // Write adds n parked runs to the SQLite database at path (creating and
 // migrating it if needed) and returns their tool call ids in creation
 // order. No other process may use the file meanwhile. The calls are
-// classified by confirm.Decide as the loop classifies a call of a
+// classified by confirm.Classify as the loop classifies a call of a
 // requires-confirmation custom tool.
 func (p Parked) Write(ctx context.Context, path string, n int) ([]string, error) {
 	p.defaults()
