@@ -1,7 +1,7 @@
 // Package toolset is the contract between the agent loop and the sources
 // of its tools: a Source offers Tools and runs their calls, a Set is what
 // the loop runs calls through, and Hooks are the project's preToolUse and
-// postToolUse hooks. A new tool source (command tools, connections, the
+// postToolUse hooks. Every tool source (command tools, connections, the
 // file tools, the subagents' task tool, later MCP servers and Go
 // functions) imports this package, agentd's domain types and package
 // confirm, and never the loop: cmd/agentd hands the sources to the
