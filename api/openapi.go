@@ -120,7 +120,8 @@ func (op operation) object() schema {
 		o["parameters"] = params
 	}
 	if op.body != nil {
-		o["requestBody"] = schema{"required": op.bodyRequired, "content": jsonContent(op.body)}
+		o["requestBody"] = schema{"required": op.bodyRequired, "content": jsonContent(op.body),
+			"description": "JSON, read by the strict decoder (docs/api.md#limits-and-decoding) whatever the Content-Type says."}
 	}
 	return o
 }

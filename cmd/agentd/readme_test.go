@@ -78,6 +78,9 @@ func runDocSection(t *testing.T, file, heading string, wants []string) {
 	}
 	base, _, stop := serveWithLog(t, "--addr", "127.0.0.1:0", "--data", t.TempDir())
 	defer stop()
+	// curl talks to the server through a proxy that validates every
+	// exchange against the API's OpenAPI document.
+	base = validatingProxy(t, base)
 
 	var script strings.Builder
 	script.WriteString("set -e\n")
