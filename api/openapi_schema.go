@@ -59,7 +59,7 @@ type resultPayloadFields agentd.ToolCallResultPayload
 func schemaFor(t reflect.Type, m schemaMode) schema {
 	switch t {
 	case rawMessageType:
-		return schema{} // any JSON value
+		return anyJSON()
 	case timeType:
 		return schema{"type": "string", "format": "date-time"}
 	case durationType:
@@ -89,11 +89,17 @@ func schemaFor(t reflect.Type, m schemaMode) schema {
 	case reflect.Map:
 		return nullable(schema{"type": "object", "additionalProperties": schemaFor(t.Elem(), m)})
 	case reflect.Interface:
-		return schema{}
+		return anyJSON()
 	case reflect.Struct:
 		return structSchema(t, m)
 	}
 	panic(fmt.Sprintf("api: openapi: no schema for %v", t))
+}
+
+// anyJSON is any JSON value, null included (said with a type list: {}
+// alone is read as not nullable by kin-openapi's response validation).
+func anyJSON() schema {
+	return schema{"type": []string{"null", "boolean", "number", "string", "array", "object"}}
 }
 
 // nullable is s that also allows null (a nil pointer, slice or map).
