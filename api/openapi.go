@@ -79,6 +79,7 @@ func buildOpenAPI() schema {
 		"paths":    paths,
 		"components": schema{
 			"schemas":         componentSchemas(),
+			"responses":       errorComponents(),
 			"securitySchemes": securitySchemes(),
 		},
 	}
@@ -150,9 +151,24 @@ func (op operation) responses() schema {
 	if op.headers != nil {
 		ok["headers"] = op.headers
 	}
-	r := errorResponses()
+	r := schema{}
+	for status := range errorResponses() {
+		r[status] = schema{"$ref": "#/components/responses/" + errorResponseName(status)}
+	}
 	r[strconv.Itoa(op.status)] = ok
 	return r
+}
+
+// errorResponseName is the name of the error response of a status.
+func errorResponseName(status string) string { return "Error" + status }
+
+// errorComponents are errorResponses by errorResponseName.
+func errorComponents() schema {
+	c := schema{}
+	for status, r := range errorResponses() {
+		c[errorResponseName(status)] = r
+	}
+	return c
 }
 
 // errorResponses is one response per status of statusOf, each naming the
