@@ -25,6 +25,10 @@ func (s *Server) routes() {
 		e.GET("/metrics", echo.WrapHandler(s.cfg.Metrics))
 	}
 
+	// The API's OpenAPI document: public, it describes the API and holds no
+	// tenant's data (docs/api.md#the-openapi-document).
+	e.GET("/v1/openapi.json", s.handleOpenAPI)
+
 	// The web chat (package web): the page and its files, public like any
 	// static file; what they show comes from the API with the user's key.
 	page := echo.WrapHandler(web.Handler())

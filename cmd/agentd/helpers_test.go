@@ -22,9 +22,10 @@ const waitLimit = 30 * time.Second
 
 // Every request of these tests has a deadline: a broken server fails the
 // test instead of hanging it. Streams are bounded per event (next) and for
-// their response headers.
+// their response headers. testClient validates every exchange against the
+// API's OpenAPI document (openapi_test.go).
 var (
-	testClient   = &http.Client{Timeout: waitLimit}
+	testClient   = &http.Client{Timeout: waitLimit, Transport: openAPICheck{http.DefaultTransport}}
 	streamClient = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: waitLimit}}
 )
 

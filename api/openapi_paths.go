@@ -1,0 +1,141 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/protocol/agui"
+	"github.com/agentd-dev/agentd/protocol/aisdk"
+)
+
+// operations is every operation of the document, in the order of
+// routes.go (TestOpenAPIMatchesRoutes checks both ways).
+func operations() []operation {
+	return slicesConcat(probeOperations(), conversationOperations(), approvalOperations(), otherOperations())
+}
+
+func slicesConcat(lists ...[]operation) []operation {
+	var out []operation
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+func query(name, desc string, s schema) schema {
+	return schema{"name": name, "in": "query", "description": desc, "schema": s}
+}
+
+func str() schema { return schema{"type": "string"} }
+
+var (
+	limitParam = query("limit", "1 to 100 (default 50)", schema{"type": "integer", "minimum": 1, "maximum": 100})
+	timeSchema = schema{"type": "string", "format": "date-time"}
+)
+
+func object(required []string, props schema) schema {
+	return schema{"type": "object", "additionalProperties": false, "required": required, "properties": props}
+}
+
+func probeOperations() []operation {
+	status := func(v string) schema { return schema{"type": "string", "const": v} }
+	return []operation{
+		{method: http.MethodGet, path: "/healthz", id: "healthz", summary: "The process is up", public: true,
+			status: http.StatusOK, content: jsonContent(object([]string{"status"}, schema{"status": status("ok")}))},
+		{method: http.MethodGet, path: "/readyz", id: "readyz", summary: "The store answers (503 unavailable when not)", public: true,
+			status: http.StatusOK, content: jsonContent(object([]string{"status"}, schema{"status": status("ready"),
+				"webhooks": object([]string{"disabled_endpoints"}, schema{
+					"disabled_endpoints": schema{"type": []string{"array", "null"}, "items": str()}})}))},
+		{method: http.MethodGet, path: "/metrics", id: "metrics", summary: "Prometheus metrics (docs/metrics.md)", public: true,
+			status: http.StatusOK, content: schema{"text/plain": schema{"schema": str()}}},
+		{method: http.MethodGet, path: "/v1/openapi.json", id: "openapi", summary: "This document", public: true,
+			status: http.StatusOK, content: jsonContent(schema{"type": "object"})},
+	}
+}
+
+func conversationOperations() []operation {
+	return []operation{
+		{method: http.MethodPost, path: "/v1/conversations", id: "createConversation", summary: "Create a conversation",
+			body: requestBody[createConversationRequest](), status: http.StatusCreated, content: jsonContent(ref("Conversation"))},
+		{method: http.MethodGet, path: "/v1/conversations/{id}", id: "getConversation",
+			summary: "A conversation with its messages and tool calls", status: http.StatusOK, content: jsonContent(ref("ConversationDetail"))},
+		{method: http.MethodPost, path: "/v1/conversations/{id}/messages", id: "sendMessage",
+			summary: "Send a user message (at most 64 KiB, not blank): starts a run (409 run_active while one runs or waits)",
+			body:    requestBody[sendMessageRequest]("content"), bodyRequired: true, status: http.StatusAccepted,
+			content: jsonContent(object([]string{"run_id", "correlation_id"}, schema{"run_id": str(), "correlation_id": str()}))},
+		{method: http.MethodGet, path: "/v1/conversations/{id}/events", id: "streamEvents", tokenInQuery: true,
+			summary: "The conversation's event stream (SSE, docs/sse.md)",
+			params: []schema{
+				{"name": "Last-Event-ID", "in": "header", "description": "resume after this event id", "schema": str()},
+				query("last_event_id", "Last-Event-ID for clients that cannot set it", str())},
+			status: http.StatusOK, content: sseContent("Server-sent events: `id` is the event's sequence number, `event` its type, " +
+				"`data` its JSON, one of the schemas of components.schemas.Event (by its type).")},
+		{method: http.MethodGet, path: "/v1/runs/{id}", id: "getRun", summary: "A run", status: http.StatusOK, content: jsonContent(ref("Run"))},
+		{method: http.MethodPost, path: "/v1/runs/{id}/cancel", id: "cancelRun", summary: "Cancel a run (a finished run is 409)",
+			body: requestBody[struct{}](), status: http.StatusOK, content: jsonContent(ref("Run"))},
+		{method: http.MethodGet, path: "/v1/tool-calls/{id}", id: "getToolCall", summary: "A tool call with every value",
+			status: http.StatusOK, content: jsonContent(ref("ToolCall"))},
+	}
+}
+
+func approvalOperations() []operation {
+	approval := requestBody[approvalRequest]("decision")
+	props := approval["properties"].(schema)
+	props["decision"] = schema{"type": "string", "enum": []string{"approve", "edit", "deny"}}
+	props["card_revision"] = schema{"type": "integer", "minimum": 1}
+	props["reason"] = schema{"type": "string", "description": "at most 4096 bytes"}
+	bulk := requestBody[bulkApprovalRequest]("approvals")
+	items := bulk["properties"].(schema)["approvals"].(schema)
+	items["type"], items["minItems"], items["maxItems"] = "array", 1, agentd.MaxBatchDecisions
+	item := items["items"].(schema)
+	item["required"] = []string{"tool_call_id", "approve"}
+	item["properties"].(schema)["card_revision"] = schema{"type": "integer", "minimum": 1}
+	return []operation{
+		{method: http.MethodPost, path: "/v1/tool-calls/{id}/approval", id: "decideToolCall",
+			summary: "Approve, edit or deny a parked call (docs/api.md#approval-rules)",
+			body:    approval, bodyRequired: true, status: http.StatusOK, content: jsonContent(ref("Decision"))},
+		{method: http.MethodGet, path: "/v1/approvals", id: "listApprovals", summary: "The caller's parked calls, oldest first",
+			params: []schema{query("status", "only pending is listed", schema{"type": "string", "enum": []string{"pending"}}),
+				limitParam, query("cursor", "the next_cursor of the previous page", str()),
+				query("tool_name", "", str()), query("server_id", "", str()), query("conversation_id", "", str()),
+				query("expires_before", "RFC 3339 with offset", timeSchema)},
+			status: http.StatusOK, content: jsonContent(page("approvals", ref("ListedToolCall")))},
+		{method: http.MethodPost, path: "/v1/approvals", id: "decideBatch", summary: "Bulk decisions (docs/api.md#bulk-decisions)",
+			body: bulk, bodyRequired: true, status: http.StatusOK,
+			content: jsonContent(object([]string{"atomic", "results"}, schema{"atomic": schema{"type": "boolean"},
+				"results": schema{"type": "array", "items": ref("BatchDecisionResult")}}))},
+		{method: http.MethodGet, path: "/v1/audit", id: "listAudit", summary: "The audit log, oldest first (operator and admin keys)",
+			params: []schema{query("kind", "", schema{"type": "string", "enum": agentd.AuditKinds}),
+				query("tool_call_id", "", str()), query("conversation_id", "", str()),
+				query("since", "RFC 3339", timeSchema), query("until", "RFC 3339", timeSchema),
+				query("cursor", "the next_cursor of the previous page", schema{"type": "string", "pattern": "^[0-9]+$"}), limitParam},
+			status: http.StatusOK, content: jsonContent(page("entries", ref("AuditEntry")))},
+	}
+}
+
+func otherOperations() []operation {
+	sse := "Server-sent events of the protocol (docs/protocols.md)."
+	return []operation{
+		{method: http.MethodGet, path: "/v1/tools", id: "listTools", summary: "The agent's tools with their tiers", status: http.StatusOK,
+			content: jsonContent(object([]string{"tools"}, schema{"tools": schema{"type": "array", "items": ref("Tool")}}))},
+		{method: http.MethodPost, path: "/v1/connections/{name}/request", id: "connectionRequest",
+			summary: "The durable request path (docs/connections.md#the-durable-path): a preview, or the downstream answer",
+			params:  []schema{{"name": "Idempotency-Key", "in": "header", "schema": schema{"type": "string", "maxLength": 255}}},
+			body:    requestBody[connectionRequest](), bodyRequired: true, status: http.StatusOK, content: jsonContent(schema{"type": "object"})},
+		{method: http.MethodPost, path: "/v1/ag-ui", id: "agui", summary: "AG-UI: a RunAgentInput in, AG-UI events out",
+			body: protocolBody[agui.RunAgentInput](), bodyRequired: true, status: http.StatusOK, content: sseContent(sse)},
+		{method: http.MethodPost, path: "/v1/ai-sdk/chat", id: "aisdkChat", summary: "AI SDK: DefaultChatTransport's body in, the UI message stream out",
+			body: protocolBody[aisdk.ChatRequest](), bodyRequired: true, status: http.StatusOK, content: sseContent(sse),
+			headers: schema{"x-vercel-ai-ui-message-stream": schema{"schema": schema{"type": "string", "const": "v1"}}}},
+		{method: http.MethodGet, path: "/v1/webhooks/deliveries", id: "listDeliveries", summary: "The webhook delivery log, newest first",
+			params: []schema{query("endpoint_id", "", str()), query("status", "", schema{"type": "string", "enum": []string{"pending", "succeeded", "failed"}}),
+				query("event_name", "", str()), limitParam, query("cursor", "the next_cursor of the previous page", str())},
+			status: http.StatusOK, content: jsonContent(page("deliveries", ref("WebhookDelivery")))},
+		{method: http.MethodPost, path: "/v1/webhooks/deliveries/{id}/redeliver", id: "redeliver", summary: "Deliver again, now",
+			status: http.StatusAccepted, content: jsonContent(ref("WebhookDelivery"))},
+		{method: http.MethodGet, path: "/v1/webhooks/endpoints", id: "listEndpoints", summary: "The webhook endpoints", status: http.StatusOK,
+			content: jsonContent(object([]string{"endpoints"}, schema{"endpoints": schema{"type": []string{"array", "null"}, "items": ref("WebhookEndpoint")}}))},
+		{method: http.MethodPost, path: "/v1/webhooks/endpoints/{id}/enable", id: "enableEndpoint", summary: "Re-enable an endpoint",
+			status: http.StatusOK, content: jsonContent(ref("WebhookEndpoint"))},
+	}
+}
