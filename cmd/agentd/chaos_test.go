@@ -136,6 +136,7 @@ type chaos struct {
 	idle              []*chaosConv
 	calls             map[string]*chaosCall
 	kills             int
+	cut               chaosCuts
 	mu                sync.Mutex // guards problems and the calls' flags during a round's work
 	problems          []string   // what the round's work saw that breaks an invariant
 	decidedThisRound  []string
@@ -187,9 +188,37 @@ func TestChaos(t *testing.T) {
 	c.round = c.rounds + 1 // the final check
 	c.finish()
 	deliveries := c.checkWebhooks()
-	t.Logf("chaos: seed %d: %d rounds, %d kills, %d conversations, %d calls (%s), %d client events compared, %d webhook requests for %s events, %s",
-		c.seed, c.rounds, c.kills, len(c.convs), len(c.calls), c.outcomes(), c.clientEventsTotal, len(c.rc.Requests()), deliveries,
+	t.Logf("chaos: seed %d: %d rounds, %d kills, %d conversations, %d calls (%s), %d client events compared, %d webhook requests for %s events; %s; %s",
+		c.seed, c.rounds, c.kills, len(c.convs), len(c.calls), c.outcomes(), c.clientEventsTotal, len(c.rc.Requests()), deliveries, c.cut,
 		time.Since(start).Round(time.Millisecond))
+}
+
+// chaosCuts counts what the kills cut, to show they land in every kind of moment.
+type chaosCuts struct {
+	streams   int // clients whose last event before the kill was a text_delta
+	tools     int // calls a client saw start and not end before the kill
+	approvals int // approval POSTs the kill cut before their answer
+}
+
+func (k chaosCuts) String() string {
+	return fmt.Sprintf("kills cut %d streams mid-reply, %d running tools, %d approval POSTs", k.streams, k.tools, k.approvals)
+}
+
+// countCuts adds what a client's events before the kill show was cut.
+func (k *chaosCuts) countCuts(got []sseEvent) {
+	if len(got) > 0 && got[len(got)-1].Type == "text_delta" {
+		k.streams++
+	}
+	running := map[string]bool{}
+	for _, ev := range got {
+		switch ev.Type {
+		case "tool_call_started":
+			running[str(ev.Data, "tool_call_id")] = true
+		case "tool_call_result":
+			delete(running, str(ev.Data, "tool_call_id"))
+		}
+	}
+	k.tools += len(running)
 }
 
 // chaosWork is one request of a round's work.
@@ -276,6 +305,7 @@ func (c *chaos) runRound() {
 	for id, st := range clients {
 		received[id] = drain(st)
 		st.close()
+		c.cut.countCuts(received[id])
 	}
 	if len(c.problems) > 0 {
 		c.fail(invWedged, "%s", strings.Join(c.problems, "; "))
@@ -330,6 +360,11 @@ func (c *chaos) decide(cl *chaosCall, deny bool) {
 	cl.deniedSent = cl.deniedSent || deny
 	c.mu.Unlock()
 	status, raw, err := chaosDo(http.MethodPost, c.base+"/v1/tool-calls/"+cl.id+"/approval", decision)
+	if err != nil {
+		c.mu.Lock()
+		c.cut.approvals++
+		c.mu.Unlock()
+	}
 	if err != nil || status != http.StatusOK {
 		return // killed first, or refused (409 once a lost answer's decision holds): no promise was made
 	}
@@ -792,4 +827,46 @@ func chaosDo(method, url, body string) (int, []byte, error) {
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, raw, err
+}
+
+// Each call invariant of the chaos test trips on the state that breaks it,
+// and a state recovery may honestly leave passes.
+func TestChaosCallInvariants(t *testing.T) {
+	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	later := at.Add(time.Minute)
+	deadline := at.Format(time.RFC3339Nano)
+	unknown := "the server stopped while the tool was running; its outcome is unknown"
+	for _, tc := range []struct {
+		name       string
+		cl         chaosCall
+		call       agentd.ToolCall
+		ran        int
+		idempotent bool
+		want       string // the invariant, "" for none
+	}{
+		{"parked, deadline kept", chaosCall{deadline: deadline}, agentd.ToolCall{Status: agentd.StatusRequiresConfirmation, RequiresApprovalAt: &at}, 0, false, ""},
+		{"parked, deadline moved", chaosCall{deadline: deadline}, agentd.ToolCall{Status: agentd.StatusRequiresConfirmation, RequiresApprovalAt: &later}, 0, false, invDeadline},
+		{"parked, deadline gone", chaosCall{deadline: deadline}, agentd.ToolCall{Status: agentd.StatusRequiresConfirmation}, 0, false, invDeadline},
+		{"parked yet ran", chaosCall{}, agentd.ToolCall{Status: agentd.StatusRequiresConfirmation}, 1, false, invOutcome},
+		{"approved, completed once", chaosCall{approved: true}, agentd.ToolCall{Status: agentd.StatusCompleted}, 1, false, ""},
+		{"approved, ran twice", chaosCall{approved: true}, agentd.ToolCall{Status: agentd.StatusCompleted}, 2, false, invRanTwice},
+		{"idempotent, ran twice", chaosCall{}, agentd.ToolCall{Status: agentd.StatusCompleted}, 2, true, ""},
+		{"approved, back to pending", chaosCall{approved: true}, agentd.ToolCall{Status: agentd.StatusRequiresConfirmation}, 0, false, invLost},
+		{"approved, then denied", chaosCall{approved: true, deniedSent: true}, agentd.ToolCall{Status: agentd.StatusDenied}, 0, false, invLost},
+		{"approved, outcome unknown", chaosCall{approved: true}, agentd.ToolCall{Status: agentd.StatusFailed, Error: unknown}, 1, false, ""},
+		{"approved, failed otherwise", chaosCall{approved: true}, agentd.ToolCall{Status: agentd.StatusFailed, Error: "boom"}, 1, false, invLost},
+		{"idempotent, outcome unknown", chaosCall{}, agentd.ToolCall{Status: agentd.StatusFailed, Error: unknown}, 1, true, invOutcome},
+		{"denied with a 200", chaosCall{denied: true, deniedSent: true}, agentd.ToolCall{Status: agentd.StatusDenied}, 0, false, ""},
+		{"denied with a 200, then ran", chaosCall{denied: true, deniedSent: true}, agentd.ToolCall{Status: agentd.StatusCompleted}, 1, false, invLost},
+		{"denied unasked", chaosCall{}, agentd.ToolCall{Status: agentd.StatusDenied}, 0, false, invOutcome},
+		{"completed without running", chaosCall{}, agentd.ToolCall{Status: agentd.StatusCompleted}, 0, false, invOutcome},
+		{"expired", chaosCall{}, agentd.ToolCall{Status: agentd.StatusExpired}, 0, false, invOutcome},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, _, _ := strings.Cut(callBroken(&tc.cl, tc.call, tc.ran, tc.idempotent), ": ")
+			if got != tc.want {
+				t.Fatalf("callBroken = %q, want invariant %q", callBroken(&tc.cl, tc.call, tc.ran, tc.idempotent), tc.want)
+			}
+		})
+	}
 }
