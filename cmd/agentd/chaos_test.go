@@ -232,7 +232,11 @@ type chaosWork struct {
 // plan draws a round's work: streams, tool runs, new parked calls, and
 // decisions on parked calls with several concurrent POSTs each.
 func (c *chaos) plan() (work []chaosWork, posts int, kill time.Duration) {
-	kinds := map[string]int{"stream": 1 + c.rng.IntN(3), "note": c.rng.IntN(2), "sync": c.rng.IntN(2), "pay": c.rng.IntN(3)}
+	streams := 1 + c.rng.IntN(3)
+	if c.rng.IntN(4) == 0 {
+		streams = 6 // a heavy round: six replies stream at once
+	}
+	kinds := map[string]int{"stream": streams, "note": c.rng.IntN(2), "sync": c.rng.IntN(2), "pay": c.rng.IntN(3)}
 	for _, kind := range []string{"stream", "note", "sync", "pay"} {
 		for range kinds[kind] {
 			work = append(work, chaosWork{conv: c.idleConv(), text: kind + " please"})
@@ -245,7 +249,7 @@ func (c *chaos) plan() (work []chaosWork, posts int, kill time.Duration) {
 		}
 	}
 	for _, cl := range parked {
-		if len(work) < 8 && c.rng.IntN(3) > 0 {
+		if len(work) < 11 && c.rng.IntN(3) > 0 {
 			work = append(work, chaosWork{conv: c.convs[cl.conv], call: cl, deny: c.rng.IntN(5) == 0})
 		}
 	}
@@ -318,6 +322,17 @@ func (c *chaos) runRound() {
 	c.t.Logf("chaos: round %d: kill -9 at %s into %s; clients had received %d events", c.round, kill, describe(work, posts), n)
 
 	c.base, c.proc = startProcess(c.t, c.bin, c.dir, c.data, c.env...)
+	// One restart in four is killed again 0..50 ms in, while recovery runs
+	// approved calls, re-runs idempotent ones and redelivers webhooks.
+	if c.rng.IntN(4) == 0 {
+		again := time.Duration(c.rng.IntN(50)) * time.Millisecond
+		time.Sleep(again)
+		must(c.t, syscall.Kill(-c.proc.Process.Pid, syscall.SIGKILL))
+		_ = c.proc.Wait()
+		c.kills++
+		c.t.Logf("chaos: round %d: kill -9 again %s after the restart", c.round, again)
+		c.base, c.proc = startProcess(c.t, c.bin, c.dir, c.data, c.env...)
+	}
 	c.checkRound(touched, received)
 }
 
