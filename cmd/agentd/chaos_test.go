@@ -195,13 +195,15 @@ func TestChaos(t *testing.T) {
 
 // chaosCuts counts what the kills cut, to show they land in every kind of moment.
 type chaosCuts struct {
-	streams   int // clients whose last event before the kill was a text_delta
-	tools     int // calls a client saw start and not end before the kill
-	approvals int // approval POSTs the kill cut before their answer
+	streams   int    // clients whose last event before the kill was a text_delta
+	tools     int    // calls a client saw start and not end before the kill
+	approvals int    // approval POSTs the kill cut before their answer
+	answered  [2]int // decisions answered 200 through the single route, through the bulk one
 }
 
 func (k chaosCuts) String() string {
-	return fmt.Sprintf("kills cut %d streams mid-reply, %d running tools, %d approval POSTs", k.streams, k.tools, k.approvals)
+	return fmt.Sprintf("kills cut %d streams mid-reply, %d running tools, %d approval POSTs; decisions answered 200: %d single, %d bulk",
+		k.streams, k.tools, k.approvals, k.answered[0], k.answered[1])
 }
 
 // countCuts adds what a client's events before the kill show was cut.
@@ -296,8 +298,8 @@ func (c *chaos) runRound() {
 			wg.Go(func() { c.sendMessage(w.conv, w.text) })
 			continue
 		}
-		for range posts {
-			wg.Go(func() { c.decide(w.call, w.deny) })
+		for i := range posts {
+			wg.Go(func() { c.decide(w.call, w.deny, i%2 == 1) })
 		}
 	}
 	time.Sleep(kill - time.Since(started))
@@ -366,15 +368,20 @@ func (c *chaos) sendMessage(cv *chaosConv, text string) {
 	}
 }
 
-func (c *chaos) decide(cl *chaosCall, deny bool) {
-	decision := `{"decision":"approve"}`
+// decide sends one decision on cl: through POST /v1/tool-calls/{id}/approval,
+// or with bulk through POST /v1/approvals, the other door.
+func (c *chaos) decide(cl *chaosCall, deny, bulk bool) {
+	url, body := c.base+"/v1/tool-calls/"+cl.id+"/approval", `{"decision":"approve"}`
 	if deny {
-		decision = `{"decision":"deny","reason":"chaos says no"}`
+		body = `{"decision":"deny","reason":"chaos says no"}`
+	}
+	if bulk {
+		url, body = c.base+"/v1/approvals", fmt.Sprintf(`{"approvals":[{"tool_call_id":%q,"approve":%t,"reason":"chaos"}]}`, cl.id, !deny)
 	}
 	c.mu.Lock()
 	cl.deniedSent = cl.deniedSent || deny
 	c.mu.Unlock()
-	status, raw, err := chaosDo(http.MethodPost, c.base+"/v1/tool-calls/"+cl.id+"/approval", decision)
+	status, raw, err := chaosDo(http.MethodPost, url, body)
 	if err != nil {
 		c.mu.Lock()
 		c.cut.approvals++
@@ -383,14 +390,31 @@ func (c *chaos) decide(cl *chaosCall, deny bool) {
 	if err != nil || status != http.StatusOK {
 		return // killed first, or refused (409 once a lost answer's decision holds): no promise was made
 	}
-	var d map[string]any
+	var d struct {
+		Decision string `json:"decision"`
+		Results  []struct {
+			Status   string `json:"status"`
+			Decision string `json:"decision"`
+		} `json:"results"`
+	}
 	_ = json.Unmarshal(raw, &d)
+	if bulk {
+		if len(d.Results) != 1 || d.Results[0].Status != "applied" {
+			return // a failed item promised nothing
+		}
+		d.Decision = d.Results[0].Decision
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch d["decision"] {
-	case "approved":
+	if bulk {
+		c.cut.answered[1]++
+	} else {
+		c.cut.answered[0]++
+	}
+	switch d.Decision {
+	case agentd.DecisionApproved:
 		cl.approved = true
-	case "denied":
+	case agentd.DecisionDenied:
 		cl.denied = true
 	}
 	c.decidedThisRound = append(c.decidedThisRound, cl.id)
@@ -425,6 +449,7 @@ func (c *chaos) checkRound(touched map[string]*chaosConv, received map[string][]
 		cv := touched[id]
 		cv.log = c.replay(cv)
 		c.compareClient(cv, received[id])
+		c.resume(cv, int64(len(received[id])))
 	}
 	c.checkCalls(false)
 }
@@ -566,6 +591,27 @@ func (c *chaos) compareClient(cv *chaosConv, got []sseEvent) {
 		}
 	}
 	c.clientEventsTotal += len(got)
+}
+
+// resume reconnects as the cut client would, with the Last-Event-ID it had
+// seen, and checks it gets exactly the rest of the log.
+func (c *chaos) resume(cv *chaosConv, last int64) {
+	c.t.Helper()
+	if last == 0 || last == int64(len(cv.log)) {
+		return
+	}
+	st := openStream(c.t, c.base, "", cv.id, last)
+	defer st.close()
+	for want := last + 1; want <= int64(len(cv.log)); want++ {
+		select {
+		case ev, ok := <-st.events:
+			if !ok || ev.ID != want || ev.Raw != cv.log[want-1].Raw {
+				c.fail(invGapFree, "conversation %s: resumed after %d, got id %d (open %t) where %d was due: %s", cv.id, last, ev.ID, ok, want, ev.Raw)
+			}
+		case <-time.After(waitLimit):
+			c.fail(invGapFree, "conversation %s: resumed after %d, no event %d", cv.id, last, want)
+		}
+	}
 }
 
 // executions counts the lines of the tools' counter file by call id.
