@@ -145,8 +145,12 @@ type chaos struct {
 
 func (c *chaos) fail(invariant, format string, args ...any) {
 	c.t.Helper()
-	c.t.Fatalf("chaos: seed %d, round %d of %d: invariant %q broken: %s\nreproduce the schedule: go test ./cmd/agentd -run '^TestChaos$' -chaos.n=%d -chaos.seed=%d",
-		c.seed, c.round, c.rounds, invariant, fmt.Sprintf(format, args...), c.rounds, c.seed)
+	when := fmt.Sprintf("round %d of %d", c.round, c.rounds)
+	if c.round > c.rounds {
+		when = fmt.Sprintf("the final check after %d rounds", c.rounds)
+	}
+	c.t.Fatalf("chaos: seed %d, %s: invariant %q broken: %s\nreproduce the schedule: go test ./cmd/agentd -run '^TestChaos$' -v -chaos.n=%d -chaos.seed=%d",
+		c.seed, when, invariant, fmt.Sprintf(format, args...), c.rounds, c.seed)
 }
 
 // TestChaos kills the real binary with kill -9 once per round, at a random
