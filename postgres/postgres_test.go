@@ -2,10 +2,10 @@ package postgres_test
 
 import (
 	"context"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/internal/pgtest"
@@ -24,57 +24,130 @@ func open(t *testing.T, u string) *postgres.DB {
 	return db
 }
 
-// backend opens each case's store on a database of its own.
-func backend(tmpl string) storetest.Backend {
+// backend opens each case's store in a schema of its own (an empty store,
+// migrated by Open) in the database u names.
+func backend(u string) storetest.Backend {
 	urls := map[agentd.Store]string{}
 	var mu sync.Mutex
 	return storetest.Backend{
 		Open: func(t *testing.T) agentd.Store {
-			u := pgtest.NewDatabase(t, tmpl)
-			db := open(t, u)
+			su := pgtest.NewSchema(t, u)
+			db := open(t, su)
 			mu.Lock()
-			urls[db] = u
+			urls[db] = su
 			mu.Unlock()
 			return db
 		},
 		Reopen: func(t *testing.T, s agentd.Store) agentd.Store {
 			s.Close()
 			mu.Lock()
-			u := urls[s]
+			su := urls[s]
 			mu.Unlock()
-			return open(t, u)
+			return open(t, su)
 		},
 	}
 }
 
-// TestStore runs the contract suite's roles that pass on PostgreSQL
-// (docs/storage.md lists those that do not yet).
+// TestStore runs the contract suite, every role, on a database of its own.
 func TestStore(t *testing.T) {
-	tmpl := migratedTemplate(t)
-	b := backend(tmpl)
-	storetest.RunHealth(t, b.Open)
-	storetest.RunConversations(t, b.Open)
-	storetest.RunRuns(t, b.Open)
-	storetest.RunToolCalls(t, b.Open)
-	storetest.RunAudit(t, b.Open)
-	storetest.RunEventLog(t, b)
-	storetest.RunThreads(t, b.Open)
-	storetest.RunWebhookOutbox(t, b.Open)
+	storetest.Run(t, backend(pgtest.NewDatabase(t, "")))
 }
 
-// migratedTemplate creates a database, migrates it, and returns its name
-// for CREATE DATABASE … TEMPLATE; it is dropped when t ends.
-func migratedTemplate(t *testing.T) string {
-	t.Helper()
+// TestMigrateConcurrently opens stores on one empty database from several
+// goroutines at once, as replicas starting together would: each opens, and
+// every migration is applied exactly once.
+func TestMigrateConcurrently(t *testing.T) {
 	u := pgtest.NewDatabase(t, "")
-	db, err := postgres.Open(context.Background(), u)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			db, err := postgres.Open(context.Background(), u, postgres.WithPool(2, 0, 0))
+			if err == nil {
+				db.Close()
+			}
+			errs[i] = err
+		})
 	}
-	db.Close()
-	parsed, err := url.Parse(u)
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("Open %d: %v", i, err)
+		}
+	}
+	db := open(t, u)
+	var versions, distinct int
+	conn := pgtest.Conn(t, u)
+	if err := conn.QueryRow(context.Background(), `SELECT COUNT(*), COUNT(DISTINCT version) FROM schema_migrations`).Scan(&versions, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if versions == 0 || versions != distinct {
+		t.Errorf("schema_migrations has %d rows of %d versions, want each version once", versions, distinct)
+	}
+	if err := db.Ping(context.Background()); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+// TestOpenRefusesNewerSchema: a database migrated by a newer binary is not
+// touched (migrations are forward-only).
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	u := pgtest.NewDatabase(t, "")
+	open(t, u).Close()
+	pgtest.Exec(t, u, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 0)`)
+	db, err := postgres.Open(context.Background(), u)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open of a database with a newer schema succeeded")
+	} else if !strings.Contains(err.Error(), "newer than this binary") {
+		t.Errorf("Open: %v, want an error saying the schema is newer", err)
+	}
+}
+
+// TestOpenErrors: a URL that is not one, and a server that is not there,
+// are errors that say so.
+func TestOpenErrors(t *testing.T) {
+	for _, u := range []string{"postgres://%zz", "postgres:///nodb?host=/nonexistent&connect_timeout=2"} {
+		db, err := postgres.Open(context.Background(), u)
+		if err == nil {
+			db.Close()
+			t.Errorf("Open(%q) succeeded", u)
+		} else if !strings.HasPrefix(err.Error(), "postgres: open: ") {
+			t.Errorf("Open(%q) = %v, want a postgres: open: error", u, err)
+		}
+	}
+}
+
+// TestStatementTimeout: a statement that runs past the timeout is aborted
+// with an error, not waited on.
+func TestStatementTimeout(t *testing.T) {
+	u := pgtest.NewSchema(t, pgtest.NewDatabase(t, ""))
+	db, err := postgres.Open(context.Background(), u, postgres.WithStatementTimeout(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimPrefix(parsed.Path, "/")
+	defer db.Close()
+	// Hold the feed's counter row of a conversation in another
+	// transaction: an append to it waits for the lock until the timeout.
+	conv := &agentd.Conversation{ID: "cv_1", TenantID: "t", ProjectID: "p", Agent: "a"}
+	if err := db.CreateConversation(context.Background(), conv); err != nil {
+		t.Fatal(err)
+	}
+	conn := pgtest.Conn(t, u)
+	tx, err := conn.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(context.Background(), `SELECT * FROM conversations WHERE id = 'cv_1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.AppendEvents(context.Background(), []agentd.EventDraft{{ConversationID: "cv_1", Type: "x"}})
+	if err == nil || !strings.Contains(err.Error(), "statement timeout") {
+		t.Errorf("AppendEvents under a held lock = %v, want a statement timeout", err)
+	}
 }

@@ -37,9 +37,7 @@ func ServerURL(t testing.TB) string {
 func NewDatabase(t testing.TB, template string) string {
 	t.Helper()
 	server := ServerURL(t)
-	b := make([]byte, 8)
-	rand.Read(b)
-	name := "agentd_test_" + hex.EncodeToString(b)
+	name := randomName("agentd_test_")
 	stmt := "CREATE DATABASE " + name
 	if template != "" {
 		stmt += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
@@ -47,6 +45,33 @@ func NewDatabase(t testing.TB, template string) string {
 	exec(t, server, stmt)
 	t.Cleanup(func() { exec(t, server, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
 	return WithDatabase(t, server, name)
+}
+
+// NewSchema creates an empty schema with a random name in the database u
+// names and returns u with that schema as its search_path: a store opened
+// on it creates its tables there, as if in a database of its own, for a
+// fraction of the cost of CREATE DATABASE. The schema is dropped when t
+// ends.
+func NewSchema(t testing.TB, u string) string {
+	t.Helper()
+	name := randomName("agentd_test_")
+	exec(t, u, "CREATE SCHEMA "+name)
+	t.Cleanup(func() { exec(t, u, "DROP SCHEMA IF EXISTS "+name+" CASCADE") })
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := parsed.Query()
+	q.Set("search_path", name)
+	parsed.RawQuery = q.Encode()
+	return parsed.String()
+}
+
+// randomName is prefix and 16 random hex digits: a valid SQL identifier.
+func randomName(prefix string) string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
 }
 
 // WithDatabase returns server's URL naming database name instead.
@@ -60,8 +85,20 @@ func WithDatabase(t testing.TB, server, name string) string {
 	return u.String()
 }
 
-// Exec runs one statement on the database url names, on a connection of
-// its own.
+// Conn returns a connection of its own to the database u names, closed
+// when t ends.
+func Conn(t testing.TB, u string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), u)
+	if err != nil {
+		t.Fatalf("pgtest: connect: %v", err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// exec runs one statement on the database u names, on a connection of its
+// own.
 func exec(t testing.TB, u, stmt string) {
 	t.Helper()
 	ctx := context.Background()
@@ -75,5 +112,6 @@ func exec(t testing.TB, u, stmt string) {
 	}
 }
 
-// Exec runs one statement on the database url names.
+// Exec runs one statement on the database u names, on a connection of its
+// own.
 func Exec(t testing.TB, u, stmt string) { t.Helper(); exec(t, u, stmt) }
