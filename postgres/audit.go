@@ -172,7 +172,7 @@ func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEn
 
 // auditWhere is Audit's condition and its parameters: only the filters
 // that are set, so that a call's or a conversation's entries are read from
-// the conversation's index (TestQueryPlans).
+// the conversation's index.
 func auditWhere(f agentd.AuditFilter) (string, []any) {
 	where := `tenant_id = ? AND project_id = ? AND id > ?`
 	args := []any{f.TenantID, f.ProjectID, f.After}

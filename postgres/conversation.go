@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"errors"
 	"strconv"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/jackc/pgx/v5"
 )
 
 // CreateConversation inserts c. EINVALID if c.ID is empty, c.Metadata is
@@ -33,10 +33,10 @@ func (db *DB) CreateConversation(ctx context.Context, c *agentd.Conversation) er
 	})
 }
 
-// conversationQuery reads one conversation, on every step (stmt.go).
-var conversationQuery = (`
+// conversationQuery reads one conversation.
+var conversationQuery = `
 			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at, last_seq
-			FROM conversations WHERE id = ?`)
+			FROM conversations WHERE id = ?`
 
 // Conversation returns the conversation, with the Seq of its newest event
 // as of the read, or ENOTFOUND.

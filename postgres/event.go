@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"errors"
 	"strconv"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/jackc/pgx/v5"
 )
 
 // AppendEvents appends events to their conversations' logs in one
@@ -84,8 +84,8 @@ func checkEvents(events []agentd.EventDraft) error {
 // appendEvents' statements: the conversation's next sequence number, the
 // insert (which takes the next position).
 var (
-	nextSeqQuery     = (`UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`)
-	insertEventQuery = (`INSERT INTO events (conversation_id, seq, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING position`)
+	nextSeqQuery     = `UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`
+	insertEventQuery = `INSERT INTO events (conversation_id, seq, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING position`
 )
 
 // appendEvents appends drafts inside tx, after the audit entries tx has

@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"errors"
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/jackc/pgx/v5"
 )
 
 // feedQueries are EventsAfter's statements: of every event (the log itself,

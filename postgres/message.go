@@ -6,12 +6,12 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// The message statements of every step (stmt.go).
+// The message statements.
 var (
-	insertMessageQuery = (`INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`)
-	messagesQuery      = (`
+	insertMessageQuery = `INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+	messagesQuery      = `
 			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
-			FROM messages WHERE conversation_id = ? ORDER BY rid`)
+			FROM messages WHERE conversation_id = ? ORDER BY rid`
 )
 
 // AddMessage inserts a message and appends events, in one transaction.

@@ -2,31 +2,30 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
-	"encoding/json"
 	"errors"
-	"github.com/google/uuid"
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 const runColumns = `id, conversation_id, tenant_id, project_id, correlation_id, status, step, reason,
 	input_tokens, output_tokens, created_at, updated_at, stop_reason`
 
-// The run statements of every step (stmt.go).
+// The run statements.
 var (
-	conversationExistsQuery = (`SELECT 1 FROM conversations WHERE id = ?`)
-	activeRunQuery          = (`SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`)
-	insertRunQuery          = (`INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	runByIDQuery            = (`SELECT ` + runColumns + ` FROM runs WHERE id = ?`)
-	updateRunQuery          = (updateRunSQL)
-	updateRunFromQuery      = (updateRunSQL + ` AND status = ANY(?)`)
-	recordStepQuery         = (`
+	conversationExistsQuery = `SELECT 1 FROM conversations WHERE id = ?`
+	activeRunQuery          = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
+	insertRunQuery          = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	runByIDQuery            = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+	updateRunQuery          = updateRunSQL
+	updateRunFromQuery      = updateRunSQL + ` AND status = ANY(?)`
+	recordStepQuery         = `
 			UPDATE runs SET step = ?, status = 'running',
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`)
+			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`
 )
 
 const updateRunSQL = `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?, step),
@@ -198,8 +197,7 @@ func (db *DB) RunsToDrive(ctx context.Context) ([]agentd.Run, error) {
 	return db.listRuns(ctx, runsToDriveWhere)
 }
 
-// runsToDriveWhere selects RunsToDrive's runs; TestQueryPlans checks the
-// indexes it uses.
+// runsToDriveWhere selects RunsToDrive's runs.
 const runsToDriveWhere = `status IN ('running', 'waiting') AND (status = 'running' OR NOT EXISTS (
 	SELECT 1 FROM tool_calls c WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation'))
 	ORDER BY created_at, rid`
@@ -254,12 +252,6 @@ func validRunStatus(s agentd.RunStatus) bool {
 		return true
 	}
 	return false
-}
-
-// jsonList encodes a list of statuses for `IN (SELECT value FROM json_each(?))`.
-func jsonList[T ~string](xs []T) string {
-	b, _ := json.Marshal(xs)
-	return string(b)
 }
 
 // RecordStep records one model step of a run in one transaction: if the run

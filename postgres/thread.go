@@ -2,10 +2,10 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"errors"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/jackc/pgx/v5"
 )
 
 // BindThread binds a protocol thread to a conversation unless it is bound

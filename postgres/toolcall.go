@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"encoding/json"
 	"errors"
 	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
@@ -16,15 +16,14 @@ const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
 	created_at, updated_at, connection_name, path_template, params, diff, state_sha256`
 
-var insertToolCall = (`INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
+var insertToolCall = `INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
 	created_at, updated_at, connection_name, path_template, params, diff, state_sha256)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-// The tool-call statements run on every state change of a call, and the
-// reads of one call, a run's calls and a conversation's calls on every step
-// (stmt.go).
+// The tool-call statements of every state change of a call, and the reads
+// of one call, a run's calls and a conversation's calls.
 const (
 	callByID            = `id = ?`
 	callsOfConversation = `conversation_id = ? ORDER BY created_at, step, idx, rid`
@@ -32,32 +31,28 @@ const (
 )
 
 var (
-	_ = (selectToolCalls + callByID)
-	_ = (selectToolCalls + callsOfConversation)
-	_ = (selectToolCalls + callsOfRun)
-
-	updateCallStatusQuery = (`
+	updateCallStatusQuery = `
 			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
 				error = CASE WHEN ? = '' THEN error ELSE ? END,
 				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status = ANY(?)`)
-	editCallQuery = (`
+			WHERE id = ? AND status = ANY(?)`
+	editCallQuery = `
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					method = ?, endpoint = ?, path_template = ?, params = ?
-				WHERE id = ?`)
-	reparkCallQuery = (`
+				WHERE id = ?`
+	reparkCallQuery = `
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					allowed_decisions = ?, diff = ?, state_sha256 = ?, requires_approval_at = ?,
 					method = ?, endpoint = ?, path_template = ?, params = ?
-				WHERE id = ?`)
-	insertDecisionQuery = (`
+				WHERE id = ?`
+	insertDecisionQuery = `
 				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 					edited_arguments, edited_arguments_sha256, role, via)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	decisionsOfCallsQuery = (`
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	decisionsOfCallsQuery = `
 		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 			edited_arguments, edited_arguments_sha256, role, via
-		FROM decisions WHERE tool_call_id = ANY(?) ORDER BY rid`)
+		FROM decisions WHERE tool_call_id = ANY(?) ORDER BY rid`
 )
 
 // selectToolCalls starts a read of calls; a WHERE condition follows.
@@ -204,7 +199,7 @@ func (db *DB) PendingToolCalls(ctx context.Context, f agentd.PendingFilter) ([]a
 
 // pendingWhere is PendingToolCalls' condition, with its ORDER BY, and its
 // parameters, with only the filters that are set, so that each is served
-// by its index (TestQueryPlans): ServerID (with or without ToolName) by
+// by its index: ServerID (with or without ToolName) by
 // the parked calls' (server_id, id, name) index, ConversationID by the
 // conversation's calls. ToolName alone walks the tenant's parked calls:
 // the engine names the tool's server with it. With ExpiresBefore the calls come by
@@ -255,7 +250,7 @@ func (db *DB) ParkedCount(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// parkedCountQuery is ParkedCount's query; TestQueryPlans checks that it
+// parkedCountQuery is ParkedCount's query; it
 // counts index entries.
 const parkedCountQuery = `SELECT COUNT(*) FROM tool_calls WHERE status = 'requires_confirmation'`
 
@@ -289,7 +284,7 @@ func (db *DB) NextDeadline(ctx context.Context) (time.Time, error) {
 	return decTime(at), nil
 }
 
-// nextDeadlineQuery is NextDeadline's query; TestQueryPlans checks that it
+// nextDeadlineQuery is NextDeadline's query; it
 // is answered from the index.
 const nextDeadlineQuery = `SELECT requires_approval_at FROM tool_calls
 	WHERE status = 'requires_confirmation' AND requires_approval_at IS NOT NULL

@@ -2,12 +2,12 @@ package postgres
 
 import (
 	"context"
-	"github.com/jackc/pgx/v5"
 	"errors"
 	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/jackc/pgx/v5"
 )
 
 // The webhook outbox (migration 0007): delivery rows the webhook dispatcher
@@ -275,7 +275,7 @@ func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string)
 
 // The queue depths (WebhookQueueDepth): every tenant's counts the entries of
 // webhook_deliveries_due, a tenant's project's those of
-// webhook_deliveries_pending (0014, pinned by TestQueryPlans).
+// webhook_deliveries_pending (migration 0001).
 const (
 	queueDepthQuery       = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries WHERE status = 'pending' GROUP BY endpoint_id`
 	tenantQueueDepthQuery = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries
