@@ -17,12 +17,19 @@ const (
 
 // NewID returns a new identifier "<prefix>_<uuid v7>": unique and roughly
 // time-ordered.
-func NewID(prefix string) string {
+func NewID(prefix string) string { return prefix + "_" + newUUID() }
+
+// NewCorrelationID returns a new run's correlation_id: a bare uuid v7,
+// without a prefix, unique and roughly time-ordered.
+func NewCorrelationID() string { return newUUID() }
+
+// newUUID is a uuid v7 (a random one if the clock fails it).
+func newUUID() string {
 	u, err := uuid.NewV7()
 	if err != nil {
 		u = uuid.New()
 	}
-	return prefix + "_" + u.String()
+	return u.String()
 }
 
 // CheckID returns EINVALID unless s is an identifier NewID(prefix) could

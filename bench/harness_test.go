@@ -216,9 +216,9 @@ type instance struct {
 	engine *loop.Engine
 	srv    *http.Server
 	base   string // http://127.0.0.1:port
-	// events is the event feed the engine's commits wake. With the feed
+	// feed is the event feed the engine's commits wake. With the feed
 	// wiring it also feeds the hub (and the watcher); stopFeed ends that.
-	events   *feed.Feed
+	feed     *feed.Feed
 	feedsHub bool
 	stopFeed func()
 	hooks    *webhook.Service // nil without webhook endpoints
@@ -250,17 +250,17 @@ func (inst *instance) publish(e agentd.Event) {
 	if !inst.feedsHub {
 		inst.hub.Publish(e)
 	}
-	inst.events.Publish(e)
+	inst.feed.Publish(e)
 }
 
-// followFeed feeds w (and so the hub) from events, from the newest event
+// followFeed feeds w (and so the hub) from feed, from the newest event
 // on, in one goroutine, and returns a function that ends it.
-func followFeed(tb testing.TB, store *sqlite.DB, events *feed.Feed, w *watcher) func() {
+func followFeed(tb testing.TB, store *sqlite.DB, feed *feed.Feed, w *watcher) func() {
 	head, err := store.LastPosition(context.Background())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	sub, err := events.Follow(agentd.FeedFilter{After: head})
+	sub, err := feed.Follow(agentd.FeedFilter{After: head})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -286,13 +286,13 @@ func followFeed(tb testing.TB, store *sqlite.DB, events *feed.Feed, w *watcher) 
 // enginePublisher is what the engine publishes to with the direct wiring:
 // the watcher (and so the hub), then the feed.
 type enginePublisher struct {
-	w      *watcher
-	events *feed.Feed
+	w    *watcher
+	feed *feed.Feed
 }
 
 func (p enginePublisher) Publish(e agentd.Event) {
 	p.w.Publish(e)
-	p.events.Publish(e)
+	p.feed.Publish(e)
 }
 
 // startAgentd builds store, hub, engine and API in dir with the script
@@ -353,17 +353,17 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 	}
 	hub := sse.NewHub()
 	w := &watcher{hub: hub, subs: map[string]chan stamped{}}
-	inst := &instance{dir: dir, store: store, hub: hub, w: w, events: feed.New(store, feed.Options{})}
-	var pub loop.Publisher = enginePublisher{w, inst.events}
+	inst := &instance{dir: dir, store: store, hub: hub, w: w, feed: feed.New(store, feed.Options{})}
+	var pub loop.Publisher = enginePublisher{w, inst.feed}
 	if wiring == wiringFeed {
-		inst.feedsHub, inst.stopFeed = true, followFeed(tb, store, inst.events, w)
-		pub = inst.events
+		inst.feedsHub, inst.stopFeed = true, followFeed(tb, store, inst.feed, w)
+		pub = inst.feed
 	}
 	// Metrics as cmd/agentd/serve.go registers them: the approval path pays
 	// for its observer and the HTTP collectors too.
 	promReg := prometheus.NewRegistry()
 	if len(endpoints) > 0 {
-		hooks, err := webhook.New(store, inst.events, endpoints, webhook.Options{Logger: zerolog.Nop()})
+		hooks, err := webhook.New(store, inst.feed, endpoints, webhook.Options{Logger: zerolog.Nop()})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -415,7 +415,7 @@ func (inst *instance) close() {
 	if inst.stopFeed != nil {
 		inst.stopFeed()
 	}
-	inst.events.Close()
+	inst.feed.Close()
 	_ = inst.store.Close()
 }
 

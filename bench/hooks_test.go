@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentd-dev/agentd/files"
 	"github.com/agentd-dev/agentd/hooks"
-	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -38,9 +38,9 @@ func BenchmarkPreToolUseHook(b *testing.B) {
 	})
 	b.Run("hook", func(b *testing.B) {
 		set := hooks.New([]*hooks.Hook{{Name: "allow", Pre: true, Command: cmd, Dir: dir, Timeout: 10 * time.Second}}, zerolog.Nop())
-		call := loop.HookCall{ToolCallID: "call_1", ToolName: "pay", Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: loop.PhaseClassify}
+		call := toolset.HookCall{ToolCallID: "call_1", ToolName: "pay", Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: toolset.PhaseClassify}
 		for b.Loop() {
-			if v := set.PreToolUse(context.Background(), call); v == nil || v.Decision != "allow" {
+			if v := set.PreToolUse(context.Background(), call); v == nil || v.Verdict != "allow" {
 				b.Fatalf("verdict %+v", v)
 			}
 		}

@@ -233,7 +233,7 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 	dir := benchDir(b)
 	rc := newArrivals(b)
 	o := openOutbox(b, filepath.Join(dir, "latency"))
-	_, events := startOutbox(b, o, benchEndpoints(b, "", rc.srv.URL))
+	_, feed := startOutbox(b, o, benchEndpoints(b, "", rc.srv.URL))
 	fl := openFloorDB(b, filepath.Join(dir, "floor.db"))
 	floorRC := newArrivals(b) // the floor's own receiver, so its hits do not count as agentd's
 	client := newClient()
@@ -244,7 +244,7 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 	for i := range n + 5 {
 		o.seed(b, 1, 1)
 		committed := time.Now() // CreateToolCalls returned: the event is durable
-		events.Notify()         // as the loop's commit wakes the feed
+		feed.Notify()           // as the loop's commit wakes the feed
 		rc.waitHits(b, int64(i+1), waitLimit)
 		// The newest arrival is this event's.
 		rc.mu.Lock()
@@ -274,8 +274,8 @@ func BenchmarkWebhookDelivery(b *testing.B) {
 	f.Close()
 	tp.seed(b, queued, 500)
 	start := time.Now()
-	_, tpEvents := startOutbox(b, tp, eps)
-	tpEvents.Notify()
+	_, tpFeed := startOutbox(b, tp, eps)
+	tpFeed.Notify()
 	tpRC.waitHits(b, queued, 10*time.Minute)
 	drain := time.Since(start)
 	floorDrain := postConcurrently(b, client, floorRC.srv.URL, queued, webhook.DefaultMaxInFlight)

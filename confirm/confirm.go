@@ -1,4 +1,4 @@
-// Package confirm is the pure confirmation decision of agentd (SPEC §2):
+// Package confirm is agentd's pure classification of calls (SPEC §2):
 // given a model-selected call, the tool it names and the context of the
 // conversation, it returns the call's tier, the reason, whether the tier was
 // escalated, the effective arguments and their digest. It does no I/O and
@@ -24,7 +24,7 @@ const (
 // MethodTool is the card method of a non-connection tool.
 const MethodTool = "TOOL"
 
-// Tool is what the decision needs to know of a tool.
+// Tool is what the classification needs to know of a tool.
 type Tool struct {
 	Name     string
 	ServerID string
@@ -39,9 +39,9 @@ type Tool struct {
 	// Kind is KindCustom, KindRequest or KindOperation.
 	Kind string
 	// Connections are the connections the request tool reaches, by name.
-	Connections map[string]*Connection
+	Connections map[string]*ConnectionPolicy
 	// Connection and Operation are set for an OpenAPI operation tool.
-	Connection *Connection
+	Connection *ConnectionPolicy
 	Operation  *Operation
 }
 
@@ -66,8 +66,8 @@ type Call struct {
 	Hook *HookVerdict
 }
 
-// Decision is the outcome for one call.
-type Decision struct {
+// Classification is confirm's outcome for one call: its tier and why.
+type Classification struct {
 	Tier agentd.Tier
 	// Reason is the sentence the model (or the card) reads: for a refused
 	// call, that the call was not performed and why.
@@ -107,19 +107,19 @@ type Decision struct {
 	ApprovalTimeout time.Duration
 }
 
-// Decide classifies one model-selected call of the agent loop: the tool's
+// Classify classifies one model-selected call of the agent loop: the tool's
 // tier (exposure, or connection policy, thresholds and delegation), then
 // the hooks' verdict (hook.go).
-func Decide(c Call) Decision {
+func Classify(c Call) Classification {
 	if c.Hook != nil && c.Hook.Arguments != nil {
 		c.Arguments = c.Hook.Arguments
 	}
-	return applyHook(c, decide(c))
+	return applyHook(c, classify(c))
 }
 
-// decide is Decide before the hooks' decision.
-func decide(c Call) Decision {
-	d := Decision{Method: MethodTool, Endpoint: c.Name}
+// classify is Classify before the hooks' verdict.
+func classify(c Call) Classification {
+	d := Classification{Method: MethodTool, Endpoint: c.Name}
 	args := c.Arguments
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
@@ -152,7 +152,7 @@ func decide(c Call) Decision {
 		if refused, ok := refuseTenant(c, d, eff); ok {
 			return refused
 		}
-		return decideConnection(c, d, eff)
+		return classifyConnection(c, d, eff)
 	}
 	d.Tier = ExposureTier(c.Tool.Exposure)
 	if d.Tier == agentd.TierConfirm {

@@ -48,7 +48,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Decide(tt.call)
+			d := Classify(tt.call)
 			if d.Tier != tt.tier || d.Refused != tt.refused {
 				t.Fatalf("tier=%s refused=%v, want %s %v (reason %q)", d.Tier, d.Refused, tt.tier, tt.refused, d.Reason)
 			}

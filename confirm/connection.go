@@ -45,8 +45,9 @@ const (
 	ModeDurable
 )
 
-// Connection is what the decision needs to know of a connection.
-type Connection struct {
+// ConnectionPolicy is a connection as package confirm sees it when it
+// classifies a call: its name, endpoint policy, header rule and tenants.
+type ConnectionPolicy struct {
 	Name   string
 	Policy *Policy
 	// CheckHeader, when set, refuses model headers the connection sets
@@ -59,7 +60,7 @@ type Connection struct {
 
 // AllowsTenant reports whether the tenant may use the connection: TenantIDs
 // is nil or lists it (exactly, case included).
-func (c *Connection) AllowsTenant(tenantID string) bool {
+func (c *ConnectionPolicy) AllowsTenant(tenantID string) bool {
 	return c.TenantIDs == nil || slices.Contains(c.TenantIDs, tenantID)
 }
 
@@ -268,7 +269,7 @@ func resolveOperation(t *Tool, args json.RawMessage) (*Target, error) {
 // checkHeaders refuses model headers whose name CheckHeader or the
 // connection refuses, or whose value CheckHeaderValue refuses, in name
 // order so the message is stable.
-func checkHeaders(conn *Connection, h map[string]string) error {
+func checkHeaders(conn *ConnectionPolicy, h map[string]string) error {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
@@ -429,8 +430,8 @@ func maxNumber(v any, keys []string, strs bool) (float64, bool) {
 func checkKeys(doc json.RawMessage) error { return strictjson.CheckKeys(doc) }
 
 // refuseTenant refuses a connection call of a tenant the connection does
-// not allow (tenant_ids), before anything else about the call is decided.
-func refuseTenant(c Call, d Decision, eff json.RawMessage) (Decision, bool) {
+// not allow (tenant_ids), before anything else about the call is classified.
+func refuseTenant(c Call, d Classification, eff json.RawMessage) (Classification, bool) {
 	conn := c.Tool.Connection
 	if c.Tool.Kind == KindRequest {
 		var a struct {
@@ -449,10 +450,10 @@ func refuseTenant(c Call, d Decision, eff json.RawMessage) (Decision, bool) {
 	return d, true
 }
 
-// decideConnection classifies a request-tool or operation call whose
+// classifyConnection classifies a request-tool or operation call whose
 // arguments passed the schema: the endpoint's policy tier (or the default
 // for reads or writes), raised by thresholds and delegation, never lowered.
-func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
+func classifyConnection(c Call, d Classification, eff json.RawMessage) Classification {
 	tg, err := Resolve(c.Tool, eff)
 	if err == nil {
 		err = checkKeys(eff)
@@ -487,12 +488,12 @@ func decideConnection(c Call, d Decision, eff json.RawMessage) Decision {
 		d.Tier, reason = escalateDelegated(conn.Policy, d.Tier, reason, subject)
 	}
 	d.Escalated = d.Tier.Rank() > base.Rank()
-	return settle(c, d, tg, ep, reason, subject)
+	return completeAtTier(c, d, tg, ep, reason, subject)
 }
 
 // refuse returns d refused at tier because of why: the call does not run,
 // the model reads the refusal, and no decision is offered to an approver.
-func refuse(d Decision, tier agentd.Tier, escalated bool, why string) Decision {
+func refuse(d Classification, tier agentd.Tier, escalated bool, why string) Classification {
 	d.Tier, d.Refused, d.Escalated = tier, true, escalated
 	d.Why, d.Reason = strings.TrimSuffix(why, "."), refusal(tier, why)
 	d.AllowedDecisions = nil
@@ -504,7 +505,7 @@ func refuse(d Decision, tier agentd.Tier, escalated bool, why string) Decision {
 // method, path, template, grouped arguments and the target itself. A
 // request tool's target takes the matched endpoint's template; path
 // parameters are unescaped in the grouped arguments.
-func describeTarget(d *Decision, t *Tool, conn *Connection, tg *Target) *Endpoint {
+func describeTarget(d *Classification, t *Tool, conn *ConnectionPolicy, tg *Target) *Endpoint {
 	d.Connection = conn.Name
 	d.Method = tg.Method
 	d.Endpoint = tg.Path
@@ -567,7 +568,7 @@ func writes(kind string, tg *Target, ep *Endpoint) (bool, error) {
 // demoteConfirmedWrite turns a loop call's intent confirmed_write into
 // write, in tg and in d's effective arguments and digest: the model can
 // never skip the gate. The error is the digest's.
-func demoteConfirmedWrite(d Decision, tg *Target, eff json.RawMessage) (Decision, error) {
+func demoteConfirmedWrite(d Classification, tg *Target, eff json.RawMessage) (Classification, error) {
 	eff = setIntent(eff, IntentWrite)
 	tg.Intent = IntentWrite
 	d.Arguments = eff
@@ -642,11 +643,11 @@ func escalateDelegated(p *Policy, tier agentd.Tier, reason, subject string) (age
 	return agentd.TierReview, fmt.Sprintf("%s, and this conversation is delegated: no one can confirm it here (escalated to review)", strings.TrimSuffix(reason, "."))
 }
 
-// settle completes d at its final tier: review and never are refused,
+// completeAtTier completes d at its final tier: review and never are refused,
 // confirm offers approve and deny (and edit where ep allows it) and, in
 // ModeDurable without confirmed_write, a preview; each gets reason, or a
 // sentence about subject when the policy gave none.
-func settle(c Call, d Decision, tg *Target, ep *Endpoint, reason, subject string) Decision {
+func completeAtTier(c Call, d Classification, tg *Target, ep *Endpoint, reason, subject string) Classification {
 	switch d.Tier {
 	case agentd.TierReview, agentd.TierNever:
 		if reason == "" {
@@ -724,8 +725,8 @@ func (p *Policy) defaultWrite() agentd.Tier {
 }
 
 // Deadline returns when a call parked at now must be decided: the
-// endpoint's approval_timeout if the decision carries one, else def.
-func (d Decision) Deadline(now time.Time, def time.Duration) time.Time {
+// endpoint's approval_timeout if the classification carries one, else def.
+func (d Classification) Deadline(now time.Time, def time.Duration) time.Time {
 	if d.ApprovalTimeout > 0 {
 		return now.Add(d.ApprovalTimeout)
 	}

@@ -10,7 +10,7 @@ import (
 
 func requestTool(t testing.TB) *Tool {
 	return &Tool{Name: RequestToolName, ServerID: "connections", Kind: KindRequest,
-		Connections: map[string]*Connection{
+		Connections: map[string]*ConnectionPolicy{
 			"billing": {Name: "billing", Policy: mustPolicy(t, specPolicy)},
 			"open":    {Name: "open", Policy: mustPolicy(t, `{"defaults": {"read": "auto", "write": "auto"}}`)},
 			"plain":   {Name: "plain"}, // no policy.json: reads auto, writes confirm
@@ -97,7 +97,7 @@ func TestDecideRequestTool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Decide(Call{Name: RequestToolName, Arguments: json.RawMessage(tt.args), Tool: rt, Delegated: tt.delegated, Mode: tt.mode})
+			d := Classify(Call{Name: RequestToolName, Arguments: json.RawMessage(tt.args), Tool: rt, Delegated: tt.delegated, Mode: tt.mode})
 			if d.Tier != tt.tier || d.Refused != tt.refused || d.Escalated != tt.escalated || d.Preview != tt.preview {
 				t.Fatalf("tier=%s refused=%v escalated=%v preview=%v (reason %q), want %s %v %v %v",
 					d.Tier, d.Refused, d.Escalated, d.Preview, d.Reason, tt.tier, tt.refused, tt.escalated, tt.preview)
@@ -123,7 +123,7 @@ func TestDecideRequestTool(t *testing.T) {
 
 func TestDecideRequestToolCard(t *testing.T) {
 	rt := requestTool(t)
-	d := Decide(Call{Name: RequestToolName, Tool: rt, Arguments: json.RawMessage(
+	d := Classify(Call{Name: RequestToolName, Tool: rt, Arguments: json.RawMessage(
 		`{"connection":"billing","method":"post","endpoint":"invoices/42/pay","params":{"dry":false,"tag":["a","b"]},"data":{"amount":500},"headers":{"X-Trace":"t1"},"intent":"confirmed_write"}`)})
 	if d.Tier != agentd.TierConfirm || d.Connection != "billing" || d.Method != "POST" || d.Endpoint != "/invoices/42/pay" {
 		t.Fatalf("decision %+v", d)
@@ -152,13 +152,13 @@ func TestDecideRequestToolCard(t *testing.T) {
 }
 
 func TestDecideOperationTool(t *testing.T) {
-	conn := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy)}
+	conn := &ConnectionPolicy{Name: "billing", Policy: mustPolicy(t, specPolicy)}
 	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "POST", Template: "/invoices/{invoice_id}/pay"}}
 	get := &Tool{Name: "billing__getReport", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "GET", Template: "/reports/{name}"}}
 
-	d := Decide(Call{Name: pay.Name, Tool: pay, Arguments: json.RawMessage(`{"path":{"invoice_id":"in 1"},"body":{"amount":700}}`)})
+	d := Classify(Call{Name: pay.Name, Tool: pay, Arguments: json.RawMessage(`{"path":{"invoice_id":"in 1"},"body":{"amount":700}}`)})
 	if d.Tier != agentd.TierConfirm || d.Reason != "Moves money" || d.Endpoint != "/invoices/in%201/pay" {
 		t.Fatalf("decision %+v", d)
 	}
@@ -168,11 +168,11 @@ func TestDecideOperationTool(t *testing.T) {
 	if !strings.Contains(string(d.Params), `"path":{"invoice_id":"in 1"}`) {
 		t.Errorf("grouped %s", d.Params)
 	}
-	d = Decide(Call{Name: pay.Name, Tool: pay, Arguments: json.RawMessage(`{"path":{"invoice_id":"1"},"body":{"amount":100001}}`)})
+	d = Classify(Call{Name: pay.Name, Tool: pay, Arguments: json.RawMessage(`{"path":{"invoice_id":"1"},"body":{"amount":100001}}`)})
 	if d.Tier != agentd.TierNever || !d.Escalated {
 		t.Fatalf("threshold on an operation: %+v", d)
 	}
-	d = Decide(Call{Name: get.Name, Tool: get, Arguments: json.RawMessage(`{"path":{"name":"q3"}}`)})
+	d = Classify(Call{Name: get.Name, Tool: get, Arguments: json.RawMessage(`{"path":{"name":"q3"}}`)})
 	if d.Tier != agentd.TierAuto || d.Method != "GET" {
 		t.Fatalf("read: %+v", d)
 	}
@@ -180,7 +180,7 @@ func TestDecideOperationTool(t *testing.T) {
 		t.Errorf("unmatched operation keeps its path params: %s", d.Params)
 	}
 	for _, bad := range []string{`{"path":{}}`, `{"path":{"name":".."}}`, `{"path":{"name":{"x":1}}}`, `{"path":{"name":"q"},"header":{"Cookie":"a"}}`} {
-		if d := Decide(Call{Name: get.Name, Tool: get, Arguments: json.RawMessage(bad)}); !d.Refused {
+		if d := Classify(Call{Name: get.Name, Tool: get, Arguments: json.RawMessage(bad)}); !d.Refused {
 			t.Errorf("%s not refused: %+v", bad, d)
 		}
 	}
@@ -259,7 +259,7 @@ func TestDecideHardening(t *testing.T) {
 		"DELETE /invoices/{id}": {"confirm": "never"}
 	}, "defaults": {"read": "auto", "write": "auto"}}`)
 	rt := &Tool{Name: RequestToolName, Kind: KindRequest,
-		Connections: map[string]*Connection{"b": {Name: "b", Policy: policy}}}
+		Connections: map[string]*ConnectionPolicy{"b": {Name: "b", Policy: policy}}}
 	tests := []struct {
 		name, args string
 		tier       agentd.Tier
@@ -283,7 +283,7 @@ func TestDecideHardening(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := Decide(Call{Name: RequestToolName, Arguments: json.RawMessage(tt.args), Tool: rt})
+			d := Classify(Call{Name: RequestToolName, Arguments: json.RawMessage(tt.args), Tool: rt})
 			if d.Tier != tt.tier || d.Invalid != tt.invalid {
 				t.Fatalf("tier=%s invalid=%v (reason %q), want %s %v", d.Tier, d.Invalid, d.Reason, tt.tier, tt.invalid)
 			}

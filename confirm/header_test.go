@@ -102,7 +102,7 @@ func TestDecideRefusesBadHeaderValues(t *testing.T) {
 			{Name: RequestToolName, Tool: rt, Mode: ModeDurable, Arguments: json.RawMessage(`{"connection":"billing","method":"POST","endpoint":"/invoices/1/pay","data":{"amount":5},"intent":"write","headers":` + string(h) + `}`)},
 			{Name: op.Name, Tool: op, Arguments: json.RawMessage(`{"path":{"id":"1"},"body":{"amount":5},"header":` + string(h) + `}`)},
 		} {
-			d := Decide(c)
+			d := Classify(c)
 			if !d.Refused || !d.Invalid || d.Tier != agentd.TierNever || d.Preview || d.AllowedDecisions != nil ||
 				!strings.Contains(d.Reason, `header "X-Note"`) || !strings.Contains(d.Reason, "control character") {
 				t.Errorf("%s with %q: %+v", c.Name, v, d)

@@ -7,7 +7,7 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// Hook decisions (SPEC §4.3): the "decision" of a preToolUse hook's output.
+// Hook verdicts (SPEC §4.3): the "decision" key of a preToolUse hook's output.
 const (
 	HookAllow = "allow"
 	HookAsk   = "ask"
@@ -17,8 +17,8 @@ const (
 // HookVerdict is what a call's preToolUse hooks decided together (package
 // hooks runs them in name order and combines them: deny > ask > allow).
 type HookVerdict struct {
-	// Decision is HookAllow, HookAsk or HookDeny.
-	Decision string
+	// Verdict is HookAllow, HookAsk or HookDeny.
+	Verdict string
 	// Reason is the deciding hook's reason ("" when it gave none).
 	Reason string
 	// Hook names the hook that decided (ask or deny).
@@ -30,12 +30,12 @@ type HookVerdict struct {
 	RewrittenBy []string
 }
 
-// applyHook combines the hooks' verdict with the tool's decision d, the one
-// place where it happens: arguments a hook rewrote into ones the tool's
-// schema refuses make the call refused; deny refuses it (tier never); ask
+// applyHook combines the hooks' verdict with the tool's classification d,
+// the one place where it happens: arguments a hook rewrote into ones the
+// tool's schema refuses make the call refused; deny refuses it (tier never); ask
 // makes the tier at least confirm (escalated when it raised it); allow
 // never lowers a tier. A call already refused stays refused.
-func applyHook(c Call, d Decision) Decision {
+func applyHook(c Call, d Classification) Classification {
 	h := c.Hook
 	if h == nil {
 		return d
@@ -47,7 +47,7 @@ func applyHook(c Call, d Decision) Decision {
 		}
 		return d
 	}
-	switch h.Decision {
+	switch h.Verdict {
 	case HookDeny:
 		d.Tier, d.Refused, d.Escalated = agentd.TierNever, true, true
 		d.Why = fmt.Sprintf("hook %q denied it", h.Hook)

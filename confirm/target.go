@@ -14,7 +14,7 @@ import (
 var errNoTarget = errors.New("the call records no HTTP request, so nothing was sent")
 
 // CallTarget returns the HTTP request recorded on a classified connection
-// call. Decide resolves a connection call's request once, when it
+// call. Classify resolves a connection call's request once, when it
 // classifies the call; the loop stores it on the call as ConnectionName,
 // Method, Endpoint (the clean path), PathTemplate and Params (the grouped
 // arguments, whose query, header and body are the request's), and an

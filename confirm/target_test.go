@@ -12,7 +12,7 @@ import (
 
 // recorded is the call as the loop stores it after Decide (loop's
 // classify): the fields CallTarget reads.
-func recorded(d Decision) agentd.ToolCall {
+func recorded(d Classification) agentd.ToolCall {
 	return agentd.ToolCall{ID: "call_1", Arguments: d.Arguments, Method: d.Method, Endpoint: d.Endpoint,
 		ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params}
 }
@@ -21,7 +21,7 @@ func recorded(d Decision) agentd.ToolCall {
 // field and the body byte for byte: execution needs nothing else.
 func TestCallTargetIsTheDecidedTarget(t *testing.T) {
 	rt := requestTool(t)
-	conn := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy)}
+	conn := &ConnectionPolicy{Name: "billing", Policy: mustPolicy(t, specPolicy)}
 	pay := &Tool{Name: "billing__payInvoice", ServerID: "billing", Kind: KindOperation,
 		Connection: conn, Operation: &Operation{Method: "POST", Template: "/invoices/{invoice_id}/pay"}}
 	calls := []struct {
@@ -37,7 +37,7 @@ func TestCallTargetIsTheDecidedTarget(t *testing.T) {
 		{pay, `{"path":{"invoice_id":"7"},"body":[1,"<&>"]}`},
 	}
 	for _, c := range calls {
-		d := Decide(Call{Name: c.tool.Name, Tool: c.tool, Arguments: json.RawMessage(c.args)})
+		d := Classify(Call{Name: c.tool.Name, Tool: c.tool, Arguments: json.RawMessage(c.args)})
 		if d.Refused || d.Target == nil {
 			t.Fatalf("%s: refused: %s", c.args, d.Reason)
 		}
@@ -64,7 +64,7 @@ func TestCallTargetIsTheDecidedTarget(t *testing.T) {
 // arguments say otherwise still sends what was recorded.
 func TestCallTargetReadsTheRecord(t *testing.T) {
 	rt := requestTool(t)
-	d := Decide(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(`{"connection":"billing","method":"GET","endpoint":"/invoices/42","intent":"read"}`)})
+	d := Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(`{"connection":"billing","method":"GET","endpoint":"/invoices/42","intent":"read"}`)})
 	c := recorded(d)
 	c.Arguments = json.RawMessage(`{"connection":"open","method":"DELETE","endpoint":"/elsewhere","intent":"write"}`)
 	tg, err := CallTarget(c)

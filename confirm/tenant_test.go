@@ -11,10 +11,10 @@ import (
 // of any other tenant — by the request tool and by operation tools; nil
 // TenantIDs allow every tenant.
 func TestDecideTenantIDs(t *testing.T) {
-	limited := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1", "t3"}}
-	open := &Connection{Name: "open"}
+	limited := &ConnectionPolicy{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1", "t3"}}
+	open := &ConnectionPolicy{Name: "open"}
 	rt := &Tool{Name: RequestToolName, Kind: KindRequest,
-		Connections: map[string]*Connection{"billing": limited, "open": open}}
+		Connections: map[string]*ConnectionPolicy{"billing": limited, "open": open}}
 	op := &Tool{Name: "billing__payInvoice", Kind: KindOperation,
 		Connection: limited, Operation: &Operation{Method: "POST", Template: "/invoices/{id}/pay"}}
 	pay := `{"connection":"billing","method":"POST","endpoint":"/invoices/1/pay","data":{"amount":5},"intent":"write"}`
@@ -37,7 +37,7 @@ func TestDecideTenantIDs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.call.TenantID = tt.tenant
-			d := Decide(tt.call)
+			d := Classify(tt.call)
 			if !tt.refused {
 				if d.Refused {
 					t.Fatalf("refused: %q", d.Reason)

@@ -10,8 +10,8 @@ import (
 // Every refusal carries its cause apart from the sentence (Why), so no
 // caller strips a prefix off Reason; the sentence contains the cause.
 func TestRefusalsCarryWhy(t *testing.T) {
-	limited := &Connection{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1"}}
-	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*Connection{"billing": limited}}
+	limited := &ConnectionPolicy{Name: "billing", Policy: mustPolicy(t, specPolicy), TenantIDs: []string{"t1"}}
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"billing": limited}}
 	strict := &Tool{Name: "strict", Validate: func(json.RawMessage) (json.RawMessage, error) {
 		return nil, errors.New("amount is required")
 	}}
@@ -32,7 +32,7 @@ func TestRefusalsCarryWhy(t *testing.T) {
 		{"bad header", req(`{"connection":"billing","method":"GET","endpoint":"/invoices/1","headers":{"Cookie":"a"},"intent":"read"}`), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Decide(tc.call)
+			d := Classify(tc.call)
 			if !d.Refused || d.Why == "" || !strings.Contains(strings.ToLower(d.Reason), strings.ToLower(d.Why)) || strings.HasPrefix(d.Why, "The call was not performed") {
 				t.Fatalf("refused %v, why %q, reason %q", d.Refused, d.Why, d.Reason)
 			}

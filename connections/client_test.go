@@ -37,7 +37,7 @@ func TestSSRFRefused(t *testing.T) {
 		t.Run(ep, func(t *testing.T) {
 			// The decision refuses it before any card.
 			args, _ := json.Marshal(map[string]any{"connection": "api", "method": "GET", "endpoint": ep, "intent": "read"})
-			if d := decide(rt.Decision(), string(args)); !d.Refused || !d.Invalid {
+			if d := classify(rt.Confirm(), string(args)); !d.Refused || !d.Invalid {
 				t.Errorf("the decision accepted %q: %+v", ep, d)
 			}
 			// A call that records it anyway (a store written by something
@@ -182,7 +182,7 @@ func TestModelHeadersRefused(t *testing.T) {
 			t.Errorf("Do sent model header %q", h)
 		}
 		args, _ := json.Marshal(map[string]any{"connection": "api", "method": "GET", "endpoint": "/x", "intent": "read", "headers": map[string]string{h: "v"}})
-		if d := decide(rt.Decision(), string(args)); !d.Refused {
+		if d := classify(rt.Confirm(), string(args)); !d.Refused {
 			t.Errorf("the decision accepted model header %q", h)
 		}
 		// Recorded on a call anyway: the tool does not send it.
@@ -198,7 +198,7 @@ func TestModelHeadersRefused(t *testing.T) {
 			t.Errorf("Do sent a header value %q", v)
 		}
 		args, _ := json.Marshal(map[string]any{"connection": "api", "method": "GET", "endpoint": "/x", "intent": "read", "headers": map[string]string{"X-Ok": v}})
-		if d := decide(rt.Decision(), string(args)); !d.Refused || !d.Invalid {
+		if d := classify(rt.Confirm(), string(args)); !d.Refused || !d.Invalid {
 			t.Errorf("header value %q passed the decision: %+v", v, d)
 		}
 	}

@@ -83,7 +83,7 @@ type Connection struct {
 	warnings    []string
 	opTools     []*OperationTool
 	client      *http.Client
-	view        *confirm.Connection
+	view        *confirm.ConnectionPolicy
 }
 
 // credentials are a connection's secrets. String never shows them, and a
@@ -197,7 +197,7 @@ func loadOne(dir, name string, getenv func(string) string) (*Connection, error) 
 	if c.Policy, err = confirm.ParsePolicy(pdata); err != nil {
 		return nil, fmt.Errorf("%s: %w", policyFile, err)
 	}
-	c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
+	c.view = &confirm.ConnectionPolicy{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
 
 	if c.document != "" {
 		docFile := rel + "/" + filepath.ToSlash(filepath.Clean(c.document))
@@ -583,13 +583,13 @@ func (c *Connection) Warnings() []string { return c.warnings }
 // Operations. The same tools are returned on every call.
 func (c *Connection) OperationTools() []*OperationTool { return c.opTools }
 
-// Confirm returns the pure view package confirm decides with. It is
+// Confirm returns the connection's policy as package confirm sees it. It is
 // created once at load and shared.
-func (c *Connection) Confirm() *confirm.Connection {
+func (c *Connection) Confirm() *confirm.ConnectionPolicy {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view == nil { // a Connection not made by Load
-		c.view = &confirm.Connection{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
+		c.view = &confirm.ConnectionPolicy{Name: c.Name, Policy: c.Policy, CheckHeader: c.checkModelHeader, TenantIDs: c.tenants}
 	}
 	return c.view
 }

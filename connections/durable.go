@@ -17,7 +17,7 @@ import (
 
 // Durable is the durable/workflow request path, POST
 // /v1/connections/{name}/request (SPEC §2.3): the request tool's
-// arguments, decided without an approval prompt. A confirm-tier call that
+// arguments, classified without an approval prompt. A confirm-tier call that
 // does not declare intent confirmed_write answers a Preview and sends
 // nothing; confirmed_write runs; review and never are refused. The gate
 // here is the caller's role and the downstream API's own authorization —
@@ -102,7 +102,7 @@ func (d *Durable) Request(ctx context.Context, name string, args json.RawMessage
 
 // record appends the audit entry of one answered request.
 func (d *Durable) record(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal,
-	dec *confirm.Decision, out any, preview bool, reqErr error) {
+	dec *confirm.Classification, out any, preview bool, reqErr error) {
 	e := agentd.AuditEntry{Kind: agentd.AuditConnectionRequest, TenantID: caller.TenantID, ProjectID: caller.ProjectID,
 		KeyID: caller.KeyID, Role: caller.Role, Connection: name, CreatedAt: d.clock.Now()}
 	var asked struct {
@@ -133,7 +133,7 @@ func (d *Durable) record(ctx context.Context, name string, args json.RawMessage,
 
 // request is Request without the audit entry; dec is the classification
 // when the request got that far.
-func (d *Durable) request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (any, bool, *confirm.Decision, error) {
+func (d *Durable) request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (any, bool, *confirm.Classification, error) {
 	switch caller.Role {
 	case agentd.RoleOperator, agentd.RoleDelegate, agentd.RoleAdmin:
 	default:
@@ -146,7 +146,7 @@ func (d *Durable) request(ctx context.Context, name string, args json.RawMessage
 	if conn == nil || !conn.Confirm().AllowsTenant(caller.TenantID) {
 		return nil, false, nil, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
 	}
-	dec := confirm.Decide(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Decision(),
+	dec := confirm.Classify(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Confirm(),
 		Delegated: caller.Role == agentd.RoleDelegate, TenantID: caller.TenantID, Mode: confirm.ModeDurable})
 	switch {
 	case dec.Connection != "" && dec.Connection != name:

@@ -20,14 +20,14 @@ import (
 // arguments and the HTTP request Decide resolved. A call whose arguments
 // no request can be made of records none, and Execute sends nothing.
 func classified(tool *confirm.Tool, id, args string) agentd.ToolCall {
-	d := confirm.Decide(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, TenantID: "t1"})
+	d := confirm.Classify(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, TenantID: "t1"})
 	return agentd.ToolCall{ID: id, TenantID: "t1", Name: tool.Name, ServerID: d.ServerID, Arguments: d.Arguments,
 		Method: d.Method, Endpoint: d.Endpoint, ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params}
 }
 
 // requestCall is a call of the request tool rt, classified.
 func requestCall(rt *RequestTool, id, args string) agentd.ToolCall {
-	return classified(rt.Decision(), id, args)
+	return classified(rt.Confirm(), id, args)
 }
 
 // writeProject writes files (paths relative to the project dir) into a new

@@ -2,11 +2,11 @@ package connections_test
 
 import (
 	"github.com/agentd-dev/agentd/connections"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // The request tool and every connection are tool sources.
 var (
-	_ loop.ToolSource = (*connections.RequestTool)(nil)
-	_ loop.ToolSource = (*connections.Connection)(nil)
+	_ toolset.Source = (*connections.RequestTool)(nil)
+	_ toolset.Source = (*connections.Connection)(nil)
 )

@@ -135,7 +135,7 @@ func TestOperationSchema(t *testing.T) {
 		t.Errorf("recursive schema inlined %d levels deep, want %d", depth, maxRefDepth)
 	}
 
-	validate := tool.Decision().Validate
+	validate := tool.Confirm().Validate
 	good := `{"path":{"tenant":"acme","id":7},"query":{"limit":10,"tags":["a"]},"header":{"X-Request-Id":"0b6f8f5e-3c51-4b8e-9d7a-1a2b3c4d5e6f"},
 		"body":{"name":"root","note":null,"status":null,"children":[{"name":"kid","note":"n","children":[]}]}}`
 	eff, err := validate(json.RawMessage(good))
@@ -186,10 +186,10 @@ func TestOperationSchemaWithoutParameters(t *testing.T) {
 	if got := string(create.Spec().Parameters); got != `{"additionalProperties":false,"properties":{},"type":"object"}` {
 		t.Errorf("parameters = %s", got)
 	}
-	if eff, err := create.Decision().Validate(nil); err != nil || string(eff) != "{}" {
+	if eff, err := create.Confirm().Validate(nil); err != nil || string(eff) != "{}" {
 		t.Errorf("empty arguments: %s, %v", eff, err)
 	}
-	if _, err := create.Decision().Validate(json.RawMessage(`{"body":{}}`)); err == nil {
+	if _, err := create.Confirm().Validate(json.RawMessage(`{"body":{}}`)); err == nil {
 		t.Error("a body was accepted by an operation without requestBody")
 	}
 }

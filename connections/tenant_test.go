@@ -77,7 +77,7 @@ func TestToolsRefuseOtherTenants(t *testing.T) {
 	if op.Operation().Method != "GET" {
 		opArgs = `{}`
 	}
-	opCall := classified(op.Decision(), "call_2", opArgs)
+	opCall := classified(op.Confirm(), "call_2", opArgs)
 	if opCall.ConnectionName != "api" || call.ConnectionName != "api" {
 		t.Fatalf("calls not classified: %+v %+v", call, opCall)
 	}

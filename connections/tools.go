@@ -14,7 +14,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/schema"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -27,21 +27,21 @@ const maxErrorBody = 2 << 10
 
 // RequestTool is the built-in request tool (SPEC §3): one HTTP request to
 // one of the project's connections per call. It is a tool source
-// (loop.ToolSource, ID ServerID) with this one tool, and safe for
+// (toolset.Source, ID ServerID) with this one tool, and safe for
 // concurrent use.
 type RequestTool struct {
-	conns    map[string]*Connection
-	names    []string // sorted
-	params   json.RawMessage
-	schema   *jsonschema.Schema
-	decision *confirm.Tool
+	conns  map[string]*Connection
+	names  []string // sorted
+	params json.RawMessage
+	schema *jsonschema.Schema
+	view   *confirm.Tool
 }
 
 // NewRequestTool returns the request tool over the connections that expose
 // it (tools.request, default true), or nil when none does.
 func NewRequestTool(conns []*Connection) *RequestTool {
 	t := &RequestTool{conns: map[string]*Connection{}}
-	views := map[string]*confirm.Connection{}
+	views := map[string]*confirm.ConnectionPolicy{}
 	for _, c := range conns {
 		if c == nil || !c.requestTool {
 			continue
@@ -63,7 +63,7 @@ func NewRequestTool(conns []*Connection) *RequestTool {
 		panic(fmt.Sprintf("connections: request tool schema: %v", err))
 	}
 	t.schema = sch
-	t.decision = &confirm.Tool{
+	t.view = &confirm.Tool{
 		Name: confirm.RequestToolName, ServerID: ServerID, Kind: confirm.KindRequest,
 		Connections: views, Validate: t.validate,
 	}
@@ -125,17 +125,17 @@ func (t *RequestTool) Spec() agentd.ToolSpec {
 	return agentd.ToolSpec{Name: confirm.RequestToolName, Description: b.String(), Parameters: t.params}
 }
 
-// Decision returns what package confirm classifies a call with. It is
+// Confirm returns what package confirm classifies a call with. It is
 // built once; the same value is returned on every call.
-func (t *RequestTool) Decision() *confirm.Tool { return t.decision }
+func (t *RequestTool) Confirm() *confirm.Tool { return t.view }
 
 // ID is ServerID, the request tool's server_id.
 func (t *RequestTool) ID() string { return ServerID }
 
 // Tools lists the request tool, llm_callable and not idempotent (a request
 // interrupted by a crash is not re-sent).
-func (t *RequestTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{Spec: t.Spec(), Decision: t.decision, LLMCallable: true,
+func (t *RequestTool) Tools() []toolset.Tool {
+	return []toolset.Tool{{Spec: t.Spec(), Confirm: t.view, LLMCallable: true,
 		Origin: ServerID + " (the request tool)"}}
 }
 
@@ -195,10 +195,10 @@ func (t *RequestTool) Execute(ctx context.Context, call agentd.ToolCall) (json.R
 // header, body}. Its connection is its tool source (Connection.Tools). It
 // is safe for concurrent use.
 type OperationTool struct {
-	conn     *Connection
-	op       *Operation
-	name     string
-	decision *confirm.Tool
+	conn *Connection
+	op   *Operation
+	name string
+	view *confirm.Tool
 }
 
 func newOperationTool(c *Connection, op *Operation) (*OperationTool, error) {
@@ -207,7 +207,7 @@ func newOperationTool(c *Connection, op *Operation) (*OperationTool, error) {
 		return nil, fmt.Errorf("operationId %q: the tool name %q must be 1 to 64 letters, digits, '_' or '-'", op.ID, name)
 	}
 	t := &OperationTool{conn: c, op: op, name: name}
-	t.decision = &confirm.Tool{
+	t.view = &confirm.Tool{
 		Name: name, ServerID: c.Name, Kind: confirm.KindOperation,
 		Connection: c.Confirm(), Operation: &confirm.Operation{Method: op.Method, Template: op.Template},
 		Validate: t.validate,
@@ -229,14 +229,14 @@ func (t *OperationTool) Spec() agentd.ToolSpec {
 	return agentd.ToolSpec{Name: t.name, Description: describeOperation(t.conn, t.op), Parameters: t.op.Parameters}
 }
 
-// Decision returns what package confirm classifies a call with. It is
+// Confirm returns what package confirm classifies a call with. It is
 // built once; the same value is returned on every call.
-func (t *OperationTool) Decision() *confirm.Tool { return t.decision }
+func (t *OperationTool) Confirm() *confirm.Tool { return t.view }
 
 // def is the tool as its connection lists it: llm_callable, not
 // idempotent (a request interrupted by a crash is not re-sent).
-func (t *OperationTool) def() loop.ToolDef {
-	return loop.ToolDef{Spec: t.Spec(), Decision: t.decision, LLMCallable: true,
+func (t *OperationTool) def() toolset.Tool {
+	return toolset.Tool{Spec: t.Spec(), Confirm: t.view, LLMCallable: true,
 		Origin: fmt.Sprintf("connection %q", t.conn.Name)}
 }
 
@@ -270,14 +270,14 @@ func (t *OperationTool) Execute(ctx context.Context, call agentd.ToolCall) (json
 }
 
 // ID is the connection's name, the server_id of its operation tools: a
-// Connection is the tool source (loop.ToolSource) of its OpenAPI
+// Connection is the tool source (toolset.Source) of its OpenAPI
 // operations.
 func (c *Connection) ID() string { return c.Name }
 
 // Tools lists the connection's operation tools, in the order of
 // Operations; none without an OpenAPI document.
-func (c *Connection) Tools() []loop.ToolDef {
-	defs := make([]loop.ToolDef, 0, len(c.opTools))
+func (c *Connection) Tools() []toolset.Tool {
+	defs := make([]toolset.Tool, 0, len(c.opTools))
 	for _, t := range c.opTools {
 		defs = append(defs, t.def())
 	}
@@ -299,8 +299,8 @@ func (c *Connection) Execute(ctx context.Context, call agentd.ToolCall) (json.Ra
 // Sources returns the tool sources of conns for the tool registry: the
 // request tool when a connection exposes it (NewRequestTool), then every
 // connection, whose tools are its OpenAPI operations.
-func Sources(conns []*Connection) []loop.ToolSource {
-	var out []loop.ToolSource
+func Sources(conns []*Connection) []toolset.Source {
+	var out []toolset.Source
 	if rt := NewRequestTool(conns); rt != nil {
 		out = append(out, rt)
 	}

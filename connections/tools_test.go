@@ -12,9 +12,9 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 )
 
-// decide classifies a model call the way the loop does.
-func decide(tool *confirm.Tool, args string) confirm.Decision {
-	return confirm.Decide(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool})
+// classify classifies a model call the way the loop does.
+func classify(tool *confirm.Tool, args string) confirm.Classification {
+	return confirm.Classify(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool})
 }
 
 func TestRequestToolEndToEnd(t *testing.T) {
@@ -40,8 +40,8 @@ func TestRequestToolEndToEnd(t *testing.T) {
 	c := loadConn(t, `{"base_url":"`+api.URL+`/api/v1/","description":"Notes API"}`, nil,
 		map[string]string{"policy.json": `{"endpoints":{"POST /orders/{id}/notes":{"confirm":true,"reason":"Adds a note"}}}`})
 	rt := NewRequestTool([]*Connection{c})
-	dec := rt.Decision()
-	if again := rt.Decision(); again != dec {
+	dec := rt.Confirm()
+	if again := rt.Confirm(); again != dec {
 		t.Error("Decision is rebuilt on every call")
 	}
 	if dec.Name != "request" || dec.ServerID != "connections" || dec.Kind != confirm.KindRequest || dec.Connections["api"] != c.Confirm() {
@@ -56,7 +56,7 @@ func TestRequestToolEndToEnd(t *testing.T) {
 
 	model := `{"connection":"api","method":"post","endpoint":"orders/A 1/notes","params":{"q":"x y","tag":["a","b"],"n":3},` +
 		`"data":{"text":"hi <b> & \u00e9","n":1.50,"list":[1,2]},"headers":{"X-Trace":"t-1"},"intent":"write"}`
-	d := decide(dec, model)
+	d := classify(dec, model)
 	if d.Refused || d.Tier != agentd.TierConfirm || d.Reason != "Adds a note" || d.Endpoint != "/orders/A%201/notes" {
 		t.Fatalf("decision = %+v", d)
 	}
@@ -114,7 +114,7 @@ func TestRequestToolEndToEnd(t *testing.T) {
 		`{"connection":"api","method":"GET","endpoint":"/x","intent":"read","params":{"deep":{"a":1}}}`,
 		`not json`,
 	} {
-		if d := decide(dec, bad); !d.Refused || !d.Invalid {
+		if d := classify(dec, bad); !d.Refused || !d.Invalid {
 			t.Errorf("the decision accepted %s", bad)
 		}
 		if _, err := rt.Execute(context.Background(), requestCall(rt, "bad", bad)); err == nil {
@@ -128,7 +128,7 @@ func TestRequestToolEndToEnd(t *testing.T) {
 
 func TestRequestToolValidate(t *testing.T) {
 	c := loadConn(t, `{"base_url":"https://x.example"}`, nil, nil)
-	validate := NewRequestTool([]*Connection{c}).Decision().Validate
+	validate := NewRequestTool([]*Connection{c}).Confirm().Validate
 	eff, err := validate(json.RawMessage(` {"connection":"api", "method":"patch", "endpoint":"/a", "intent":"write", "data":{"html":"<b>"}} `))
 	if err != nil {
 		t.Fatal(err)
@@ -194,8 +194,8 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	if put == nil || get == nil {
 		t.Fatalf("tools = %v", c.OperationTools())
 	}
-	dec := put.Decision()
-	if again := put.Decision(); again != dec {
+	dec := put.Confirm()
+	if again := put.Confirm(); again != dec {
 		t.Error("Decision is rebuilt on every call")
 	}
 	if dec.Kind != confirm.KindOperation || dec.ServerID != "api" || dec.Connection != c.Confirm() ||
@@ -207,14 +207,14 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	}
 
 	model := `{"path":{"tenant":"acme","id":"it em"},"query":{"dry_run":true},"header":{"X-Request-Id":"r-1"},"body":{"amount":12.50}}`
-	d := decide(dec, model)
+	d := classify(dec, model)
 	if d.Refused || d.Tier != agentd.TierConfirm || d.PathTemplate != "/tenants/{tenant}/items/{id}" || len(d.AllowedDecisions) != 3 {
 		t.Fatalf("decision = %+v", d)
 	}
-	if d := decide(dec, `{"path":{"tenant":"acme","id":"x"},"body":{"amount":500}}`); d.Tier != agentd.TierReview || !d.Refused {
+	if d := classify(dec, `{"path":{"tenant":"acme","id":"x"},"body":{"amount":500}}`); d.Tier != agentd.TierReview || !d.Refused {
 		t.Errorf("threshold: %+v", d)
 	}
-	if d := decide(dec, `{"path":{"tenant":"acme"},"body":{}}`); !d.Refused || !strings.Contains(d.Reason, "missing property 'id'") {
+	if d := classify(dec, `{"path":{"tenant":"acme"},"body":{}}`); !d.Refused || !strings.Contains(d.Reason, "missing property 'id'") {
 		t.Errorf("invalid arguments: %+v", d)
 	}
 	out, err := put.Execute(context.Background(), classified(dec, "call_9", model))
@@ -227,21 +227,21 @@ func TestOperationToolEndToEnd(t *testing.T) {
 	// A path parameter is one segment: one that would climb out is refused.
 	for _, id := range []string{"x/../y", "..", "%2e%2e", "a\\b"} {
 		args, _ := json.Marshal(map[string]any{"path": map[string]any{"tenant": "acme", "id": id}})
-		if d := decide(get.Decision(), string(args)); !d.Refused || !d.Invalid {
+		if d := classify(get.Confirm(), string(args)); !d.Refused || !d.Invalid {
 			t.Errorf("path parameter %q passed the decision", id)
 		}
-		if _, err := get.Execute(context.Background(), classified(get.Decision(), "call_10", string(args))); err == nil {
+		if _, err := get.Execute(context.Background(), classified(get.Confirm(), "call_10", string(args))); err == nil {
 			t.Errorf("path parameter %q was sent", id)
 		}
 	}
 	// A recorded path that climbs out (a store written by something else)
 	// is not sent either.
-	climb := classified(get.Decision(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`)
+	climb := classified(get.Confirm(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`)
 	climb.Endpoint = "/tenants/acme/../../admin"
 	if _, err := get.Execute(context.Background(), climb); err == nil {
 		t.Error("a recorded path that leaves the base path was sent")
 	}
-	out, err = get.Execute(context.Background(), classified(get.Decision(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`))
+	out, err = get.Execute(context.Background(), classified(get.Confirm(), "call_10", `{"path":{"tenant":"acme","id":"A-1"}}`))
 	if err != nil || string(out) != `{"status":200,"body":{"ok":true},"truncated":false}` {
 		t.Fatalf("get: %s, %v", out, err)
 	}
@@ -276,7 +276,7 @@ func TestOperationTierWithoutPolicy(t *testing.T) {
 	c := loadConn(t, `{"base_url":"http://127.0.0.1:1/api","openapi":"openapi.json","tools":{"request":false}}`, nil,
 		map[string]string{"openapi.json": itemsDoc})
 	for _, tool := range c.OperationTools() {
-		tier := tool.Decision().OperationTier()
+		tier := tool.Confirm().OperationTier()
 		want := map[string]agentd.Tier{"api__putItem": agentd.TierConfirm, "api__getItem": agentd.TierAuto}[tool.Name()]
 		if tier != want || confirm.OperationTier(nil, tool.Operation().Method, tool.Operation().Template) != want {
 			t.Errorf("%s: tier %s, without a policy %s, want %s", tool.Name(), tier,
@@ -307,7 +307,7 @@ func TestSources(t *testing.T) {
 		t.Fatalf("sources = %v", srcs)
 	}
 	rt := srcs[0].(*RequestTool)
-	if defs := rt.Tools(); len(defs) != 1 || defs[0].Spec.Name != "request" || defs[0].Decision != rt.Decision() ||
+	if defs := rt.Tools(); len(defs) != 1 || defs[0].Spec.Name != "request" || defs[0].Confirm != rt.Confirm() ||
 		!defs[0].LLMCallable || defs[0].Idempotent || defs[0].Origin != "connections (the request tool)" {
 		t.Errorf("request tool defs = %+v", defs)
 	}
@@ -320,7 +320,7 @@ func TestSources(t *testing.T) {
 	}
 	for i, d := range defs {
 		op := conns[0].OperationTools()[i]
-		if d.Spec.Name != op.Name() || d.Decision != op.Decision() || d.Decision.ServerID != "api" || !d.LLMCallable || d.Idempotent ||
+		if d.Spec.Name != op.Name() || d.Confirm != op.Confirm() || d.Confirm.ServerID != "api" || !d.LLMCallable || d.Idempotent ||
 			d.Origin != `connection "api"` {
 			t.Errorf("operation def %d = %+v", i, d)
 		}
@@ -331,7 +331,7 @@ func TestSources(t *testing.T) {
 			get = op
 		}
 	}
-	if _, err := conns[0].Execute(context.Background(), classified(get.Decision(), "call_1", `{"path":{"id":"7"}}`)); err != nil {
+	if _, err := conns[0].Execute(context.Background(), classified(get.Confirm(), "call_1", `{"path":{"id":"7"}}`)); err != nil {
 		t.Fatal(err)
 	}
 	if got := api.requests(); len(got) != 1 || got[0].Path != "/things/7" {
@@ -345,7 +345,7 @@ func TestSources(t *testing.T) {
 			t.Errorf("%s on the connection: %v", call.Name, err)
 		}
 	}
-	op := classified(get.Decision(), "call_4", `{"path":{"id":"7"}}`)
+	op := classified(get.Confirm(), "call_4", `{"path":{"id":"7"}}`)
 	if _, err := rt.Execute(context.Background(), op); err == nil || !strings.Contains(err.Error(), "not the request tool") {
 		t.Errorf("an operation call on the request tool: %v", err)
 	}
@@ -371,7 +371,7 @@ func TestExecuteSendsTheRecordedRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An approval's edit replaces the record (loop: CallEdit).
-	edited := decide(rt.Decision(), `{"connection":"api","method":"POST","endpoint":"/a","data":{"x":2},"intent":"write"}`)
+	edited := classify(rt.Confirm(), `{"connection":"api","method":"POST","endpoint":"/a","data":{"x":2},"intent":"write"}`)
 	call.ID, call.Method, call.Endpoint, call.PathTemplate, call.Params = "call_2", edited.Method, edited.Endpoint, edited.PathTemplate, edited.Params
 	if _, err := rt.Execute(context.Background(), call); err != nil {
 		t.Fatal(err)
@@ -382,7 +382,7 @@ func TestExecuteSendsTheRecordedRequest(t *testing.T) {
 			get = op
 		}
 	}
-	opCall := classified(get.Decision(), "call_3", `{"path":{"id":"7"}}`)
+	opCall := classified(get.Confirm(), "call_3", `{"path":{"id":"7"}}`)
 	opCall.Arguments = json.RawMessage(`{"path":{"id":"8"}}`)
 	if _, err := get.Execute(context.Background(), opCall); err != nil {
 		t.Fatal(err)

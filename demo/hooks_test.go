@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentd-dev/agentd/hooks"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -28,15 +28,15 @@ func TestDemoHookBlockChannel(t *testing.T) {
 	}
 	set := hooks.New(hs, zerolog.Nop())
 	verdict := func(args string) string {
-		v := set.PreToolUse(context.Background(), loop.HookCall{ToolCallID: "call_1", ToolName: "request", ServerID: "connections",
-			Arguments: json.RawMessage(args), Tier: "confirm", Phase: loop.PhaseClassify})
+		v := set.PreToolUse(context.Background(), toolset.HookCall{ToolCallID: "call_1", ToolName: "request", ServerID: "connections",
+			Arguments: json.RawMessage(args), Tier: "confirm", Phase: toolset.PhaseClassify})
 		if v == nil {
 			t.Fatalf("%s: no hook matched", args)
 		}
-		if v.Decision == "deny" && !strings.Contains(v.Reason, "the announcements channel is closed") {
+		if v.Verdict == "deny" && !strings.Contains(v.Reason, "the announcements channel is closed") {
 			t.Fatalf("%s: denied for another reason: %+v", args, v)
 		}
-		return v.Decision
+		return v.Verdict
 	}
 	req := func(endpoint string) string {
 		return `{"connection":"billing","method":"POST","endpoint":` + endpoint + `,"data":{"text":"hi"},"intent":"write"}`

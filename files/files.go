@@ -1,5 +1,5 @@
 // Package files is the workspace file tools of an agent (SPEC §4.4) as one
-// tool source (loop.ToolSource, server_id "files"): list_files and
+// tool source (toolset.Source, server_id "files"): list_files and
 // read_file (auto), write_file, edit_file and delete_file (confirm, with
 // the card's unified diff of exactly what would change).
 //
@@ -11,7 +11,7 @@
 // file outside. A write, edit or delete is bound to the digest of the
 // file's identity and content when its card was made: if the file changed
 // or another file took its name before the call runs, the loop parks it
-// again with a fresh diff (loop.Preparation) and Execute refuses to write
+// again with a fresh diff (toolset.Preparation) and Execute refuses to write
 // over the change (docs/files.md). A file with more than one hard link is
 // left alone: another of its names may be outside the workspace.
 package files
@@ -33,7 +33,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 	udiff "github.com/aymanbagabas/go-udiff"
 )
 
@@ -73,7 +73,7 @@ type Source struct {
 	dir  string
 	root *os.Root
 	opts Options
-	defs []loop.ToolDef
+	defs []toolset.Tool
 }
 
 // Open returns the file tools over the folder dir, which must exist.
@@ -103,7 +103,7 @@ func (s *Source) Dir() string { return s.dir }
 func (s *Source) ID() string { return ServerID }
 
 // Tools lists the five tools, sorted by name.
-func (s *Source) Tools() []loop.ToolDef { return s.defs }
+func (s *Source) Tools() []toolset.Tool { return s.defs }
 
 // args are every tool's arguments; each tool uses its own.
 type args struct {
@@ -113,7 +113,7 @@ type args struct {
 	NewText *string `json:"new_text,omitempty"`
 }
 
-func (s *Source) tools() []loop.ToolDef {
+func (s *Source) tools() []toolset.Tool {
 	pathProp := `"path":{"type":"string","description":"a path relative to the workspace"}`
 	specs := []struct {
 		name, desc, params string
@@ -127,21 +127,23 @@ func (s *Source) tools() []loop.ToolDef {
 		{WriteFile, "Create or replace a file of the workspace with content (asks the user first).",
 			`{"type":"object","properties":{` + pathProp + `,"content":{"type":"string"}},"required":["path","content"],"additionalProperties":false}`, true},
 	}
-	defs := make([]loop.ToolDef, 0, len(specs))
+	defs := make([]toolset.Tool, 0, len(specs))
 	for _, sp := range specs {
 		name := sp.name
 		exposure := confirm.ExposureOpen
 		if sp.writes {
 			exposure = confirm.ExposureRequiresConfirmation
 		}
-		defs = append(defs, loop.ToolDef{
+		defs = append(defs, toolset.Tool{
 			Spec: agentd.ToolSpec{Name: name, Description: sp.desc, Parameters: json.RawMessage(sp.params)},
-			Decision: &confirm.Tool{Name: name, ServerID: ServerID, Exposure: exposure,
+			Confirm: &confirm.Tool{Name: name, ServerID: ServerID, Exposure: exposure,
 				Validate: func(raw json.RawMessage) (json.RawMessage, error) { return s.validate(name, raw) }},
 			LLMCallable: true,
 			Idempotent:  !sp.writes,
 			Origin:      "the workspace file tools",
-			Prepare:     func(ctx context.Context, raw json.RawMessage) (loop.Preparation, error) { return s.prepare(name, raw) },
+			Prepare: func(ctx context.Context, raw json.RawMessage) (toolset.Preparation, error) {
+				return s.prepare(name, raw)
+			},
 		})
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].Spec.Name < defs[j].Spec.Name })
@@ -204,29 +206,29 @@ type change struct {
 // prepare resolves a call's path inside the workspace and, for a write,
 // edit or delete, computes the change: the card's diff and the state
 // digest the approval is bound to. Errors refuse the call.
-func (s *Source) prepare(tool string, raw json.RawMessage) (loop.Preparation, error) {
+func (s *Source) prepare(tool string, raw json.RawMessage) (toolset.Preparation, error) {
 	var a args
 	if err := json.Unmarshal(raw, &a); err != nil {
-		return loop.Preparation{}, err
+		return toolset.Preparation{}, err
 	}
 	switch tool {
 	case ListFiles, ReadFile:
 		info, err := s.root.Stat(a.Path)
 		if err := outside(a.Path, err); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return loop.Preparation{}, err
+			return toolset.Preparation{}, err
 		}
 		if err == nil && tool == ReadFile && info.Mode().IsRegular() {
 			if _, err := regular(a.Path, info); err != nil {
-				return loop.Preparation{}, err
+				return toolset.Preparation{}, err
 			}
 		}
-		return loop.Preparation{}, nil
+		return toolset.Preparation{}, nil
 	}
 	ch, err := s.change(tool, a)
 	if err != nil {
-		return loop.Preparation{}, err
+		return toolset.Preparation{}, err
 	}
-	return loop.Preparation{Diff: ch.diff(), State: ch.state}, nil
+	return toolset.Preparation{Diff: ch.diff(), State: ch.state}, nil
 }
 
 // change computes what a write, edit or delete would do now.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // workspace makes a workspace with notes.md, a folder, and symbolic links
@@ -50,7 +50,7 @@ func write(t *testing.T, p, content string) {
 	}
 }
 
-func (s *Source) def(name string) loop.ToolDef {
+func (s *Source) def(name string) toolset.Tool {
 	for _, d := range s.defs {
 		if d.Spec.Name == name {
 			return d
@@ -61,12 +61,12 @@ func (s *Source) def(name string) loop.ToolDef {
 
 // classify is what the loop does at the model's step: confirm's decision,
 // then Prepare of the effective arguments.
-func classify(t *testing.T, s *Source, name, args string) (confirm.Decision, loop.Preparation, error) {
+func classify(t *testing.T, s *Source, name, args string) (confirm.Classification, toolset.Preparation, error) {
 	t.Helper()
 	def := s.def(name)
-	d := confirm.Decide(confirm.Call{Name: name, Arguments: json.RawMessage(args), Tool: def.Decision})
+	d := confirm.Classify(confirm.Call{Name: name, Arguments: json.RawMessage(args), Tool: def.Confirm})
 	if d.Refused {
-		return d, loop.Preparation{}, nil
+		return d, toolset.Preparation{}, nil
 	}
 	p, err := def.Prepare(context.Background(), d.Arguments)
 	return d, p, err
@@ -76,11 +76,11 @@ func TestTiers(t *testing.T) {
 	s, _, _ := workspace(t)
 	for name, want := range map[string]agentd.Tier{ListFiles: agentd.TierAuto, ReadFile: agentd.TierAuto,
 		WriteFile: agentd.TierConfirm, EditFile: agentd.TierConfirm, DeleteFile: agentd.TierConfirm} {
-		if got := confirm.ExposureTier(s.def(name).Decision.Exposure); got != want {
+		if got := confirm.ExposureTier(s.def(name).Confirm.Exposure); got != want {
 			t.Errorf("%s: tier %s, want %s", name, got, want)
 		}
-		if s.def(name).Decision.ServerID != "files" {
-			t.Errorf("%s: server_id %q", name, s.def(name).Decision.ServerID)
+		if s.def(name).Confirm.ServerID != "files" {
+			t.Errorf("%s: server_id %q", name, s.def(name).Confirm.ServerID)
 		}
 	}
 }

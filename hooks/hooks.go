@@ -4,7 +4,7 @@
 // command. A hook runs as command tools run — the same runner
 // (tools.RunProcess): a minimal environment, the whole JSON request as its
 // stdin, killed with the server — and answers on stdout. Set implements
-// loop.Hooks; cmd/agentd wires it (docs/hooks.md).
+// toolset.Hooks; cmd/agentd wires it (docs/hooks.md).
 package hooks
 
 import (
@@ -24,8 +24,8 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/strictjson"
-	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -160,8 +160,8 @@ func (h *Hook) matches(tool string) bool { return h.Matcher == nil || h.Matcher.
 
 // Output is a preToolUse hook's answer on stdout.
 type Output struct {
-	Decision string `json:"decision"`
-	Reason   string `json:"reason,omitempty"`
+	Verdict string `json:"decision"`
+	Reason  string `json:"reason,omitempty"`
 	// UpdatedArguments replace the arguments when set.
 	UpdatedArguments json.RawMessage `json:"updated_arguments,omitempty"`
 }
@@ -177,7 +177,7 @@ type Output struct {
 func DecodeOutput(stdout []byte) (Output, error) {
 	trimmed := bytes.TrimSpace(stdout)
 	if len(trimmed) == 0 {
-		return Output{Decision: confirm.HookAllow}, nil
+		return Output{Verdict: confirm.HookAllow}, nil
 	}
 	if err := strictjson.CheckKeys(trimmed); err != nil {
 		return Output{}, fmt.Errorf("the output is not a decision object: %v", err)
@@ -191,7 +191,7 @@ func DecodeOutput(stdout []byte) (Output, error) {
 		var err error
 		switch k {
 		case "decision":
-			err = json.Unmarshal(v, &out.Decision)
+			err = json.Unmarshal(v, &out.Verdict)
 		case "reason":
 			err = json.Unmarshal(v, &out.Reason)
 		case "updated_arguments":
@@ -203,12 +203,12 @@ func DecodeOutput(stdout []byte) (Output, error) {
 			return Output{}, fmt.Errorf("the output's %q: %v", k, err)
 		}
 	}
-	switch out.Decision {
+	switch out.Verdict {
 	case confirm.HookAllow, confirm.HookAsk, confirm.HookDeny:
 	case "":
 		return Output{}, errors.New(`the output has no "decision"`)
 	default:
-		return Output{}, fmt.Errorf(`"decision" must be "allow", "deny" or "ask", got %q`, out.Decision)
+		return Output{}, fmt.Errorf(`"decision" must be "allow", "deny" or "ask", got %q`, out.Verdict)
 	}
 	out.Reason = agentd.TruncateUTF8(out.Reason, maxReason)
 	return out, nil
@@ -230,13 +230,13 @@ func objectArg(v json.RawMessage) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-// Set is a project's hooks, in name order (loop.Hooks).
+// Set is a project's hooks, in name order (toolset.Hooks).
 type Set struct {
 	hooks []*Hook
 	log   zerolog.Logger
 }
 
-var _ loop.Hooks = (*Set)(nil)
+var _ toolset.Hooks = (*Set)(nil)
 
 // New returns the set of hooks; log gets hooks that fail open and
 // postToolUse failures.
@@ -259,7 +259,7 @@ type input struct {
 	Error  string            `json:"error,omitempty"`
 }
 
-func newInput(point string, c loop.HookCall) input {
+func newInput(point string, c toolset.HookCall) input {
 	return input{Point: point, ToolCallID: c.ToolCallID, ToolName: c.ToolName, ServerID: c.ServerID, Arguments: c.Arguments,
 		ConversationID: c.ConversationID, RunID: c.RunID, Tier: c.Tier, Phase: c.Phase}
 }
@@ -281,7 +281,7 @@ func (h *Hook) run(ctx context.Context, in input) ([]byte, error) {
 // not a decision — denies, with a reason naming it, unless its fail_policy
 // is open (then it allows, and the failure is logged). Nil when no hook
 // matched.
-func (s *Set) PreToolUse(ctx context.Context, c loop.HookCall) *confirm.HookVerdict {
+func (s *Set) PreToolUse(ctx context.Context, c toolset.HookCall) *confirm.HookVerdict {
 	var v *confirm.HookVerdict
 	args := c.Arguments
 	for _, h := range s.hooks {
@@ -289,7 +289,7 @@ func (s *Set) PreToolUse(ctx context.Context, c loop.HookCall) *confirm.HookVerd
 			continue
 		}
 		if v == nil {
-			v = &confirm.HookVerdict{Decision: confirm.HookAllow}
+			v = &confirm.HookVerdict{Verdict: confirm.HookAllow}
 		}
 		in := newInput(PreToolUse, c)
 		in.Arguments = args
@@ -306,15 +306,15 @@ func (s *Set) PreToolUse(ctx context.Context, c loop.HookCall) *confirm.HookVerd
 				s.log.Warn().Err(err).Str("hook", h.Name).Str("tool_call_id", c.ToolCallID).Msg("hook failed; fail_policy open allows the call")
 				continue
 			}
-			return &confirm.HookVerdict{Decision: confirm.HookDeny, Hook: h.Name,
+			return &confirm.HookVerdict{Verdict: confirm.HookDeny, Hook: h.Name,
 				Reason: fmt.Sprintf("the hook failed and its fail_policy is closed (%v)", err)}
 		}
-		switch out.Decision {
+		switch out.Verdict {
 		case confirm.HookDeny:
-			return &confirm.HookVerdict{Decision: confirm.HookDeny, Hook: h.Name, Reason: out.Reason}
+			return &confirm.HookVerdict{Verdict: confirm.HookDeny, Hook: h.Name, Reason: out.Reason}
 		case confirm.HookAsk:
-			if v.Decision != confirm.HookAsk {
-				v.Decision, v.Hook, v.Reason = confirm.HookAsk, h.Name, out.Reason
+			if v.Verdict != confirm.HookAsk {
+				v.Verdict, v.Hook, v.Reason = confirm.HookAsk, h.Name, out.Reason
 			}
 		}
 		if out.UpdatedArguments != nil {
@@ -329,7 +329,7 @@ func (s *Set) PreToolUse(ctx context.Context, c loop.HookCall) *confirm.HookVerd
 // PostToolUse runs the postToolUse hooks that match the tool with the
 // call's outcome; their output is ignored and their failures returned
 // (joined) for the log.
-func (s *Set) PostToolUse(ctx context.Context, c loop.HookCall, status agentd.CallStatus, result json.RawMessage, errText string) error {
+func (s *Set) PostToolUse(ctx context.Context, c toolset.HookCall, status agentd.CallStatus, result json.RawMessage, errText string) error {
 	var errs []error
 	for _, h := range s.hooks {
 		if !h.Post || !h.matches(c.ToolName) {

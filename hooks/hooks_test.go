@@ -11,20 +11,20 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
 func TestDecodeOutput(t *testing.T) {
 	for in, want := range map[string]Output{
-		"":                                  {Decision: "allow"},
-		"  \n":                              {Decision: "allow"},
-		`{"decision":"deny","reason":"no"}`: {Decision: "deny", Reason: "no"},
-		`{"decision":"ask"}`:                {Decision: "ask"},
-		`{"decision":"allow","updated_arguments":{"a": 1}}`: {Decision: "allow", UpdatedArguments: json.RawMessage(`{"a":1}`)},
+		"":                                  {Verdict: "allow"},
+		"  \n":                              {Verdict: "allow"},
+		`{"decision":"deny","reason":"no"}`: {Verdict: "deny", Reason: "no"},
+		`{"decision":"ask"}`:                {Verdict: "ask"},
+		`{"decision":"allow","updated_arguments":{"a": 1}}`: {Verdict: "allow", UpdatedArguments: json.RawMessage(`{"a":1}`)},
 	} {
 		got, err := DecodeOutput([]byte(in))
-		if err != nil || got.Decision != want.Decision || got.Reason != want.Reason || string(got.UpdatedArguments) != string(want.UpdatedArguments) {
+		if err != nil || got.Verdict != want.Verdict || got.Reason != want.Reason || string(got.UpdatedArguments) != string(want.UpdatedArguments) {
 			t.Errorf("%q: %+v %v, want %+v", in, got, err, want)
 		}
 	}
@@ -54,10 +54,10 @@ func FuzzDecodeOutput(f *testing.F) {
 		if err != nil {
 			return
 		}
-		switch out.Decision {
+		switch out.Verdict {
 		case confirm.HookAllow, confirm.HookAsk, confirm.HookDeny:
 		default:
-			t.Fatalf("decision %q accepted", out.Decision)
+			t.Fatalf("decision %q accepted", out.Verdict)
 		}
 		if len(out.Reason) > maxReason {
 			t.Fatalf("reason of %d bytes", len(out.Reason))
@@ -90,8 +90,8 @@ func hook(t *testing.T, name, script string, mod func(*Hook)) *Hook {
 
 func pre(t *testing.T, hs ...*Hook) *confirm.HookVerdict {
 	t.Helper()
-	return New(hs, zerolog.Nop()).PreToolUse(context.Background(), loop.HookCall{ToolCallID: "call_1", ToolName: "pay",
-		Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: loop.PhaseClassify})
+	return New(hs, zerolog.Nop()).PreToolUse(context.Background(), toolset.HookCall{ToolCallID: "call_1", ToolName: "pay",
+		Arguments: json.RawMessage(`{"amount":5}`), Tier: "auto", Phase: toolset.PhaseClassify})
 }
 
 func TestPreToolUseChain(t *testing.T) {
@@ -99,12 +99,12 @@ func TestPreToolUseChain(t *testing.T) {
 	double := hook(t, "a", `sed 's/.*"amount":\([0-9]*\).*/{"decision":"allow","updated_arguments":{"amount":\1\1}}/'`, nil)
 	plusone := hook(t, "b", `in=$(cat); case "$in" in *'"amount":55'*) echo '{"decision":"ask","reason":"big","updated_arguments":{"amount":56}}';; *) echo '{"decision":"deny","reason":"did not see the rewrite"}';; esac`, nil)
 	v := pre(t, double, plusone)
-	if v == nil || v.Decision != "ask" || v.Hook != "b" || v.Reason != "big" || string(v.Arguments) != `{"amount":56}` || len(v.RewrittenBy) != 2 {
+	if v == nil || v.Verdict != "ask" || v.Hook != "b" || v.Reason != "big" || string(v.Arguments) != `{"amount":56}` || len(v.RewrittenBy) != 2 {
 		t.Fatalf("verdict %+v", v)
 	}
 	// Deny wins over ask and ends the chain.
 	never := hook(t, "c", `echo '{"decision":"deny","reason":"no payments today"}'`, nil)
-	if v := pre(t, double, plusone, never); v.Decision != "deny" || v.Hook != "c" || v.Reason != "no payments today" {
+	if v := pre(t, double, plusone, never); v.Verdict != "deny" || v.Hook != "c" || v.Reason != "no payments today" {
 		t.Fatalf("deny: %+v", v)
 	}
 	// A hook that does not match does not run; no match is no verdict.
@@ -121,11 +121,11 @@ func TestPreToolUseChain(t *testing.T) {
 func TestFailPolicy(t *testing.T) {
 	for name, script := range map[string]string{"exit": `exit 3`, "hang": `sleep 30`, "garbage": `echo 'not json'`} {
 		closed := hook(t, name, script, func(h *Hook) { h.Timeout = 200 * time.Millisecond })
-		if v := pre(t, closed); v.Decision != "deny" || v.Hook != name || !strings.Contains(v.Reason, "fail_policy is closed") {
+		if v := pre(t, closed); v.Verdict != "deny" || v.Hook != name || !strings.Contains(v.Reason, "fail_policy is closed") {
 			t.Errorf("%s closed: %+v", name, v)
 		}
 		open := hook(t, name, script, func(h *Hook) { h.Timeout = 200 * time.Millisecond; h.FailOpen = true })
-		if v := pre(t, open); v.Decision != "allow" {
+		if v := pre(t, open); v.Verdict != "allow" {
 			t.Errorf("%s open: %+v", name, v)
 		}
 	}
@@ -142,18 +142,18 @@ func TestHookEnvironmentAndOutputBound(t *testing.T) {
 	env := hook(t, "env", `cat >/dev/null; if env | grep -q s3cret-value; then echo '{"decision":"deny","reason":"the server env leaked"}'; `+
 		`elif [ "$HOOK_SETTING" = yes ]; then echo '{"decision":"ask","reason":"named variable seen"}'; fi`,
 		func(h *Hook) { h.Env = []string{"HOOK_SETTING"} })
-	if v := pre(t, env); v.Decision != "ask" || v.Reason != "named variable seen" {
+	if v := pre(t, env); v.Verdict != "ask" || v.Reason != "named variable seen" {
 		t.Fatalf("environment: %+v", v)
 	}
 	// 2 MB of white space and then a valid allow: over the bound, so the
 	// hook failed, whatever it printed last.
 	huge := hook(t, "huge", `cat >/dev/null; head -c 2000000 /dev/zero | tr '\0' ' '; echo '{"decision":"allow"}'`, nil)
-	if v := pre(t, huge); v.Decision != "deny" || v.Hook != "huge" || !strings.Contains(v.Reason, "too large") {
+	if v := pre(t, huge); v.Verdict != "deny" || v.Hook != "huge" || !strings.Contains(v.Reason, "too large") {
 		t.Fatalf("huge output: %+v", v)
 	}
 	for name, out := range map[string]string{"array": `[{"decision":"allow"}]`, "string": `"allow"`, "extra": `{"decision":"allow","continue":true}`} {
 		h := hook(t, name, `cat >/dev/null; echo '`+out+`'`, nil)
-		if v := pre(t, h); v.Decision != "deny" || v.Hook != name || !strings.Contains(v.Reason, "fail_policy is closed") {
+		if v := pre(t, h); v.Verdict != "deny" || v.Hook != name || !strings.Contains(v.Reason, "fail_policy is closed") {
 			t.Errorf("%s: %+v", name, v)
 		}
 	}
@@ -165,13 +165,13 @@ func TestFailOpenGarbageWithOtherHooks(t *testing.T) {
 	garbage := hook(t, "a-garbage", `cat >/dev/null; echo 'garbage {'`, func(h *Hook) { h.FailOpen = true })
 	ask := hook(t, "b-ask", `cat >/dev/null; echo '{"decision":"ask","reason":"check"}'`, nil)
 	deny := hook(t, "c-deny", `cat >/dev/null; echo '{"decision":"deny","reason":"no"}'`, nil)
-	if v := pre(t, garbage, ask); v.Decision != "ask" || v.Hook != "b-ask" {
+	if v := pre(t, garbage, ask); v.Verdict != "ask" || v.Hook != "b-ask" {
 		t.Fatalf("garbage then ask: %+v", v)
 	}
-	if v := pre(t, garbage, ask, deny); v.Decision != "deny" || v.Hook != "c-deny" {
+	if v := pre(t, garbage, ask, deny); v.Verdict != "deny" || v.Hook != "c-deny" {
 		t.Fatalf("garbage, ask, deny: %+v", v)
 	}
-	if v := pre(t, garbage); v == nil || v.Decision != "allow" {
+	if v := pre(t, garbage); v == nil || v.Verdict != "allow" {
 		t.Fatalf("garbage alone, open: %+v", v)
 	}
 }
@@ -182,9 +182,9 @@ func TestFailOpenGarbageWithOtherHooks(t *testing.T) {
 func TestHookStdinNotHTMLEscaped(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "stdin.json")
 	h := hook(t, "dump", `cat > '`+dump+`'`, nil)
-	v := New([]*Hook{h}, zerolog.Nop()).PreToolUse(context.Background(), loop.HookCall{ToolCallID: "call_1", ToolName: "pay",
-		Arguments: json.RawMessage(`{"memo": "R&D <ops>"}`), Tier: "auto", Phase: loop.PhaseClassify})
-	if v == nil || v.Decision != "allow" {
+	v := New([]*Hook{h}, zerolog.Nop()).PreToolUse(context.Background(), toolset.HookCall{ToolCallID: "call_1", ToolName: "pay",
+		Arguments: json.RawMessage(`{"memo": "R&D <ops>"}`), Tier: "auto", Phase: toolset.PhaseClassify})
+	if v == nil || v.Verdict != "allow" {
 		t.Fatalf("verdict %+v", v)
 	}
 	got, err := os.ReadFile(dump)

@@ -107,7 +107,7 @@ func itemResult(id string, dec *agentd.Decision, err error) agentd.BatchDecision
 // decideAtomic plans every item against the calls as stored and commits
 // the plans in one transaction; when another decision wins a race to one
 // of the calls, the transaction applies nothing and the batch is planned
-// again (the call then answers as settled). With expiredIsAnswer an
+// again (the call is then resolved: answerResolved). With expiredIsAnswer an
 // expired item is not a failure of the batch.
 func (e *Engine) decideAtomic(ctx context.Context, p agentd.Principal, items []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
 	for range decideRetries {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // This file executes one tool call; run.go drives a run (model steps,
@@ -109,15 +110,15 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	e.obs.ToolExecuted(c.Name, u.Status, took)
 	e.obs.ToolCallFinished(u.Status, c.Tier)
 	if e.agent.Hooks != nil {
-		if err := e.agent.Hooks.PostToolUse(rs.ctx, hookCall(c, PhaseExecute), u.Status, u.Result, u.Error); err != nil {
+		if err := e.agent.Hooks.PostToolUse(rs.ctx, hookCall(c, toolset.PhaseExecute), u.Status, u.Result, u.Error); err != nil {
 			log.Warn().Err(err).Msg("postToolUse hook failed")
 		}
 	}
 }
 
 // hookCall is what the hooks are told of a stored call.
-func hookCall(c agentd.ToolCall, phase string) HookCall {
-	return HookCall{ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
+func hookCall(c agentd.ToolCall, phase string) toolset.HookCall {
+	return toolset.HookCall{ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
 		ConversationID: c.ConversationID, RunID: c.RunID, Tier: c.Tier, Phase: phase}
 }
 

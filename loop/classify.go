@@ -7,14 +7,15 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
-// This file classifies a call — package confirm's decision, the hooks'
-// verdict and the tool source's preparation (the card's diff, the state an
-// approval is bound to) — at the model's step and again right before the
-// call runs; a call whose classification changed in between is parked
-// again with a new card (repark). Both places use classifyCall, so what a
-// card shows and what runs are decided by the same rules.
+// This file classifies a call — package confirm's classification, the
+// hooks' verdict and the tool source's preparation (the card's diff, the
+// state an approval is bound to) — at the model's step and again right
+// before the call runs; a call whose classification changed in between is
+// parked again with a new card (repark). Both places use classify, so what
+// a card shows and what runs follow the same rules.
 
 // classifyIn is one call to classify.
 type classifyIn struct {
@@ -25,39 +26,40 @@ type classifyIn struct {
 	tier  agentd.Tier
 	phase string
 	// def is the tool, nil when the model may not call it.
-	def *ToolDef
+	def *toolset.Tool
 }
 
 // classified is a call's classification.
 type classified struct {
-	d    confirm.Decision
-	prep Preparation
+	d    confirm.Classification
+	prep toolset.Preparation
 }
 
-// classifyCall decides a call: confirm's decision of the arguments, then
-// (when the tool is valid) the preToolUse hooks with the effective
-// arguments and confirm's decision again with their verdict, then the tool
-// source's Prepare of the effective arguments of a call that may run.
-func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
+// classify classifies a call: confirm's classification of the arguments,
+// then (when the tool is valid) the preToolUse hooks with the effective
+// arguments and confirm's classification again with their verdict, then
+// the tool source's Prepare of the effective arguments of a call that may
+// run.
+func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 	call := confirm.Call{Name: in.name, Arguments: in.args, Delegated: in.delegated, TenantID: in.tenant}
 	if in.def != nil {
-		call.Tool = in.def.Decision
+		call.Tool = in.def.Confirm
 	}
-	d := confirm.Decide(call)
+	d := confirm.Classify(call)
 	if d.Refused && (d.Invalid || call.Tool == nil) {
 		return classified{d: d} // no hook sees a call that cannot run as written
 	}
 	if e.agent.Hooks != nil {
 		tier := in.tier
-		if in.phase == PhaseClassify {
+		if in.phase == toolset.PhaseClassify {
 			tier = d.Tier
 		}
-		if v := e.agent.Hooks.PreToolUse(ctx, HookCall{
+		if v := e.agent.Hooks.PreToolUse(ctx, toolset.HookCall{
 			ToolCallID: in.id, ToolName: in.name, ServerID: d.ServerID, Arguments: d.Arguments,
 			ConversationID: in.conv, RunID: in.run, Tier: tier, Phase: in.phase,
 		}); v != nil {
 			call.Hook = v
-			d = confirm.Decide(call)
+			d = confirm.Classify(call)
 		}
 	}
 	if d.Refused || in.def.Prepare == nil {
@@ -75,7 +77,7 @@ func (e *Engine) classifyCall(ctx context.Context, in classifyIn) classified {
 }
 
 // def returns the tool the model sees by that name, or nil.
-func (e *Engine) def(name string) *ToolDef {
+func (e *Engine) def(name string) *toolset.Tool {
 	if d, ok := e.defs[name]; ok {
 		return &d
 	}
@@ -101,8 +103,8 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 		}
 		return false // the call stays approved; recovery or the next start runs it
 	}
-	cl := e.classifyCall(ctx, classifyIn{id: c.ID, name: c.Name, conv: c.ConversationID, run: c.RunID, tenant: c.TenantID,
-		args: c.Arguments, delegated: conv.Delegated, tier: c.Tier, phase: PhaseExecute, def: def})
+	cl := e.classify(ctx, classifyIn{id: c.ID, name: c.Name, conv: c.ConversationID, run: c.RunID, tenant: c.TenantID,
+		args: c.Arguments, delegated: conv.Delegated, tier: c.Tier, phase: toolset.PhaseExecute, def: def})
 	d := cl.d
 	switch {
 	case d.Refused:
@@ -126,7 +128,7 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 }
 
 // refuseApproved ends an approved call that may not run after all.
-func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Decision) {
+func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
 			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRefused, Error: d.Reason, Now: e.clock.Now(),

@@ -16,9 +16,10 @@ import (
 // every rule is written once:
 //
 //	checkDecision  the request alone: who, which decision, bounds
-//	planDecision   the request against the call as stored now: settled
-//	               (idempotent repeat or conflict), expired, stale, the
-//	               edit re-validated and re-classified → a planned update
+//	planDecision   the request against the call as stored now: resolved
+//	               (answerResolved: idempotent repeat or conflict),
+//	               expired, stale, the edit re-validated and
+//	               re-classified → a planned update
 //	(commit)       one conditional store update, or several in one
 //	               transaction (an atomic batch); a conflict re-plans
 //	decided        after the commit: log, metrics, run the call or wake
@@ -118,7 +119,7 @@ type plannedDecision struct {
 // before the call was parked again is ESTALE, whatever the decision, so it
 // never becomes a decision on a later card; a card the call never showed is
 // ECONFLICT. For a call that is no longer pending it returns no plan and
-// the settled answer: the stored decision for an idempotent repeat, else
+// answerResolved's answer: the stored decision for an idempotent repeat, else
 // ECONFLICT, EEXPIRED or ESTALE. For a pending call past its deadline it
 // expires the call and answers EEXPIRED; a digest that differs is ESTALE;
 // edited arguments that are not valid, or that the card does not allow,
@@ -131,7 +132,7 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 	case card < latest:
 		return nil, nil, oldCard(c, card)
 	case c.Status != agentd.StatusRequiresConfirmation:
-		dec, err := settled(c, d.decision, d.req.ArgumentsSHA256, e.effectiveDigest(c, d.req.Arguments))
+		dec, err := answerResolved(c, d.decision, d.req.ArgumentsSHA256, e.effectiveDigest(c, d.req.Arguments))
 		return nil, dec, err
 	}
 	now := e.clock.Now()
@@ -263,7 +264,7 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
 	if d.Invalid {
 		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", d.Why)
 	}
@@ -309,18 +310,18 @@ func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) strin
 	if len(args) == 0 {
 		return ""
 	}
-	d := confirm.Decide(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
 	if d.Invalid || d.Digest == "" {
 		return "-"
 	}
 	return d.Digest
 }
 
-// settled answers a decision on a call that is no longer pending: the
+// answerResolved answers a decision on a call that is no longer pending: the
 // stored decision when it is the same (for an edit: the same effective
 // arguments) and seen for the same digest (sawDigest, when given), else a
 // conflict.
-func settled(c *agentd.ToolCall, decision, sawDigest, editedDigest string) (*agentd.Decision, error) {
+func answerResolved(c *agentd.ToolCall, decision, sawDigest, editedDigest string) (*agentd.Decision, error) {
 	if c.Status == agentd.StatusExpired {
 		return nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed; nothing was done")
 	}

@@ -5,9 +5,10 @@
 // Approvals resume the very same call; the model is not asked again.
 //
 // The loop imports no HTTP framework and no database driver: it talks to a
-// Store (the store's roles it uses, store.go), an agentd.Model, a Toolset
-// and a Publisher. Tools come from ToolSources (tools.go); the loop imports
-// none of them.
+// Store (the store's roles it uses, store.go), an agentd.Model, a
+// toolset.Set and a Publisher. Tools come from tool sources through the
+// contract in package toolset; the loop imports none of them and is itself
+// one, the subagents' task tool (TaskSource).
 package loop
 
 import (
@@ -19,6 +20,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -37,12 +39,12 @@ type Agent struct {
 	// run the calls: cmd/agentd passes the project's tool registry
 	// (tools/registry), which applies llm_callable and agent.json's list.
 	// Nil means no tools.
-	Tools           Toolset
+	Tools           toolset.Set
 	ApprovalTimeout time.Duration
 	MaxTurns        int
 	// Hooks are the project's preToolUse and postToolUse hooks; nil means
 	// none.
-	Hooks Hooks
+	Hooks toolset.Hooks
 	// Subagents are the subagents the task tool (TaskSource, listed in
 	// Tools) starts.
 	Subagents []*Subagent
@@ -82,7 +84,7 @@ type Engine struct {
 	specs   []agentd.ToolSpec
 	visible map[string]*confirm.Tool
 	// defs are the tools the model sees, by name.
-	defs map[string]ToolDef
+	defs map[string]toolset.Tool
 	// idempotent says, by tool name, which calls recovery may run again.
 	idempotent map[string]bool
 
@@ -97,10 +99,10 @@ type Engine struct {
 	// drivers counts the driver goroutines alive (Drivers).
 	drivers  atomic.Int64
 	deadline deadlineTimer
-	// parkHook, when set (by tests), is called by a driver about to exit
+	// retireHook, when set (by tests), is called by a driver about to exit
 	// because its run waits only for people (stage "before", e.mu not
 	// held) and once it has left e.runs (stage "after").
-	parkHook func(runID, stage string)
+	retireHook func(runID, stage string)
 }
 
 // runState is the in-memory handle of a run with a driver: its context
@@ -142,14 +144,14 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	}
 	e := &Engine{
 		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
-		visible: map[string]*confirm.Tool{}, defs: map[string]ToolDef{}, idempotent: map[string]bool{},
+		visible: map[string]*confirm.Tool{}, defs: map[string]toolset.Tool{}, idempotent: map[string]bool{},
 		runs: map[string]*runState{},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if agent.Tools != nil {
 		for _, d := range agent.Tools.Tools() {
 			e.specs = append(e.specs, d.Spec)
-			e.visible[d.Spec.Name] = d.Decision
+			e.visible[d.Spec.Name] = d.Confirm
 			e.defs[d.Spec.Name] = d
 			e.idempotent[d.Spec.Name] = d.Idempotent
 		}
@@ -309,15 +311,15 @@ func (e *Engine) goTool(runID string, fn func(rs *runState)) {
 	}()
 }
 
-// park reports whether the driver of rs may exit because its run waits
-// only for people: no tool goroutine of it is counted, and nothing woke it
-// since it read the store. If so, rs leaves e.runs in the same step, so a
-// decision, an expiry or a cancel that comes after finds no driver and
-// starts one. woken reports that a wake-up arrived (and was consumed): the
-// driver must read the store again.
-func (e *Engine) park(rs *runState) (exit, woken bool) {
-	if e.parkHook != nil {
-		e.parkHook(rs.id, "before")
+// retireDriver retires the driver of rs if its run waits only for people:
+// no tool goroutine of it is counted, and nothing woke it since it read the
+// store. exit reports that it did (the driver returns): rs left e.runs in
+// the same step, so a decision, an expiry or a cancel that comes after
+// finds no driver and starts one. woken reports that a wake-up arrived
+// (and was consumed): the driver must read the store again.
+func (e *Engine) retireDriver(rs *runState) (exit, woken bool) {
+	if e.retireHook != nil {
+		e.retireHook(rs.id, "before")
 	}
 	e.mu.Lock()
 	switch {
@@ -331,8 +333,8 @@ func (e *Engine) park(rs *runState) (exit, woken bool) {
 	}
 	delete(e.runs, rs.id)
 	e.mu.Unlock()
-	if e.parkHook != nil {
-		e.parkHook(rs.id, "after")
+	if e.retireHook != nil {
+		e.retireHook(rs.id, "after")
 	}
 	return true, false
 }

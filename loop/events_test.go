@@ -52,7 +52,7 @@ func newEventsEngine(t *testing.T) (*loop.Engine, *sqlite.DB, *recorder, *fakeCl
 	}
 	rec := newRecorder()
 	clock := &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
-	engine := loop.New(st, rec, &loop.Agent{Name: "a", Model: eventsModel{}, Tools: toolset(t, tools.NewSource(ts)), MaxTurns: 5},
+	engine := loop.New(st, rec, &loop.Agent{Name: "a", Model: eventsModel{}, Tools: registered(t, tools.NewSource(ts)), MaxTurns: 5},
 		loop.Options{Clock: clock, ExpireEvery: -1})
 	if err := engine.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 package loop
 
-// SetParkHook makes every driver of e call f when its run waits only for
+// SetRetireHook makes every driver of e call f when its run waits only for
 // people: with stage "before" just before it takes the engine's lock to
 // decide whether to exit, and with stage "after" once it has left the
 // engine's runs and is about to return. Call it before e.Start.
-func SetParkHook(e *Engine, f func(runID, stage string)) { e.parkHook = f }
+func SetRetireHook(e *Engine, f func(runID, stage string)) { e.retireHook = f }

@@ -13,12 +13,13 @@ import (
 	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
 // phaseHook is a real preToolUse hook (a shell script run by package
 // hooks) that allows at classification and denies at execution.
-func phaseHook(t *testing.T) loop.Hooks {
+func phaseHook(t *testing.T) toolset.Hooks {
 	t.Helper()
 	dir := t.TempDir()
 	script := `in=$(cat); case "$in" in *'"phase":"execute"'*) echo '{"decision":"deny","reason":"payments closed since the card was shown"}';; esac` + "\n"
@@ -40,7 +41,7 @@ func TestHookDenyAtExecutionRefusesApprovedCall(t *testing.T) {
 	pay := &goTool{name: "pay", exposure: "requires-confirmation"}
 	model := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{"amount":3}`)}}}}}
 	rec := newRecorder()
-	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: model, Tools: toolset(t, pay), Hooks: phaseHook(t), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
+	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: model, Tools: registered(t, pay), Hooks: phaseHook(t), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
 		loop.Options{ExpireEvery: -1})
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/agentd-dev/agentd/toolset"
 	"go.uber.org/goleak"
 )
 
@@ -254,9 +255,9 @@ func writeTools(t *testing.T) (map[string]*tools.Tool, string) {
 	return ts, log
 }
 
-// toolset is the tools of sources as cmd/agentd hands them to the loop:
+// registered is the tools of sources as cmd/agentd hands them to the loop:
 // through the tool registry, every llm_callable tool.
-func toolset(t *testing.T, sources ...loop.ToolSource) loop.Toolset {
+func registered(t *testing.T, sources ...toolset.Source) toolset.Set {
 	t.Helper()
 	reg, err := registry.New(sources...)
 	if err != nil {
@@ -292,7 +293,7 @@ func newFixture(t *testing.T, path string, replies ...agentd.ModelResponse) *fix
 	f := &fixture{store: st, rec: newRecorder(), model: &stepModel{replies: replies},
 		clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}, log: log,
 		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
-	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: toolset(t, tools.NewSource(ts)), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
+	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: registered(t, tools.NewSource(ts)), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
 		loop.Options{Clock: f.clock, ExpireEvery: -1})
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -475,7 +476,7 @@ func TestImportRules(t *testing.T) {
 			}
 		}
 	}
-	// The loop runs tools through its Toolset interface: it imports no tool
+	// The loop runs tools through toolset.Set: it imports no tool
 	// source and starts no subprocess; the registry knows no source either.
 	for pkg, forbidden := range map[string][]string{
 		// The web chat speaks the HTTP API like any client.
@@ -498,6 +499,29 @@ func TestImportRules(t *testing.T) {
 		for _, dep := range strings.Fields(string(out)) {
 			if slices.Contains(forbidden, dep) {
 				t.Errorf("%s imports %s", pkg, dep)
+			}
+		}
+	}
+	// Tool sources implement the contract in package toolset and never
+	// import the engine, not even in their tests: connections, files,
+	// hooks and every package under tools/ and mcp/. The contract itself
+	// imports the domain and confirm and nothing else of agentd's.
+	const mod = "github.com/agentd-dev/agentd"
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}", mod+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	under := func(pkg, dir string) bool { return pkg == mod+"/"+dir || strings.HasPrefix(pkg, mod+"/"+dir+"/") }
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg, imports := fields[0], fields[1:]
+		source := under(pkg, "tools") || under(pkg, "mcp") || under(pkg, "connections") || under(pkg, "files") || under(pkg, "hooks")
+		for _, dep := range imports {
+			if source && under(dep, "loop") {
+				t.Errorf("tool source %s imports %s: a source imports the contract (toolset), not the engine", pkg, dep)
+			}
+			if pkg == mod+"/toolset" && strings.HasPrefix(dep, mod+"/") && dep != mod+"/confirm" {
+				t.Errorf("the tool contract imports %s: only the domain and confirm", dep)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentd-dev/agentd/internal/seed"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // Tests of "something waiting costs nothing" (docs/loop.md): a run that
@@ -66,19 +67,19 @@ type gatedTool struct {
 }
 
 func (g *gatedTool) ID() string { return "tools" }
-func (g *gatedTool) Tools() []loop.ToolDef {
-	def := loop.ToolDef{
+func (g *gatedTool) Tools() []toolset.Tool {
+	def := toolset.Tool{
 		Spec:        agentd.ToolSpec{Name: "pay", Description: "pay", Parameters: json.RawMessage(`{"type":"object"}`)},
-		Decision:    &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: confirm.ExposureRequiresConfirmation},
+		Confirm:     &confirm.Tool{Name: "pay", ServerID: "tools", Exposure: confirm.ExposureRequiresConfirmation},
 		LLMCallable: true,
 	}
 	if g.state != nil {
-		def.Prepare = func(context.Context, json.RawMessage) (loop.Preparation, error) {
+		def.Prepare = func(context.Context, json.RawMessage) (toolset.Preparation, error) {
 			s := g.state()
-			return loop.Preparation{Diff: "state " + s, State: s}, nil
+			return toolset.Preparation{Diff: "state " + s, State: s}, nil
 		}
 	}
-	return []loop.ToolDef{def}
+	return []toolset.Tool{def}
 }
 func (g *gatedTool) Execute(ctx context.Context, c agentd.ToolCall) (json.RawMessage, error) {
 	g.mu.Lock()
@@ -141,7 +142,7 @@ func newPark(t *testing.T, path string, o parkOpts) *parkFixture {
 		o.clock = &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
 	}
 	billing, _ := newBillingTools(t)
-	tools := toolset(t, append(billing, o.tool)...)
+	tools := registered(t, append(billing, o.tool)...)
 	f := &parkFixture{path: path, store: st, rec: newRecorder(), clock: o.clock, model: &byMessage{}, tool: o.tool,
 		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
 	opts := loop.Options{Clock: f.clock, ExpireEvery: -1}
@@ -150,7 +151,7 @@ func newPark(t *testing.T, path string, o parkOpts) *parkFixture {
 	}
 	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: tools, ApprovalTimeout: 10 * time.Minute, MaxTurns: 5}, opts)
 	if o.hook != nil {
-		loop.SetParkHook(f.engine, o.hook)
+		loop.SetRetireHook(f.engine, o.hook)
 	}
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -252,7 +253,7 @@ func TestParkedRunHoldsNoDriver(t *testing.T) {
 	}
 }
 
-// gate blocks a driver at one park stage (loop.SetParkHook) until released.
+// gate blocks a driver at one park stage (loop.SetRetireHook) until released.
 type gate struct {
 	stage   string
 	arrived chan string

@@ -17,6 +17,7 @@ import (
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // These tests pin rules that a changed condition in the loop would break
@@ -34,10 +35,10 @@ type goTool struct {
 }
 
 func (g *goTool) ID() string { return "go" }
-func (g *goTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{
+func (g *goTool) Tools() []toolset.Tool {
+	return []toolset.Tool{{
 		Spec:        agentd.ToolSpec{Name: g.name, Description: g.name, Parameters: json.RawMessage(`{"type":"object"}`)},
-		Decision:    &confirm.Tool{Name: g.name, ServerID: "go", Exposure: g.exposure},
+		Confirm:     &confirm.Tool{Name: g.name, ServerID: "go", Exposure: g.exposure},
 		LLMCallable: !g.hidden, Idempotent: g.idempotent,
 	}}
 }
@@ -77,7 +78,7 @@ type rulesFixture struct {
 
 // newRules starts an engine over a real SQLite file at path ("" = a new
 // one), with the tools of sources as the tool registry gives them.
-func newRules(t *testing.T, path string, model agentd.Model, sources []loop.ToolSource, maxTurns int) *rulesFixture {
+func newRules(t *testing.T, path string, model agentd.Model, sources []toolset.Source, maxTurns int) *rulesFixture {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "agentd.db")
@@ -88,7 +89,7 @@ func newRules(t *testing.T, path string, model agentd.Model, sources []loop.Tool
 	}
 	f := &rulesFixture{store: st, rec: newRecorder(), clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)},
 		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
-	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: model, Tools: toolset(t, sources...), ApprovalTimeout: 10 * time.Minute, MaxTurns: maxTurns},
+	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: model, Tools: registered(t, sources...), ApprovalTimeout: 10 * time.Minute, MaxTurns: maxTurns},
 		loop.Options{Clock: f.clock, ExpireEvery: -1})
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -132,7 +133,7 @@ func TestMaxTurnsIsExact(t *testing.T) {
 	for _, turns := range []int{1, 3} {
 		model := &alwaysCall{name: "record"}
 		tool := &goTool{name: "record"}
-		f := newRules(t, "", model, []loop.ToolSource{tool}, turns)
+		f := newRules(t, "", model, []toolset.Source{tool}, turns)
 		_, runID := f.send(t, "go")
 		ev := f.rec.wait(t, agentd.EventRunFinished, 1)
 		if !strings.Contains(string(ev.Data), `"reason":"max_turns"`) {
@@ -156,7 +157,7 @@ func TestHiddenToolIsRefusedAsUnknown(t *testing.T) {
 	shown := &goTool{name: "record"}
 	model := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{
 		{Name: "wipe", Arguments: json.RawMessage(`{}`)}, {Name: "record", Arguments: json.RawMessage(`{}`)}}}}}
-	f := newRules(t, "", model, []loop.ToolSource{hidden, shown}, 5)
+	f := newRules(t, "", model, []toolset.Source{hidden, shown}, 5)
 	if specs := f.engine.ToolSpecs(); len(specs) != 1 || specs[0].Name != "record" {
 		t.Fatalf("the model sees %v", specs)
 	}
@@ -182,7 +183,7 @@ func TestHiddenToolIsRefusedAsUnknown(t *testing.T) {
 func TestDecisionExactlyAtDeadlineIsExpired(t *testing.T) {
 	tool := &goTool{name: "pay", exposure: "requires-confirmation"}
 	f := newRules(t, "", &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{}`)}}}}},
-		[]loop.ToolSource{tool}, 5)
+		[]toolset.Source{tool}, 5)
 	f.send(t, "pay")
 	c := f.parked(t, 1)
 	f.clock.Advance(c.RequiresApprovalAt.Sub(f.clock.Now()))
@@ -207,7 +208,7 @@ func TestCancelFinishedRunConflicts(t *testing.T) {
 func TestReasonLengthLimit(t *testing.T) {
 	tool := &goTool{name: "pay", exposure: "requires-confirmation"}
 	call := agentd.ModelResponse{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{}`)}}}
-	f := newRules(t, "", &stepModel{replies: []agentd.ModelResponse{call}}, []loop.ToolSource{tool}, 5)
+	f := newRules(t, "", &stepModel{replies: []agentd.ModelResponse{call}}, []toolset.Source{tool}, 5)
 	f.send(t, "pay")
 	c := f.parked(t, 1)
 	if _, err := f.engine.Decide(context.Background(), f.p, c.ID, agentd.DecisionRequest{Decision: "deny", Reason: strings.Repeat("r", 4097)}); agentd.ErrorCode(err) != agentd.EINVALID {
@@ -251,7 +252,7 @@ func TestIdempotentCallRunsAgainAfterCrash(t *testing.T) {
 		must(st.Close(), "close")
 
 		tool := &goTool{name: "sync", idempotent: idem}
-		f := newRules(t, path, &stepModel{}, []loop.ToolSource{tool}, 5)
+		f := newRules(t, path, &stepModel{}, []toolset.Source{tool}, 5)
 		ev := f.rec.wait(t, agentd.EventToolCallResult, 1)
 		got, err := f.engine.ToolCall(ctx, f.p, call.ID)
 		must(err, "tool call")
@@ -267,7 +268,7 @@ func TestIdempotentCallRunsAgainAfterCrash(t *testing.T) {
 // newBillingTools loads a connection "billing" against a loopback server
 // whose POST /refunds parks (allow_edit, its own 2 minute deadline, amounts
 // above 100 escalate to review) and returns its tool sources.
-func newBillingTools(t *testing.T) ([]loop.ToolSource, *int) {
+func newBillingTools(t *testing.T) ([]toolset.Source, *int) {
 	t.Helper()
 	var mu sync.Mutex
 	hits := new(int)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -13,7 +14,7 @@ import (
 // every call of the current step is resolved, and otherwise waits to be
 // woken while a tool of the run is in flight. When every unresolved call is
 // parked, nothing in this process can move the run, so the driver marks it
-// waiting and returns (park): the decision or expiry that moves it starts a
+// waiting and returns (retireDriver): the decision or expiry that moves it starts a
 // new driver (a cancel finishes the run in the store and needs none). It
 // also returns when the run is no longer active or its context ends.
 func (e *Engine) drive(rs *runState) {
@@ -56,7 +57,7 @@ func (e *Engine) drive(rs *runState) {
 					e.markWaiting(rs.ctx, run, parked)
 				}
 				if len(parked) == len(unresolved) {
-					exit, woken := e.park(rs)
+					exit, woken := e.retireDriver(rs)
 					if exit {
 						return
 					} else if woken {
@@ -280,7 +281,7 @@ func (e *Engine) stepOf(ctx context.Context, run *agentd.Run, delegated bool, ms
 	}
 	calls := make([]*agentd.ToolCall, 0, len(resp.ToolCalls))
 	for i, mc := range resp.ToolCalls {
-		c, evs := e.classify(ctx, run, delegated, msgID, step, i, mc, now)
+		c, evs := e.newCall(ctx, run, delegated, msgID, step, i, mc, now)
 		calls = append(calls, c)
 		drafts = append(drafts, evs...)
 	}
@@ -306,16 +307,16 @@ func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
 	}
 }
 
-// classify turns one model-selected call into a stored call and the events
-// that announce it with the step: confirmation_required (confirm) or
+// newCall classifies one model-selected call and turns it into a stored
+// call and the events that announce it with the step: confirmation_required (confirm) or
 // tool_call_refused (review, never, unknown, invalid, denied by a hook).
 // Auto calls are stored approved and announced by startCall's
 // tool_call_started.
-func (e *Engine) classify(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
+func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
 	id := agentd.NewID(agentd.PrefixToolCall)
-	cl := e.classifyCall(ctx, classifyIn{id: id, name: mc.Name, conv: conv, run: run.ID, tenant: run.TenantID,
-		args: mc.Arguments, delegated: delegated, phase: PhaseClassify, def: e.def(mc.Name)})
+	cl := e.classify(ctx, classifyIn{id: id, name: mc.Name, conv: conv, run: run.ID, tenant: run.TenantID,
+		args: mc.Arguments, delegated: delegated, phase: toolset.PhaseClassify, def: e.def(mc.Name)})
 	d := cl.d
 	c := &agentd.ToolCall{
 		ID: id, TenantID: run.TenantID, ProjectID: run.ProjectID,

@@ -120,7 +120,7 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	now := e.clock.Now().UTC()
 	run := &agentd.Run{
 		ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
-		CorrelationID: agentd.NewID("corr")[5:], Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now,
+		CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now,
 	}
 	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 		Role: agentd.RoleUser, Content: content, CreatedAt: now}

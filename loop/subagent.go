@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // SubagentsServerID is the server_id of the task tool.
@@ -24,7 +25,7 @@ type Subagent struct {
 	Model       agentd.Model
 	// Tools are the tools its model sees and runs (never the task tool:
 	// subagents cannot start subagents). Nil means none.
-	Tools    Toolset
+	Tools    toolset.Set
 	MaxTurns int
 }
 
@@ -32,7 +33,7 @@ type Subagent struct {
 // tier auto), for the registry to list beside the others. Its calls run
 // in the engine, which owns the subagents' loops: Execute outside the
 // loop refuses.
-func TaskSource(subs []*Subagent) ToolSource {
+func TaskSource(subs []*Subagent) toolset.Source {
 	names := make([]string, 0, len(subs))
 	desc := "Give a task to a subagent and get its final answer. Subagents:"
 	for _, s := range subs {
@@ -46,9 +47,9 @@ func TaskSource(subs []*Subagent) ToolSource {
 	for _, n := range names {
 		known[n] = true
 	}
-	return taskSource{def: ToolDef{
+	return taskSource{def: toolset.Tool{
 		Spec: agentd.ToolSpec{Name: TaskTool, Description: desc, Parameters: json.RawMessage(params)},
-		Decision: &confirm.Tool{Name: TaskTool, ServerID: SubagentsServerID, Validate: func(raw json.RawMessage) (json.RawMessage, error) {
+		Confirm: &confirm.Tool{Name: TaskTool, ServerID: SubagentsServerID, Validate: func(raw json.RawMessage) (json.RawMessage, error) {
 			a, err := taskArgs(raw)
 			if err != nil {
 				return nil, err
@@ -63,10 +64,10 @@ func TaskSource(subs []*Subagent) ToolSource {
 	}}
 }
 
-type taskSource struct{ def ToolDef }
+type taskSource struct{ def toolset.Tool }
 
-func (s taskSource) ID() string       { return SubagentsServerID }
-func (s taskSource) Tools() []ToolDef { return []ToolDef{s.def} }
+func (s taskSource) ID() string            { return SubagentsServerID }
+func (s taskSource) Tools() []toolset.Tool { return []toolset.Tool{s.def} }
 func (s taskSource) Execute(context.Context, agentd.ToolCall) (json.RawMessage, error) {
 	return nil, fmt.Errorf("the task tool runs only in the agent loop")
 }
@@ -92,7 +93,7 @@ type subagentRun struct {
 	e      *Engine
 	parent agentd.ToolCall
 	sa     *Subagent
-	defs   map[string]ToolDef
+	defs   map[string]toolset.Tool
 	specs  []agentd.ToolSpec
 	deleg  bool
 }
@@ -123,7 +124,7 @@ func (e *Engine) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.
 	if err != nil {
 		return nil, err
 	}
-	r := &subagentRun{e: e, parent: parent, sa: sa, defs: map[string]ToolDef{}, deleg: conv.Delegated}
+	r := &subagentRun{e: e, parent: parent, sa: sa, defs: map[string]toolset.Tool{}, deleg: conv.Delegated}
 	if sa.Tools != nil {
 		for _, d := range sa.Tools.Tools() {
 			r.defs[d.Spec.Name] = d
@@ -218,7 +219,7 @@ func (r *subagentRun) append(ctx, live context.Context, p agentd.EventPayload, a
 func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.ModelMessage {
 	p := r.parent
 	tm := agentd.ModelMessage{Role: agentd.ModelRoleTool, ToolCallID: mc.ID, ToolName: mc.Name}
-	cl := r.classify(ctx, mc)
+	cl := r.classifyBothPhases(ctx, mc)
 	d := cl.d
 	refuse := func(status agentd.CallStatus, tier agentd.Tier, reason string) agentd.ModelMessage {
 		_ = r.relayRefusal(ctx, &agentd.ToolCallRefusedPayload{RunID: p.RunID, ToolCallID: mc.ID, ToolName: mc.Name, ServerID: d.ServerID,
@@ -245,23 +246,24 @@ func (r *subagentRun) call(ctx context.Context, mc agentd.ModelToolCall) agentd.
 	return tm
 }
 
-// classify decides one of the subagent's calls as the parent's loop does:
-// at classification and, for an auto call, again right before it runs; a
-// call whose verdict changed in between is confirm (so denied here).
-func (r *subagentRun) classify(ctx context.Context, mc agentd.ModelToolCall) classified {
+// classifyBothPhases classifies one of the subagent's calls as the
+// parent's loop does: in phase classify and, for an auto call, again in
+// phase execute, right before it runs; a call whose classification changed
+// in between is confirm (so denied here).
+func (r *subagentRun) classifyBothPhases(ctx context.Context, mc agentd.ModelToolCall) classified {
 	p := r.parent
-	var def *ToolDef
+	var def *toolset.Tool
 	if d, ok := r.defs[mc.Name]; ok {
 		def = &d
 	}
 	in := classifyIn{id: mc.ID, name: mc.Name, conv: p.ConversationID, run: p.RunID, tenant: p.TenantID,
-		args: mc.Arguments, delegated: r.deleg, phase: PhaseClassify, def: def}
-	cl := r.e.classifyCall(ctx, in)
+		args: mc.Arguments, delegated: r.deleg, phase: toolset.PhaseClassify, def: def}
+	cl := r.e.classify(ctx, in)
 	if cl.d.Refused || cl.d.Tier != agentd.TierAuto {
 		return cl
 	}
-	in.args, in.tier, in.phase = cl.d.Arguments, cl.d.Tier, PhaseExecute
-	again := r.e.classifyCall(ctx, in)
+	in.args, in.tier, in.phase = cl.d.Arguments, cl.d.Tier, toolset.PhaseExecute
+	again := r.e.classify(ctx, in)
 	if !again.d.Refused && again.d.Tier == agentd.TierAuto && again.d.Digest == cl.d.Digest {
 		return cl
 	}
@@ -292,7 +294,7 @@ func (r *subagentRun) execute(ctx context.Context, c agentd.ToolCall) agentd.Too
 	}
 	r.relayResult(ctx, res)
 	if e.agent.Hooks != nil {
-		if herr := e.agent.Hooks.PostToolUse(ctx, hookCall(c, PhaseExecute), res.Status, res.Result, res.Error); herr != nil && ctx.Err() == nil {
+		if herr := e.agent.Hooks.PostToolUse(ctx, hookCall(c, toolset.PhaseExecute), res.Status, res.Result, res.Error); herr != nil && ctx.Err() == nil {
 			e.log.Warn().Err(herr).Str("tool_call_id", c.ID).Msg("postToolUse hook failed")
 		}
 	}

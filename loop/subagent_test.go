@@ -14,6 +14,7 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
 
@@ -25,10 +26,10 @@ type probeTool struct {
 }
 
 func (p *probeTool) ID() string { return "tools" }
-func (p *probeTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{
+func (p *probeTool) Tools() []toolset.Tool {
+	return []toolset.Tool{{
 		Spec:        agentd.ToolSpec{Name: "probe", Description: "probe", Parameters: json.RawMessage(`{"type":"object"}`)},
-		Decision:    &confirm.Tool{Name: "probe", ServerID: "tools", Exposure: confirm.ExposureOpen},
+		Confirm:     &confirm.Tool{Name: "probe", ServerID: "tools", Exposure: confirm.ExposureOpen},
 		LLMCallable: true,
 	}}
 }
@@ -108,12 +109,12 @@ func TestSubagentStartsNothingAfterCancel(t *testing.T) {
 	}
 	probe := &probeTool{ran: make(chan struct{})}
 	sub := &gateModel{entered: make(chan struct{}), gate: make(chan struct{})}
-	subs := []*loop.Subagent{{Name: "worker", Description: "works", Model: sub, Tools: toolset(t, probe), MaxTurns: 3}}
+	subs := []*loop.Subagent{{Name: "worker", Description: "works", Model: sub, Tools: registered(t, probe), MaxTurns: 3}}
 	rec := newRecorder()
 	parent := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "task",
 		Arguments: json.RawMessage(`{"subagent":"worker","prompt":"probe it"}`)}}}}}
 	log := zerolog.New(&cancelLogWriter{gate: sub.gate, probe: probe, rec: rec})
-	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: parent, Tools: toolset(t, loop.TaskSource(subs)), Subagents: subs, MaxTurns: 5},
+	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: parent, Tools: registered(t, loop.TaskSource(subs)), Subagents: subs, MaxTurns: 5},
 		loop.Options{ExpireEvery: -1, Logger: log})
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -169,11 +170,11 @@ func TestSubagentConfirmCallRefusedAndAudited(t *testing.T) {
 	}
 	pay := &goTool{name: "pay", exposure: "requires-confirmation"}
 	sub := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{"amount":3}`)}}}}}
-	subs := []*loop.Subagent{{Name: "worker", Description: "works", Model: sub, Tools: toolset(t, pay), MaxTurns: 3}}
+	subs := []*loop.Subagent{{Name: "worker", Description: "works", Model: sub, Tools: registered(t, pay), MaxTurns: 3}}
 	parent := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "task",
 		Arguments: json.RawMessage(`{"subagent":"worker","prompt":"pay it"}`)}}}}}
 	rec := newRecorder()
-	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: parent, Tools: toolset(t, loop.TaskSource(subs)), Subagents: subs, MaxTurns: 5},
+	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: parent, Tools: registered(t, loop.TaskSource(subs)), Subagents: subs, MaxTurns: 5},
 		loop.Options{ExpireEvery: -1})
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)

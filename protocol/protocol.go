@@ -153,8 +153,10 @@ func (s *Service) reach(ctx context.Context, p agentd.Principal, convID string) 
 
 func threadNotFound() error { return agentd.Errorf(agentd.ENOTFOUND, "thread not found") }
 
-// Decision is a client's decision on one parked call's card.
-type Decision struct {
+// Answer is a client's answer to one parked call's card, as an AG-UI
+// resume entry or an AI SDK approval response carries it: the card it
+// answers and the person's decision.
+type Answer struct {
 	// ToolCallID is the id the client answers (an AG-UI interrupt's id,
 	// an AI SDK approval id) as it sent it: the id of one of the call's
 	// cards (InterruptID).
@@ -186,11 +188,11 @@ func ParseInterruptID(id string) (callID string, card int) {
 	return id, 1
 }
 
-// Input is what a protocol request asks for: decisions on parked calls, or
+// Input is what a protocol request asks for: answers to parked calls, or
 // else a new user message, or else neither (then it follows the latest run).
 type Input struct {
-	Message   string
-	Decisions []Decision
+	Message string
+	Answers []Answer
 	// ExpiredIsAnswer makes a decision on a call whose deadline passed an
 	// answer (Turn.Expired names the call) rather than an EEXPIRED error.
 	ExpiredIsAnswer bool
@@ -220,7 +222,7 @@ type Expired struct {
 }
 
 // Apply applies in to conv, as Thread returned it for p, and returns the
-// turn to follow. Decisions are checked first and applied all or nothing
+// turn to follow. Answers are checked first and applied all or nothing
 // (Engine.DecideAll): each answers the card its id names (InterruptID), so
 // an answer to a card the call was parked again after is ESTALE and
 // decides nothing; a repeated decision changes nothing and answers as it
@@ -233,7 +235,7 @@ func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Co
 	// conv was read before anything changed: its LastSeq is the starting point.
 	t := &Turn{Conversation: conv, After: conv.LastSeq}
 	switch {
-	case len(in.Decisions) > 0:
+	case len(in.Answers) > 0:
 		if err := s.decide(ctx, p, conv, in, t); err != nil {
 			return nil, err
 		}
@@ -255,12 +257,12 @@ func (s *Service) Apply(ctx context.Context, p agentd.Principal, conv *agentd.Co
 	return t, nil
 }
 
-// decide applies in's decisions all or nothing and notes on t what they
+// decide applies in's answers all or nothing and notes on t what they
 // decided, what came too late, and the run to follow.
 func (s *Service) decide(ctx context.Context, p agentd.Principal, conv *agentd.Conversation, in Input, t *Turn) error {
-	ds := make([]agentd.CallDecision, len(in.Decisions))
-	first := make(map[string]string, len(in.Decisions))
-	for i, d := range in.Decisions {
+	ds := make([]agentd.CallDecision, len(in.Answers))
+	first := make(map[string]string, len(in.Answers))
+	for i, d := range in.Answers {
 		callID, card := ParseInterruptID(d.ToolCallID)
 		if prev, ok := first[callID]; ok {
 			return agentd.Errorf(agentd.EINVALID, "the request answers tool call %q twice (%q and %q): answer each call once", callID,
@@ -281,7 +283,7 @@ func (s *Service) decide(ctx context.Context, p agentd.Principal, conv *agentd.C
 			continue
 		}
 		if r.Error.Code == agentd.ENOTFOUND || r.Error.Code == agentd.EINVALID && agentd.CheckID(agentd.PrefixToolCall, "", ds[i].ToolCallID) != nil {
-			return unknownInterrupt(in.Decisions[i].ToolCallID)
+			return unknownInterrupt(in.Answers[i].ToolCallID)
 		}
 		return agentd.Errorf(r.Error.Code, "%s", r.Error.Message)
 	}

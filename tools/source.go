@@ -8,19 +8,19 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // ServerID is the server_id of the project's custom command tools.
 const ServerID = "tools"
 
 // Source is the project's custom command tools as one tool source
-// (loop.ToolSource, ID ServerID), for the tool registry. It hands each
-// tool's exposure to package confirm as it is written and decides nothing
+// (toolset.Source, ID ServerID), for the tool registry. It hands each
+// tool's exposure to package confirm as it is written and classifies nothing
 // itself. A Source is immutable and safe for concurrent use.
 type Source struct {
 	tools map[string]*Tool
-	defs  []loop.ToolDef // sorted by name
+	defs  []toolset.Tool // sorted by name
 }
 
 // NewSource returns the source of the tools ts (as LoadDir returns them,
@@ -35,9 +35,9 @@ func NewSource(ts map[string]*Tool) *Source {
 	sort.Strings(names)
 	for _, name := range names {
 		t := ts[name]
-		s.defs = append(s.defs, loop.ToolDef{
+		s.defs = append(s.defs, toolset.Tool{
 			Spec: t.Spec(),
-			Decision: &confirm.Tool{Name: t.Name, ServerID: ServerID, Exposure: t.Exposure.Kind,
+			Confirm: &confirm.Tool{Name: t.Name, ServerID: ServerID, Exposure: t.Exposure.Kind,
 				Prompt: t.Exposure.Prompt, Validate: t.ValidateArguments},
 			LLMCallable: t.LLMCallable,
 			Idempotent:  t.Idempotent,
@@ -51,7 +51,7 @@ func NewSource(ts map[string]*Tool) *Source {
 func (s *Source) ID() string { return ServerID }
 
 // Tools lists every tool, sorted by name; the same values on every call.
-func (s *Source) Tools() []loop.ToolDef { return s.defs }
+func (s *Source) Tools() []toolset.Tool { return s.defs }
 
 // Execute runs the command of the tool call.Name names with call.ID and
 // the effective arguments (see Tool.Run, whose errors it returns). A name

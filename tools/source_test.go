@@ -12,10 +12,10 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
-var _ loop.ToolSource = (*Source)(nil)
+var _ toolset.Source = (*Source)(nil)
 
 // The source lists every loaded tool, sorted, with what confirm and the
 // registry read, and runs a call as the tool's real subprocess.
@@ -51,19 +51,19 @@ func TestSource(t *testing.T) {
 		t.Fatalf("defs = %+v", defs)
 	}
 	audit, refund := defs[0], defs[1]
-	if audit.LLMCallable || audit.Idempotent || audit.Origin != "tools (tools/audit/tool.json)" || audit.Decision.Exposure != ExposureOpen {
-		t.Errorf("audit = %+v (decision %+v)", audit, audit.Decision)
+	if audit.LLMCallable || audit.Idempotent || audit.Origin != "tools (tools/audit/tool.json)" || audit.Confirm.Exposure != ExposureOpen {
+		t.Errorf("audit = %+v (decision %+v)", audit, audit.Confirm)
 	}
-	d := refund.Decision
+	d := refund.Confirm
 	if !refund.LLMCallable || !refund.Idempotent || refund.Origin != "tools (tools/refund/tool.json)" || refund.Spec.Description != "Refund." ||
 		d.Name != "refund" || d.ServerID != "tools" || d.Exposure != confirm.ExposureRequiresConfirmation || d.Prompt != "Moves money" || d.Kind != confirm.KindCustom {
 		t.Errorf("refund = %+v (decision %+v)", refund, d)
 	}
-	if src.Tools()[1].Decision != d {
+	if src.Tools()[1].Confirm != d {
 		t.Error("the defs are rebuilt on every call")
 	}
 	// The decision validates with the tool's schema: defaults filled in.
-	dec := confirm.Decide(confirm.Call{Name: "refund", Tool: d, Arguments: json.RawMessage(`{}`)})
+	dec := confirm.Classify(confirm.Call{Name: "refund", Tool: d, Arguments: json.RawMessage(`{}`)})
 	if dec.Tier != agentd.TierConfirm || dec.Reason != "Moves money" || string(dec.Arguments) != `{"n":1}` {
 		t.Fatalf("decision = %+v", dec)
 	}

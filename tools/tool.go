@@ -5,10 +5,11 @@
 // its stdin (a regular file, complete before the command starts), and
 // reads the JSON result from its stdout (docs/tools.md).
 //
-// The package decides no tier and no approval: Exposure (in confirm's
-// words) and Confirm are carried for package confirm to read, and Run executes
-// whatever it is asked to. Source offers the tools to the tool registry
-// (tools/registry) as one loop.ToolSource.
+// The package decides no tier and no approval: a tool's exposure is one of
+// package confirm's kinds, handed to confirm as written (confirm says what
+// tier it gives), Confirm (what the handler may do) is carried as written,
+// and Run executes whatever it is asked to. Source offers the tools to the
+// tool registry (tools/registry) as one toolset.Source.
 package tools
 
 import (

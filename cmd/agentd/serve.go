@@ -31,6 +31,7 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/agentd-dev/agentd/webhook"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -185,13 +186,13 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	// the event feed, which the webhook outbox follows; the hub does not
 	// (docs/architecture.md, "The event feed", has why and the seam for
 	// feeding it from the feed).
-	events := feed.New(store, feed.Options{})
-	done.add(events.Close)
+	feed := feed.New(store, feed.Options{})
+	done.add(feed.Close)
 	hub := sse.NewHub()
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	outbox, err := startWebhooks(ctx, proj, store, events, log, reg)
+	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -203,7 +204,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
 	}
-	engine := loop.New(store, publishers{hub, events}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
+	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -260,9 +261,9 @@ func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
 // for the project's endpoints (none: it does nothing). It must run before
 // the loop starts, so that the dispatcher's first cursor precedes every
 // event the loop commits. reg, when set, gets its metrics.
-func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, events agentd.Feed,
+func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, feed agentd.Feed,
 	log zerolog.Logger, reg prometheus.Registerer) (*webhook.Service, error) {
-	svc, err := webhook.New(store, events, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg})
+	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +358,7 @@ func or(a, b string) string {
 // errors are load errors: a name two sources define, an agent.json "tools"
 // entry no source has or the model may not see.
 func toolRegistry(proj *project.Project, workspace *files.Source, parent agentd.Model, getenv func(string) string) (*registry.Toolset, []*loop.Subagent, error) {
-	sources := append([]loop.ToolSource{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
+	sources := append([]toolset.Source{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
 	if workspace != nil {
 		sources = append(sources, workspace)
 	}

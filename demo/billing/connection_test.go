@@ -78,9 +78,9 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type decision = confirm.Decision
+	type decision = confirm.Classification
 	decide := func(tool *confirm.Tool, args string, delegated bool) decision {
-		return confirm.Decide(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, Delegated: delegated})
+		return confirm.Classify(confirm.Call{Name: tool.Name, Arguments: json.RawMessage(args), Tool: tool, Delegated: delegated})
 	}
 	// run executes a call of the tool name as the loop records it once
 	// classified: its arguments and the HTTP request Decide resolved.
@@ -99,7 +99,7 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	}
 
 	// Reads run at once.
-	d := decide(tools["getOrder"].Decision(), `{"path":{"id":"A-1001"}}`, false)
+	d := decide(tools["getOrder"].Confirm(), `{"path":{"id":"A-1001"}}`, false)
 	if d.Tier != agentd.TierAuto || d.Refused {
 		t.Errorf("getOrder: %+v", d)
 	}
@@ -108,7 +108,7 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	}
 
 	// A refund waits for the user, then runs once even if executed twice.
-	d = decide(tools["createRefund"].Decision(), `{"body":{"order_id":"A-1001","amount":50,"reason":"damaged"}}`, false)
+	d = decide(tools["createRefund"].Confirm(), `{"body":{"order_id":"A-1001","amount":50,"reason":"damaged"}}`, false)
 	if d.Tier != agentd.TierConfirm || d.Reason != "Moves money back to the customer" || d.PathTemplate != "/refunds" {
 		t.Errorf("createRefund: %+v", d)
 	}
@@ -117,32 +117,32 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	if first["status"] != 201.0 || first["body"].(map[string]any)["id"] != again["body"].(map[string]any)["id"] || len(api.Refunds()) != 1 {
 		t.Errorf("refund results %v / %v, %d refunds", first, again, len(api.Refunds()))
 	}
-	if d := decide(tools["createRefund"].Decision(), `{"body":{"order_id":"A-1002","amount":15000}}`, false); d.Tier != agentd.TierReview ||
+	if d := decide(tools["createRefund"].Confirm(), `{"body":{"order_id":"A-1002","amount":15000}}`, false); d.Tier != agentd.TierReview ||
 		!d.Refused || !strings.Contains(d.Reason, "Refunds over 10,000 need a finance review") {
 		t.Errorf("refund over 10,000: %+v", d)
 	}
-	if d := decide(tools["createRefund"].Decision(), `{"body":{"order_id":"A-1003","amount":200000}}`, false); d.Tier != agentd.TierNever || !d.Refused {
+	if d := decide(tools["createRefund"].Confirm(), `{"body":{"order_id":"A-1003","amount":200000}}`, false); d.Tier != agentd.TierNever || !d.Refused {
 		t.Errorf("refund over 100,000: %+v", d)
 	}
-	if d := decide(tools["createRefund"].Decision(), `{"body":{"order_id":"A-1001","amount":5}}`, true); d.Tier != agentd.TierReview || !d.Refused {
+	if d := decide(tools["createRefund"].Confirm(), `{"body":{"order_id":"A-1001","amount":5}}`, true); d.Tier != agentd.TierReview || !d.Refused {
 		t.Errorf("delegated refund: %+v", d)
 	}
-	if d := decide(tools["createRefund"].Decision(), `{"body":{"order_id":"A-1001"}}`, false); !d.Refused || !strings.Contains(d.Reason, "amount") {
+	if d := decide(tools["createRefund"].Confirm(), `{"body":{"order_id":"A-1001"}}`, false); !d.Refused || !strings.Contains(d.Reason, "amount") {
 		t.Errorf("refund without amount: %+v", d)
 	}
 
 	// Invoices: edits need approval and may be edited; deletes never run.
-	if d := decide(tools["updateInvoice"].Decision(), `{"path":{"id":"INV-2002"},"body":{"memo":"x"}}`, false); d.Tier != agentd.TierConfirm ||
+	if d := decide(tools["updateInvoice"].Confirm(), `{"path":{"id":"INV-2002"},"body":{"memo":"x"}}`, false); d.Tier != agentd.TierConfirm ||
 		!slices.Contains(d.AllowedDecisions, "edit") {
 		t.Errorf("updateInvoice: %+v", d)
 	}
-	if d := decide(tools["deleteInvoice"].Decision(), `{"path":{"id":"INV-2001"}}`, false); d.Tier != agentd.TierNever ||
+	if d := decide(tools["deleteInvoice"].Confirm(), `{"path":{"id":"INV-2001"}}`, false); d.Tier != agentd.TierNever ||
 		!strings.Contains(d.Reason, "Invoices are never deleted by the agent") {
 		t.Errorf("deleteInvoice: %+v", d)
 	}
 
 	// The report is a POST that only reads.
-	d = decide(tools["runReport"].Decision(), `{"body":{"kind":"summary"}}`, false)
+	d = decide(tools["runReport"].Confirm(), `{"body":{"kind":"summary"}}`, false)
 	if d.Tier != agentd.TierAuto {
 		t.Errorf("runReport: %+v", d)
 	}
@@ -151,17 +151,17 @@ func TestDemoConnectionAgainstDemoAPI(t *testing.T) {
 	}
 
 	// The request tool reaches the same API.
-	d = decide(rt.Decision(), `{"connection":"billing","method":"get","endpoint":"/invoices","params":{"status":"open"},"intent":"read"}`, false)
+	d = decide(rt.Confirm(), `{"connection":"billing","method":"get","endpoint":"/invoices","params":{"status":"open"},"intent":"read"}`, false)
 	if d.Tier != agentd.TierAuto {
 		t.Errorf("request GET /invoices: %+v", d)
 	}
 	if r := run(rt.Execute, confirm.RequestToolName, "c3", d); r["status"] != 200.0 || len(r["body"].(map[string]any)["invoices"].([]any)) != 2 {
 		t.Errorf("invoices %v", r)
 	}
-	if d := decide(rt.Decision(), `{"connection":"billing","method":"POST","endpoint":"/reports/run","intent":"read"}`, false); d.Tier != agentd.TierAuto || d.Refused {
+	if d := decide(rt.Confirm(), `{"connection":"billing","method":"POST","endpoint":"/reports/run","intent":"read"}`, false); d.Tier != agentd.TierAuto || d.Refused {
 		t.Errorf("request POST /reports/run as a read: %+v", d)
 	}
-	if d := decide(rt.Decision(), `{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":1},"intent":"read"}`, false); !d.Refused {
+	if d := decide(rt.Confirm(), `{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"order_id":"A-1001","amount":1},"intent":"read"}`, false); !d.Refused {
 		t.Errorf("a refund declared as a read: %+v", d)
 	}
 

@@ -51,7 +51,7 @@ type Parked struct {
 // Write adds n parked runs to the SQLite database at path (creating and
 // migrating it if needed) and returns their tool call ids in creation
 // order. No other process may use the file meanwhile. The calls are
-// classified by confirm.Decide as the loop classifies a call of a
+// classified by confirm.Classify as the loop classifies a call of a
 // requires-confirmation custom tool.
 func (p Parked) Write(ctx context.Context, path string, n int) ([]string, error) {
 	p.defaults()
@@ -128,7 +128,7 @@ type batch struct {
 
 // batch builds runs first..first+n-1.
 func (p *Parked) batch(first, n int) batch {
-	d := confirm.Decide(confirm.Call{Name: p.Tool, Arguments: p.Arguments, Tool: &confirm.Tool{
+	d := confirm.Classify(confirm.Call{Name: p.Tool, Arguments: p.Arguments, Tool: &confirm.Tool{
 		Name: p.Tool, ServerID: "tools", Exposure: confirm.ExposureRequiresConfirmation,
 	}})
 	var b batch
@@ -136,7 +136,7 @@ func (p *Parked) batch(first, n int) batch {
 		conv := agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: p.TenantID, ProjectID: p.ProjectID,
 			Agent: p.Agent, CreatedBy: p.CreatedBy, CreatedAt: p.Now}
 		run := agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: p.TenantID, ProjectID: p.ProjectID,
-			CorrelationID: agentd.NewID("corr")[5:], Status: agentd.RunWaiting, Step: 1, StopReason: "tool_calls",
+			CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunWaiting, Step: 1, StopReason: "tool_calls",
 			CreatedAt: p.Now, UpdatedAt: p.Now}
 		user := agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 			Role: agentd.RoleUser, Content: p.Message, CreatedAt: p.Now}

@@ -14,15 +14,16 @@ import (
 	"github.com/agentd-dev/agentd/internal/seed"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // markTool is a requires-confirmation tool that does nothing.
 type markTool struct{}
 
-func (markTool) Tools() []loop.ToolDef {
-	return []loop.ToolDef{{
+func (markTool) Tools() []toolset.Tool {
+	return []toolset.Tool{{
 		Spec:        agentd.ToolSpec{Name: "mark", Description: "mark", Parameters: json.RawMessage(`{"type":"object"}`)},
-		Decision:    &confirm.Tool{Name: "mark", ServerID: "tools", Exposure: confirm.ExposureRequiresConfirmation},
+		Confirm:     &confirm.Tool{Name: "mark", ServerID: "tools", Exposure: confirm.ExposureRequiresConfirmation},
 		LLMCallable: true,
 	}}
 }

@@ -207,10 +207,10 @@ func TestInput(t *testing.T) {
 				}
 				return
 			}
-			if len(got.Decisions) != 1 {
-				t.Fatalf("decisions %+v, want %s", got.Decisions, tc.want)
+			if len(got.Answers) != 1 {
+				t.Fatalf("decisions %+v, want %s", got.Answers, tc.want)
 			}
-			d := got.Decisions[0]
+			d := got.Answers[0]
 			if d.ToolCallID != "c1" || d.Request.Decision != tc.want || d.Request.Reason != tc.reason || (len(d.Request.Arguments) > 0) != tc.edited {
 				t.Errorf("decision %+v", d)
 			}

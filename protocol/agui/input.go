@@ -58,7 +58,7 @@ const (
 	maxResumes = 100
 )
 
-// Input returns what the request asks of the conversation: its decisions
+// Input returns what the request asks of the conversation: its answers
 // when it resumes, else its trailing user message. EINVALID for a missing
 // or oversized threadId or runId, a malformed resume or a trailing user
 // message whose content is neither a string nor text parts.
@@ -70,8 +70,8 @@ func (in *RunAgentInput) Input() (protocol.Input, error) {
 		return protocol.Input{}, agentd.Errorf(agentd.EINVALID, "threadId must be 1 to %d bytes", protocol.MaxThreadID)
 	}
 	if len(in.Resume) > 0 {
-		ds, err := decisions(in.Resume)
-		return protocol.Input{Decisions: ds}, err
+		ds, err := answers(in.Resume)
+		return protocol.Input{Answers: ds}, err
 	}
 	if len(in.Messages) == 0 {
 		return protocol.Input{}, nil
@@ -80,12 +80,13 @@ func (in *RunAgentInput) Input() (protocol.Input, error) {
 	return protocol.Input{Message: text}, err
 }
 
-func decisions(entries []ResumeEntry) ([]protocol.Decision, error) {
+// answers are the resume entries as answers to cards.
+func answers(entries []ResumeEntry) ([]protocol.Answer, error) {
 	if len(entries) > maxResumes {
 		return nil, agentd.Errorf(agentd.EINVALID, "resume has more than %d entries", maxResumes)
 	}
 	seen := map[string]bool{}
-	out := make([]protocol.Decision, 0, len(entries))
+	out := make([]protocol.Answer, 0, len(entries))
 	for i, e := range entries {
 		if e.InterruptID == "" {
 			return nil, agentd.Errorf(agentd.EINVALID, "resume[%d].interruptId is required", i)
@@ -122,7 +123,7 @@ func decisions(entries []ResumeEntry) ([]protocol.Decision, error) {
 		if req.Decision == "deny" && len(p.EditedArgs) > 0 && string(p.EditedArgs) != "null" {
 			return nil, agentd.Errorf(agentd.EINVALID, "resume[%d]: editedArgs may only come with an approval", i)
 		}
-		out = append(out, protocol.Decision{ToolCallID: e.InterruptID, Request: req})
+		out = append(out, protocol.Answer{ToolCallID: e.InterruptID, Request: req})
 	}
 	return out, nil
 }

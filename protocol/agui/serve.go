@@ -25,8 +25,8 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 		return err
 	}
 	enc := NewEncoder(in.ThreadID, in.RunID)
-	conv, err := svc.Thread(ctx, p, protocol.AGUI, in.ThreadID, len(input.Decisions) == 0)
-	if err != nil && !(agentd.ErrorCode(err) == agentd.ENOTFOUND && len(input.Decisions) > 0) {
+	conv, err := svc.Thread(ctx, p, protocol.AGUI, in.ThreadID, len(input.Answers) == 0)
+	if err != nil && !(agentd.ErrorCode(err) == agentd.ENOTFOUND && len(input.Answers) > 0) {
 		return err
 	}
 	var turn *protocol.Turn

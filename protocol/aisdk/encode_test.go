@@ -187,7 +187,7 @@ func TestInput(t *testing.T) {
 				t.Fatalf("Input: %v, want %q", err, tc.code)
 			}
 			got := ""
-			for _, d := range in.Decisions {
+			for _, d := range in.Answers {
 				got += d.ToolCallID + ":" + d.Request.Decision + ":" + d.Request.Reason + ","
 			}
 			if in.Message != tc.message || got != tc.decisions {

@@ -91,7 +91,7 @@ func (r *ChatRequest) Input() (protocol.Input, error) {
 	return protocol.Input{}, nil
 }
 
-// approvals are the decisions of the tool parts in state approval-responded.
+// approvals are the answers of the tool parts in state approval-responded.
 func approvals(parts []uiPart) (protocol.Input, error) {
 	var in protocol.Input
 	for i, p := range parts {
@@ -105,9 +105,9 @@ func approvals(parts []uiPart) (protocol.Input, error) {
 		if !*p.Approval.Approved {
 			req.Decision = "deny"
 		}
-		in.Decisions = append(in.Decisions, protocol.Decision{ToolCallID: p.Approval.ID, Request: req})
+		in.Answers = append(in.Answers, protocol.Answer{ToolCallID: p.Approval.ID, Request: req})
 	}
-	if len(in.Decisions) > maxApprovals {
+	if len(in.Answers) > maxApprovals {
 		return protocol.Input{}, agentd.Errorf(agentd.EINVALID, "more than %d approval responses", maxApprovals)
 	}
 	return in, nil

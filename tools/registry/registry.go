@@ -1,7 +1,7 @@
 // Package registry is the project's one tool registry. It gathers the
-// tools of every tool source (loop.ToolSource: the command tools, the
-// request tool, each connection's OpenAPI operations; later MCP servers,
-// the file tools, the subagents' task tool and Go-registered functions),
+// tools of every tool source (toolset.Source: the command tools, the
+// request tool, each connection's OpenAPI operations, the file tools, the
+// subagents' task tool; later MCP servers and Go-registered functions),
 // checks once, at start, that no name is defined twice, and gives the loop
 // the tools an agent's model sees: agent.json's "tools" (each name must
 // exist and be llm_callable) or every llm_callable tool. These rules are
@@ -9,10 +9,10 @@
 //
 // It is a package of its own rather than part of the domain package
 // (agentd) because a tool's description includes package confirm's view of
-// it (loop.ToolDef), which the domain cannot import; and it is not part of
+// it (toolset.Tool), which the domain cannot import; and it is not part of
 // package tools or loop because it knows no source and the loop needs only
-// its Toolset. It depends on the loop's interfaces alone; cmd/agentd wires
-// it.
+// its Toolset. It depends on the tool contract (package toolset) alone;
+// cmd/agentd wires it.
 package registry
 
 import (
@@ -24,7 +24,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // Registry is every tool of a project's sources, by name. It is immutable
@@ -35,18 +35,18 @@ type Registry struct {
 }
 
 type entry struct {
-	src loop.ToolSource
-	def loop.ToolDef
+	src toolset.Source
+	def toolset.Tool
 }
 
 // New returns the registry of the tools of sources (nil ones are skipped),
 // listed once, now. Errors: a tool name defined by two sources, or twice by
-// one, names the tool and where each definition is (ToolDef.Origin), e.g.
-// `tool "lookup" is defined by tools (tools/lookup/tool.json) and
-// connection "billing"`; a source's tool without a name or a decision, or
-// whose decision names another tool or server_id than its source's ID, is
+// one, names the tool and where each definition is (toolset.Tool.Origin),
+// e.g. `tool "lookup" is defined by tools (tools/lookup/tool.json) and
+// connection "billing"`; a source's tool without a name or a Confirm, or
+// whose Confirm names another tool or server_id than its source's ID, is
 // an error naming the source (a bug in that source).
-func New(sources ...loop.ToolSource) (*Registry, error) {
+func New(sources ...toolset.Source) (*Registry, error) {
 	r := &Registry{tools: map[string]entry{}}
 	for _, src := range sources {
 		if src == nil {
@@ -72,8 +72,8 @@ func New(sources ...loop.ToolSource) (*Registry, error) {
 }
 
 // checkDef checks that a source describes its tool consistently.
-func checkDef(src loop.ToolSource, def loop.ToolDef) error {
-	switch d := def.Decision; {
+func checkDef(src toolset.Source, def toolset.Tool) error {
+	switch d := def.Confirm; {
 	case def.Spec.Name == "":
 		return fmt.Errorf("tool source %q lists a tool without a name", src.ID())
 	case d == nil:
@@ -135,15 +135,15 @@ func (r *Registry) sourceList() string {
 	return strings.Join(r.sources, ", ")
 }
 
-// Toolset is the tools one agent's model sees (loop.Toolset), over a
+// Toolset is the tools one agent's model sees (toolset.Set), over a
 // registry. It is immutable and safe for concurrent use.
 type Toolset struct {
 	reg  *Registry
-	defs []loop.ToolDef // sorted by name
+	defs []toolset.Tool // sorted by name
 }
 
 // Tools lists the tools the model sees, sorted by name.
-func (s *Toolset) Tools() []loop.ToolDef { return s.defs }
+func (s *Toolset) Tools() []toolset.Tool { return s.defs }
 
 // Execute hands the call to the source of the tool call.Name names, which
 // runs it (its errors are the call's failure). It runs any tool of the

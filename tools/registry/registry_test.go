@@ -11,22 +11,22 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/toolset"
 )
 
 // The registry's view is what the loop runs tools through.
-var _ loop.Toolset = (*Toolset)(nil)
+var _ toolset.Set = (*Toolset)(nil)
 
 // source is an in-memory tool source that records the calls it runs.
 type source struct {
 	id   string
-	defs []loop.ToolDef
+	defs []toolset.Tool
 	mu   sync.Mutex
 	ran  []string
 }
 
 func (s *source) ID() string            { return s.id }
-func (s *source) Tools() []loop.ToolDef { return s.defs }
+func (s *source) Tools() []toolset.Tool { return s.defs }
 func (s *source) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
 	s.mu.Lock()
 	s.ran = append(s.ran, call.Name)
@@ -41,38 +41,38 @@ func (s *source) runs() []string {
 }
 
 // tool is a def of source id; hidden makes it llm_callable false.
-func tool(id, name, origin string, hidden bool) loop.ToolDef {
-	return loop.ToolDef{Spec: agentd.ToolSpec{Name: name}, Decision: &confirm.Tool{Name: name, ServerID: id},
+func tool(id, name, origin string, hidden bool) toolset.Tool {
+	return toolset.Tool{Spec: agentd.ToolSpec{Name: name}, Confirm: &confirm.Tool{Name: name, ServerID: id},
 		LLMCallable: !hidden, Origin: origin}
 }
 
-func src(id string, defs ...loop.ToolDef) *source { return &source{id: id, defs: defs} }
+func src(id string, defs ...toolset.Tool) *source { return &source{id: id, defs: defs} }
 
 func TestNewRefusesCollisions(t *testing.T) {
 	tests := []struct {
 		name    string
-		sources []loop.ToolSource
+		sources []toolset.Source
 		want    string
 	}{
-		{"two sources", []loop.ToolSource{
+		{"two sources", []toolset.Source{
 			src("tools", tool("tools", "lookup", "tools (tools/lookup/tool.json)", false)),
 			src("billing", tool("billing", "lookup", `connection "billing"`, false)),
 		}, `tool "lookup" is defined by tools (tools/lookup/tool.json) and connection "billing"`},
-		{"a hidden tool collides too", []loop.ToolSource{
+		{"a hidden tool collides too", []toolset.Source{
 			src("tools", tool("tools", "request", "tools (tools/request/tool.json)", true)),
 			src("connections", tool("connections", "request", "connections (the request tool)", false)),
 		}, `tool "request" is defined by tools (tools/request/tool.json) and connections (the request tool)`},
-		{"no origin names the source", []loop.ToolSource{
+		{"no origin names the source", []toolset.Source{
 			src("a", tool("a", "x", "", false)), src("b", tool("b", "x", "", false)),
 		}, `tool "x" is defined by a and b`},
-		{"twice in one source", []loop.ToolSource{
+		{"twice in one source", []toolset.Source{
 			src("mcp", tool("mcp", "x", "", false), tool("mcp", "x", "", false)),
 		}, `tool "x" is defined twice by mcp`},
-		{"no name", []loop.ToolSource{src("a", tool("a", "", "", false))}, `tool source "a" lists a tool without a name`},
-		{"no decision", []loop.ToolSource{src("a", loop.ToolDef{Spec: agentd.ToolSpec{Name: "x"}})}, `tool source "a": tool "x" has no decision`},
-		{"decision of another tool", []loop.ToolSource{src("a", loop.ToolDef{Spec: agentd.ToolSpec{Name: "x"}, Decision: &confirm.Tool{Name: "y", ServerID: "a"}})},
+		{"no name", []toolset.Source{src("a", tool("a", "", "", false))}, `tool source "a" lists a tool without a name`},
+		{"no decision", []toolset.Source{src("a", toolset.Tool{Spec: agentd.ToolSpec{Name: "x"}})}, `tool source "a": tool "x" has no decision`},
+		{"decision of another tool", []toolset.Source{src("a", toolset.Tool{Spec: agentd.ToolSpec{Name: "x"}, Confirm: &confirm.Tool{Name: "y", ServerID: "a"}})},
 			`tool source "a": tool "x" decides as "y"`},
-		{"another server_id", []loop.ToolSource{src("a", tool("b", "x", "", false))}, `tool source "a": tool "x" has server_id "b"`},
+		{"another server_id", []toolset.Source{src("a", tool("b", "x", "", false))}, `tool source "a": tool "x" has server_id "b"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

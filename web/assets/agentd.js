@@ -72,7 +72,9 @@ export class Client {
     try { data = text ? JSON.parse(text) : null; } catch { data = null; }
     if (!resp.ok) {
       const e = (data && data.error) || {};
-      throw new ApiError(resp.status, e.code || 'http_' + resp.status, e.message || resp.statusText);
+      const err = new ApiError(resp.status, e.code || 'http_' + resp.status, e.message || resp.statusText);
+      err.key = this.key || ''; // the key this request was refused with
+      throw err;
     }
     return data;
   }
@@ -118,7 +120,7 @@ function storedKey() {
 // unauthorized tells the page that the server wants an API key.
 function unauthorized(el, err) {
   if (err instanceof ApiError && err.status === 401) {
-    el.dispatchEvent(new CustomEvent('agentd-unauthorized', { bubbles: true, composed: true, detail: { message: err.message } }));
+    el.dispatchEvent(new CustomEvent('agentd-unauthorized', { bubbles: true, composed: true, detail: { message: err.message, key: err.key } }));
     return true;
   }
   return false;

@@ -20,6 +20,10 @@ chat.addEventListener('agentd-conversation', (e) => {
 // A 401 from any element: ask for a key (once at a time).
 document.addEventListener('agentd-unauthorized', (e) => {
   const had = sessionStorage.getItem(KEY_STORAGE);
+  // A request sent with another key than the one in use now (it left
+  // before the key was entered) says nothing of the new key: the
+  // reconnect after the key was entered asks again with it.
+  if (e.detail.key !== undefined && e.detail.key !== (had || '')) return;
   document.getElementById('key-why').textContent = had
     ? 'The server refused this API key (' + e.detail.message + '). Enter another one.'
     : 'This server needs an API key. It is kept in this tab only (sessionStorage).';
@@ -59,6 +63,6 @@ show();
 // Ask for a key up front when the server has keys (a 401 tells).
 if (!chat.getAttribute('conversation')) {
   chat.client.request('GET', '/v1/tools').catch((err) => {
-    if (err.status === 401) document.dispatchEvent(new CustomEvent('agentd-unauthorized', { detail: { message: err.message } }));
+    if (err.status === 401) document.dispatchEvent(new CustomEvent('agentd-unauthorized', { detail: { message: err.message, key: err.key } }));
   });
 }

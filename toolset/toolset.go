@@ -1,4 +1,15 @@
-package loop
+// Package toolset is the contract between the agent loop and the sources
+// of its tools: a Source offers Tools and runs their calls, a Set is what
+// the loop runs calls through, and Hooks are the project's preToolUse and
+// postToolUse hooks. Every tool source (command tools, connections, the
+// file tools, the subagents' task tool, later MCP servers and Go
+// functions) imports this package, agentd's domain types and package
+// confirm, and never the loop: cmd/agentd hands the sources to the
+// registry (tools/registry) and the registry's Set to the loop.
+//
+// The package holds types only; it imports the domain package and confirm
+// and nothing else of agentd's.
+package toolset
 
 import (
 	"context"
@@ -8,18 +19,19 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 )
 
-// ToolDef is one tool as a ToolSource offers it: what the model sees, what
+// Tool is one tool as a Source offers it: what the model sees, what
 // package confirm classifies a call with, and what the registry and crash
-// recovery need to know. A ToolDef is immutable once listed.
-type ToolDef struct {
+// recovery need to know. A Tool is immutable once listed.
+type Tool struct {
 	// Spec is the tool as the model sees it: name, description and the
 	// JSON Schema of its arguments.
 	Spec agentd.ToolSpec
-	// Decision is what package confirm classifies a call of the tool with:
-	// its server_id (the ID of its source), its base tier (a custom tool's
-	// exposure, a connection's policy) and what the confirmation card shows
-	// (connection, method, path template). Decision.Name is Spec.Name.
-	Decision *confirm.Tool
+	// Confirm is the tool as package confirm sees it when it classifies a
+	// call: its server_id (the ID of its source), its base tier (a custom
+	// tool's exposure, a connection's policy) and what the confirmation
+	// card shows (connection, method, path template). Confirm.Name is
+	// Spec.Name.
+	Confirm *confirm.Tool
 	// LLMCallable false keeps the tool out of every model's tool list
 	// (tool.json llm_callable); only the registry reads it.
 	LLMCallable bool
@@ -89,13 +101,13 @@ type Hooks interface {
 	PostToolUse(ctx context.Context, call HookCall, status agentd.CallStatus, result json.RawMessage, errText string) error
 }
 
-// Toolset offers tools and runs their calls. Every ToolSource is one; so is
-// the registry's view of the tools one agent's model sees
-// (tools/registry), which is what cmd/agentd hands the loop.
-type Toolset interface {
+// Set offers tools and runs their calls. Every Source is one; so is the
+// registry's view of the tools one agent's model sees (tools/registry),
+// which is what cmd/agentd hands the loop.
+type Set interface {
 	// Tools lists the tools, in a stable order; the same list on every
 	// call.
-	Tools() []ToolDef
+	Tools() []Tool
 	// Execute runs a call of one of the tools that was cleared to run
 	// (auto, or approved by a person) with the effective arguments and,
 	// for a connection call, the HTTP request recorded on call when it was
@@ -104,14 +116,15 @@ type Toolset interface {
 	Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error)
 }
 
-// ToolSource is one origin of tools: the project's command tools
+// Source is one origin of tools: the project's command tools
 // (tools.Source), the request tool and each connection's OpenAPI
-// operations (package connections); MCP servers, the file tools, the
-// subagents' task tool and Go-registered functions are meant to be sources
-// too. Tools lists every tool of the source, llm_callable or not; the
-// registry (tools/registry) checks names across sources once, at start.
-type ToolSource interface {
-	Toolset
-	// ID is the source's server_id: every Decision.ServerID of its tools.
+// operations (package connections), the file tools (package files) and the
+// subagents' task tool (loop.TaskSource); MCP servers and Go-registered
+// functions will be sources too. Tools lists every tool of the source,
+// llm_callable or not; the registry (tools/registry) checks names across
+// sources once, at start.
+type Source interface {
+	Set
+	// ID is the source's server_id: every Confirm.ServerID of its tools.
 	ID() string
 }
