@@ -312,24 +312,84 @@ func rebind(q string) string {
 // entries fn queued, and commits when fn returns nil; any error rolls back
 // everything fn did. Conditional updates (… WHERE status = ANY(…)) resolve
 // races in the database: a concurrent update of the same row waits for the
-// first to commit and re-checks its condition against the new row.
+// first to commit and re-checks its condition against the new row. A
+// transaction whose connection is lost before it asks to commit is run
+// again (runTx).
 func (db *DB) writeTx(ctx context.Context, fn func(tx *txn) error) error {
-	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-		t := &txn{tx: tx}
-		if err := fn(t); err != nil {
-			return err
-		}
-		return t.flushAudit(ctx)
-	})
-	return storeErr(err)
+	return db.runTx(ctx, pgx.TxOptions{}, true, fn)
 }
 
 // readTx runs fn in one read-only repeatable-read transaction, so that
 // everything fn reads comes from one consistent snapshot.
 func (db *DB) readTx(ctx context.Context, fn func(tx *txn) error) error {
-	err := pgx.BeginTxFunc(ctx, db.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-		func(tx pgx.Tx) error { return fn(&txn{tx: tx}) })
-	return storeErr(err)
+	return db.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, false, fn)
+}
+
+// maxTxAttempts is how many times runTx tries a transaction whose
+// connection is lost before it asked to commit.
+const maxTxAttempts = 3
+
+// runTx runs fn in a transaction (tryTx), again on another connection
+// when the connection was lost before COMMIT was sent (a server restart, a
+// dropped connection, a pooled connection the server closed): the server
+// rolled that attempt back, so running it again neither loses an accepted
+// write nor doubles one. A transaction that failed at COMMIT may or may not
+// have committed and is not run again: its error goes to the caller, as
+// every other error does.
+func (db *DB) runTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func(tx *txn) error) error {
+	for attempt := 1; ; attempt++ {
+		retry, err := db.tryTx(ctx, opts, write, fn)
+		if err == nil || !retry || attempt == maxTxAttempts || ctx.Err() != nil {
+			return storeErr(err)
+		}
+		// A restarting server refuses connections for a moment.
+		select {
+		case <-ctx.Done():
+			return storeErr(err)
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// tryTx runs fn in one transaction and reports, on error, whether the
+// attempt was rolled back by a lost connection before COMMIT (lostBefore).
+func (db *DB) tryTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func(tx *txn) error) (retry bool, err error) {
+	tx, err := db.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return lostBefore(err, nil), err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	t := &txn{tx: tx}
+	if err := fn(t); err != nil {
+		return lostBefore(err, tx), err
+	}
+	if write {
+		if err := t.flushAudit(ctx); err != nil {
+			return lostBefore(err, tx), err
+		}
+	}
+	return false, tx.Commit(ctx)
+}
+
+// lostBefore reports whether err, met before COMMIT was sent, is the loss
+// of the connection (or a server shutting down or starting up) rather than
+// an answer to a statement: then the server has rolled the transaction
+// back.
+func lostBefore(err error, tx pgx.Tx) bool {
+	var ae *agentd.Error
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ae) && ae.Detail == nil) {
+		return false
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// admin_shutdown, crash_shutdown, cannot_connect_now, and the
+		// connection exceptions.
+		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08")
+	}
+	return tx != nil && tx.Conn().IsClosed()
 }
 
 // storeErr passes *agentd.Error and context errors through, maps

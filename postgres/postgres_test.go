@@ -151,3 +151,42 @@ func TestStatementTimeout(t *testing.T) {
 		t.Errorf("AppendEvents under a held lock = %v, want a statement timeout", err)
 	}
 }
+
+// TestLostConnectionRetried: the server closes the store's connections
+// (as a restart or a failover does) between two writes; the next write
+// runs on a new connection, once, and nothing written before is lost.
+func TestLostConnectionRetried(t *testing.T) {
+	u := pgtest.NewSchema(t, pgtest.NewDatabase(t, ""))
+	db, err := postgres.Open(context.Background(), u, postgres.WithPool(2, 2, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	conv := &agentd.Conversation{ID: "cv_1", TenantID: "t", ProjectID: "p", Agent: "a"}
+	if err := db.CreateConversation(ctx, conv); err != nil {
+		t.Fatal(err)
+	}
+	other := pgtest.Conn(t, u)
+	for round := range 3 {
+		var killed int
+		if err := other.QueryRow(ctx, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&killed); err != nil {
+			t.Fatal(err)
+		}
+		if killed == 0 {
+			t.Fatalf("round %d: no connection of the store to close", round)
+		}
+		evs, err := db.AppendEvents(ctx, []agentd.EventDraft{{ConversationID: "cv_1", Type: "x"}})
+		if err != nil {
+			t.Fatalf("round %d: AppendEvents after the connections were closed: %v", round, err)
+		}
+		if evs[0].Seq != int64(round+1) {
+			t.Errorf("round %d: Seq %d, want %d (each append once)", round, evs[0].Seq, round+1)
+		}
+	}
+	evs, err := db.Events(ctx, "cv_1", 0, 0)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("Events = %d events, %v; want 3", len(evs), err)
+	}
+}
