@@ -143,10 +143,6 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// PoolStats returns the pool's statistics (connections open, in use,
-// waits for one).
-func (db *DB) PoolStats() *pgxpool.Stat { return db.pool.Stat() }
-
 // migration is one embedded, numbered schema change.
 type migration struct {
 	version int
