@@ -404,6 +404,10 @@ func storeErr(err error) error {
 			return &agentd.Error{Code: agentd.ECONFLICT, Message: "already exists", Detail: err}
 		case pe.Code == "23503":
 			return &agentd.Error{Code: agentd.ENOTFOUND, Message: "referenced object not found", Detail: err}
+		case pe.Code == "22021" || pe.Code == "22P05":
+			// PostgreSQL's text holds no NUL byte and no invalid UTF-8
+			// (SQLite's does): refused as input, not a server failure.
+			return &agentd.Error{Code: agentd.EINVALID, Message: "text with a NUL byte or invalid UTF-8", Detail: err}
 		}
 	}
 	return fmt.Errorf("postgres: %w", err)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -188,5 +189,29 @@ func TestLostConnectionRetried(t *testing.T) {
 	evs, err := db.Events(ctx, "cv_1", 0, 0)
 	if err != nil || len(evs) != 3 {
 		t.Fatalf("Events = %d events, %v; want 3", len(evs), err)
+	}
+}
+
+// TestTextPostgresCannotHold: text with a NUL byte or invalid UTF-8, which
+// PostgreSQL's text type refuses, is EINVALID and writes nothing.
+func TestTextPostgresCannotHold(t *testing.T) {
+	db := open(t, pgtest.NewSchema(t, pgtest.NewDatabase(t, "")))
+	ctx := context.Background()
+	conv := &agentd.Conversation{ID: "cv_1", TenantID: "t", ProjectID: "p", Agent: "a"}
+	if err := db.CreateConversation(ctx, conv); err != nil {
+		t.Fatal(err)
+	}
+	for i, content := range []string{"a\x00b", "a\xffb"} {
+		m := &agentd.Message{ID: fmt.Sprintf("msg_%d", i), ConversationID: "cv_1", Role: agentd.RoleUser, Content: content}
+		_, err := db.AddMessage(ctx, m, []agentd.EventDraft{{ConversationID: "cv_1", Type: "x"}})
+		if agentd.ErrorCode(err) != agentd.EINVALID {
+			t.Errorf("AddMessage(%q) = %v, want EINVALID", content, err)
+		}
+	}
+	if ms, err := db.Messages(ctx, "cv_1"); err != nil || len(ms) != 0 {
+		t.Errorf("Messages = %d, %v; want none", len(ms), err)
+	}
+	if seq, err := db.LastSeq(ctx, "cv_1"); err != nil || seq != 0 {
+		t.Errorf("LastSeq = %d, %v; want 0", seq, err)
 	}
 }
