@@ -16,7 +16,13 @@ if [ -z "${AGENTD_TEST_POSTGRES_URL:-}" ]; then
   pg_bin=/usr/lib/postgresql/15/bin
   if [ ! -x "$pg_bin/initdb" ]; then
     if [ "$(id -u)" = 0 ]; then
-      (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15) >/dev/null
+      # postgresql-common first, told not to create and start a system
+      # cluster of its own when postgresql-15 is installed: the tests need
+      # only theirs.
+      (apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-common &&
+        sed -i 's/^#* *create_main_cluster *=.*/create_main_cluster = false/' /etc/postgresql-common/createcluster.conf &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-15) >/dev/null
     else
       echo "PostgreSQL 15 is missing and this user cannot apt-get install it" >&2; exit 1
     fi
