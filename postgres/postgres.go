@@ -1,9 +1,10 @@
-// Package postgres is the agentd.Store on PostgreSQL (pgx), for agentd
-// running as several replicas on one database. It implements the same
-// contract as package sqlite (storetest), with the same schema in
-// PostgreSQL's terms (migrations), and the same semantics method by method;
-// docs/storage.md says which roles pass the contract so far and how feed
-// positions follow commit order here.
+// Package postgres is the agentd.Store on PostgreSQL (pgx and its pool).
+// It passes the same contract as package sqlite (storetest.Run), with the
+// same schema in PostgreSQL's terms (migrations) and the same semantics
+// method by method. docs/storage.md has how feed positions follow commit
+// order here (a feed lock), the pool and timeouts, the retry of a lost
+// connection, and what running several replicas on one database still
+// lacks (that is not built yet: one agentd process per database).
 package postgres
 
 import (
