@@ -19,13 +19,15 @@ import (
 // it uses (store.go).
 func checkStoreRules(t *testing.T) {
 	const mod = "github.com/agentd-dev/agentd"
-	// No non-test package but cmd/agentd imports sqlite. The rule reads
+	// No non-test package but cmd/agentd imports a backend (sqlite,
+	// postgres). The rule reads
 	// each package's own imports (go list's Imports), not its tests': test
 	// files may open a real database — sqlite's own tests, bench, and the
 	// existing tests of cmd/agentd, loop, webhook, sse, feed, protocol, api
 	// and internal/seed do. internal/seed is the one other package allowed:
 	// it writes parked runs into a SQLite file for tests and benchmarks, and
-	// only test files may import it (checked here too).
+	// only test files may import it (checked here too). internal/pgtest
+	// (a PostgreSQL database per test) is for test files only as well.
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -41,18 +43,23 @@ func checkStoreRules(t *testing.T) {
 		if slices.Contains(imports, mod+"/sqlite") && pkg != mod+"/cmd/agentd" && pkg != mod+"/internal/seed" {
 			t.Errorf("%s imports %s/sqlite: only cmd/agentd may (tests may too)", pkg, mod)
 		}
-		if slices.Contains(imports, mod+"/internal/seed") {
-			t.Errorf("%s imports %s/internal/seed: only test files may", pkg, mod)
+		if slices.Contains(imports, mod+"/postgres") && pkg != mod+"/cmd/agentd" {
+			t.Errorf("%s imports %s/postgres: only cmd/agentd may (tests may too)", pkg, mod)
+		}
+		for _, testOnly := range []string{"/internal/seed", "/internal/pgtest"} {
+			if slices.Contains(imports, mod+testOnly) {
+				t.Errorf("%s imports %s%s: only test files may", pkg, mod, testOnly)
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 
-	// No non-test Go file outside the backends (sqlite/), the contract
+	// No non-test Go file outside the backends (sqlite/, postgres/), the contract
 	// (storetest/) and the wiring (cmd/agentd/) mentions agentd.Store, in
 	// code or comment.
-	allowed := []string{"sqlite", "storetest", "cmd/agentd"}
+	allowed := []string{"sqlite", "postgres", "storetest", "cmd/agentd"}
 	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
 	if err != nil {
 		t.Fatalf("go list -m: %v", err)

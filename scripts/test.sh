@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and test of agentd on a fresh machine: formatting, vet,
 # staticcheck (pinned in go.mod's tool block), and the race-enabled test
-# suite (real SQLite files, real subprocesses, the real binary on loopback,
-# the real JavaScript SDK clients on Node 22, a real Chromium).
+# suite (real SQLite files, a real PostgreSQL, real subprocesses, the real
+# binary on loopback, the real JavaScript SDK clients on Node 22, a real
+# Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +36,10 @@ if ! command -v jq >/dev/null 2>&1; then
     echo "jq is missing and this user cannot apt-get install it" >&2; exit 1
   fi
 fi
+
+echo "== PostgreSQL for the postgres store's tests (stopped when this script exits)"
+# shellcheck source=scripts/postgres.sh
+source scripts/postgres.sh
 
 echo "== go test -race"
 go test -race -count=1 -timeout 15m "$@" ./...

@@ -28,7 +28,6 @@ import (
 	"github.com/agentd-dev/agentd/model/openai"
 	"github.com/agentd-dev/agentd/model/script"
 	"github.com/agentd-dev/agentd/project"
-	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
@@ -63,7 +62,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if len(keys) == 0 && !isLoopback(cfg.addr) {
 		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", cfg.addr)
 	}
-	store, err := sqlite.Open(filepath.Join(cfg.dataDir, "agentd.db"))
+	store, err := openStore(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}
@@ -91,6 +90,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 // serveConfig is what agentd serve's flags and environment choose.
 type serveConfig struct {
 	projectDir, addr, dataDir string
+	// databaseURL, when set, names the PostgreSQL database of the store
+	// (else it is the SQLite file agentd.db under dataDir).
+	databaseURL string
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -99,10 +101,11 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	projectDir := fs.String("project", getenv("AGENTD_PROJECT"), "project folder (default: the embedded demo project)")
 	addr := fs.String("addr", or(getenv("AGENTD_ADDR"), defaultAddr), "listen address")
 	dataDir := fs.String("data", or(getenv("AGENTD_DATA"), defaultDataDir(getenv)), "data folder (SQLite database)")
+	database := fs.String("database", getenv("AGENTD_DATABASE_URL"), "PostgreSQL database URL, postgres://… (default: the SQLite file under --data)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, errUsage
 	}
-	return serveConfig{projectDir: *projectDir, addr: *addr, dataDir: *dataDir}, nil
+	return serveConfig{projectDir: *projectDir, addr: *addr, dataDir: *dataDir, databaseURL: *database}, nil
 }
 
 // closers are what serve releases when it returns, newest first.
@@ -177,7 +180,7 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 // the one metrics registry, the webhook outbox, the engine (started: it
 // recovers what must run now) and the API, and returns the API's handler
 // and the hub (its streams end at shutdown).
-func wireServer(ctx context.Context, lp *servedProject, store *sqlite.DB, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
+func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
 	proj := lp.proj
 	// The loop's commits go to the SSE hub, the streams' live path, and wake
 	// the event feed, which the webhook outbox follows; the hub does not

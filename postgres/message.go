@@ -1,0 +1,74 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// The message statements.
+var (
+	insertMessageQuery = `INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+	messagesQuery      = `
+			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
+			FROM messages WHERE conversation_id = ? ORDER BY rid`
+)
+
+// AddMessage inserts a message and appends events, in one transaction.
+// EINVALID if the id or conversation id is missing; ENOTFOUND if the
+// conversation (or the run, when RunID is set) does not exist; ECONFLICT if
+// the id exists. On any error nothing is written.
+func (db *DB) AddMessage(ctx context.Context, m *agentd.Message, events []agentd.EventDraft) ([]agentd.Event, error) {
+	if m == nil || m.ID == "" {
+		return nil, agentd.Errorf(agentd.EINVALID, "message id is required")
+	} else if m.ConversationID == "" {
+		return nil, agentd.Errorf(agentd.EINVALID, "message conversation id is required")
+	}
+	created, err := encTime("message created_at", m.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, err
+	}
+	var out []agentd.Event
+	err = db.writeTx(ctx, func(tx *txn) error {
+		if _, err := tx.Exec(ctx, insertMessageQuery, m.ID, m.ConversationID, nullString(m.RunID), m.Role, m.Content, created); err != nil {
+			return insertErr(err, "message", m.ID)
+		}
+		var err error
+		out, err = db.appendEvents(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Messages returns a conversation's messages in insertion order; an unknown
+// conversation has none.
+func (db *DB) Messages(ctx context.Context, conversationID string) ([]agentd.Message, error) {
+	var msgs []agentd.Message
+	err := db.readTx(ctx, func(tx *txn) error {
+		rows, err := tx.Query(ctx, messagesQuery, conversationID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m agentd.Message
+			var created *int64
+			if err := rows.Scan(&m.ID, &m.ConversationID, &m.RunID, &m.Role, &m.Content, &created); err != nil {
+				return err
+			}
+			m.CreatedAt = decTime(created)
+			msgs = append(msgs, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return msgs, nil
+}

@@ -1,0 +1,497 @@
+// Package postgres is the agentd.Store on PostgreSQL (pgx and its pool).
+// It passes the same contract as package sqlite (storetest.Run), with the
+// same schema in PostgreSQL's terms (migrations) and the same semantics
+// method by method. docs/storage.md has how feed positions follow commit
+// order here (a feed lock), the pool and timeouts, the retry of a lost
+// connection, and what running several replicas on one database still
+// lacks (that is not built yet: one agentd process per database).
+package postgres
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Defaults of the connection pool and statement timeout (Open's options).
+const (
+	// DefaultMaxConns is the most connections open at once; a transaction
+	// that finds them all busy waits for one until its context ends.
+	DefaultMaxConns = 16
+	// DefaultMinConns connections are kept open while idle.
+	DefaultMinConns = 0
+	// DefaultConnMaxIdleTime closes a connection unused for this long.
+	DefaultConnMaxIdleTime = time.Minute
+	// DefaultStatementTimeout aborts a statement that runs longer (the
+	// server's statement_timeout): no query of the store reads more than
+	// an index range, so one that runs this long is stuck on a lock or a
+	// sick server, and its caller gets an error instead of waiting on.
+	DefaultStatementTimeout = 30 * time.Second
+)
+
+// Lock keys of the transaction-level advisory locks: the feed lock every
+// transaction that takes event positions or audit ids holds until it
+// commits, and the migration lock.
+const (
+	feedLockKey    = 0x61676e7464_01 // "agntd" 1
+	migrateLockKey = 0x61676e7464_02
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	maxConns, minConns int32
+	idleTime, stmtTime time.Duration
+}
+
+// WithPool bounds the pool: at most maxConns connections open at once, at
+// least minConns kept open, each idle one closed after maxIdleTime. A
+// value <= 0 (minConns < 0) keeps its default; minConns is capped at
+// maxConns.
+func WithPool(maxConns, minConns int, maxIdleTime time.Duration) Option {
+	return func(o *options) {
+		if maxConns > 0 {
+			o.maxConns = int32(min(maxConns, math.MaxInt32))
+		}
+		if minConns >= 0 {
+			o.minConns = int32(min(minConns, math.MaxInt32))
+		}
+		if maxIdleTime > 0 {
+			o.idleTime = maxIdleTime
+		}
+	}
+}
+
+// WithStatementTimeout sets the server's statement_timeout on every
+// connection; d <= 0 keeps DefaultStatementTimeout.
+func WithStatementTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.stmtTime = d
+		}
+	}
+}
+
+// DB is an agentd.Store on one PostgreSQL database. It is safe for
+// concurrent use, and several processes may use one database at once.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the database url names (a postgres:// URL or a
+// key=value connection string) and brings its schema up to date by
+// applying the embedded migrations not yet applied, under an advisory lock
+// so that replicas starting at once apply each exactly once. It fails with
+// a descriptive error when the URL is invalid, the server cannot be
+// reached, or the schema is newer than this binary.
+func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
+	o := options{maxConns: DefaultMaxConns, minConns: DefaultMinConns, idleTime: DefaultConnMaxIdleTime, stmtTime: DefaultStatementTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	cfg.MaxConns, cfg.MinConns = o.maxConns, min(o.minConns, o.maxConns)
+	cfg.MaxConnIdleTime = o.idleTime
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(o.stmtTime.Milliseconds(), 10)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	db := &DB{pool: pool}
+	if err := db.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: open: %w", err)
+	}
+	return db, nil
+}
+
+// Ping reports whether the database can be reached and answers a query.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	if err := db.pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool, waiting for connections in use to be returned.
+// Every committed transaction is already durable. Calling Close twice is
+// harmless.
+func (db *DB) Close() error {
+	db.pool.Close()
+	return nil
+}
+
+// migration is one embedded, numbered schema change.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order. File names
+// are NNNN_description.sql; versions must be unique and positive.
+func migrations() ([]migration, error) {
+	names, err := fs.Glob(migrationFS, "migrations/*.sql")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	seen := map[int]string{}
+	for _, name := range names {
+		base := path.Base(name)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
+		} else if prev, dup := seen[v]; dup {
+			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, base, v)
+		}
+		seen[v] = base
+		body, err := migrationFS.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: base, sql: string(body)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	return ms, nil
+}
+
+// migrate applies, in version order, each embedded migration not yet
+// recorded in schema_migrations, all in one transaction that holds the
+// migration lock: a replica that starts while another migrates waits for
+// it, then finds nothing left to apply. A failed migration leaves the
+// schema as it was (PostgreSQL's DDL is transactional). Forward only: a
+// database whose schema is newer than this binary is refused.
+func (db *DB) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(migrateLockKey)); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    INTEGER PRIMARY KEY,
+			name       TEXT NOT NULL,
+			applied_at BIGINT NOT NULL
+		)`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		var current int
+		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		if n := len(ms); n > 0 && current > ms[n-1].version {
+			return fmt.Errorf("migrate: database schema version %d is newer than this binary's %d", current, ms[n-1].version)
+		}
+		for _, m := range ms {
+			if m.version <= current {
+				continue
+			}
+			if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.name, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+				m.version, m.name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// txn is one transaction of the store. Its statements are written with ?
+// placeholders, as in package sqlite, and run as PostgreSQL's $1, $2, …
+// (rebind). A write transaction also queues the audit entries of the facts
+// it records and takes the feed lock before it takes an event position or
+// an audit id (lockFeed).
+type txn struct {
+	tx     pgx.Tx
+	locked bool
+	audit  []*agentd.AuditEntry
+}
+
+// result is what Exec returns, shaped as database/sql's.
+type result struct{ tag pgconn.CommandTag }
+
+// RowsAffected is the number of rows the statement changed.
+func (r result) RowsAffected() (int64, error) { return r.tag.RowsAffected(), nil }
+
+// Exec runs a statement that returns no rows.
+func (t *txn) Exec(ctx context.Context, q string, args ...any) (result, error) {
+	tag, err := t.tx.Exec(ctx, rebind(q), args...)
+	return result{tag}, err
+}
+
+// Query runs a statement that returns rows.
+func (t *txn) Query(ctx context.Context, q string, args ...any) (pgx.Rows, error) {
+	return t.tx.Query(ctx, rebind(q), args...)
+}
+
+// QueryRow runs a statement that returns at most one row.
+func (t *txn) QueryRow(ctx context.Context, q string, args ...any) pgx.Row {
+	return t.tx.QueryRow(ctx, rebind(q), args...)
+}
+
+// lockFeed takes the feed lock (once per transaction): a transaction-level
+// advisory lock held until the transaction ends. Every transaction that
+// takes an event position or an audit id (from their identity sequences)
+// takes it first, so a position (an id) is taken only while no other
+// uncommitted transaction holds one, and positions commit in the order they
+// were taken: once a reader sees position P, no position below P can
+// commit later (docs/storage.md). A transaction holds the lock from its
+// first event or audit entry to its commit; those are its last statements
+// (audit entries are queued until then), so the rows it locks while holding
+// it are conversations' counters only, and no two transactions can wait for
+// each other.
+func (t *txn) lockFeed(ctx context.Context) error {
+	if t.locked {
+		return nil
+	}
+	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(feedLockKey)); err != nil {
+		return err
+	}
+	t.locked = true
+	return nil
+}
+
+// rebound caches rebind's results: the store's statements are a fixed set
+// of texts.
+var rebound sync.Map
+
+// rebind returns q with its ? placeholders numbered $1, $2, … in order. The
+// store's statements hold no ? other than placeholders (no string literal
+// or operator uses one).
+func rebind(q string) string {
+	if v, ok := rebound.Load(q); ok {
+		return v.(string)
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	rebound.Store(q, b.String())
+	return b.String()
+}
+
+// writeTx runs fn in one read-committed transaction, writes the audit
+// entries fn queued, and commits when fn returns nil; any error rolls back
+// everything fn did. Conditional updates (… WHERE status = ANY(…)) resolve
+// races in the database: a concurrent update of the same row waits for the
+// first to commit and re-checks its condition against the new row. A
+// transaction whose connection is lost before it asks to commit is run
+// again (runTx).
+func (db *DB) writeTx(ctx context.Context, fn func(tx *txn) error) error {
+	return db.runTx(ctx, pgx.TxOptions{}, true, fn)
+}
+
+// readTx runs fn in one read-only repeatable-read transaction, so that
+// everything fn reads comes from one consistent snapshot.
+func (db *DB) readTx(ctx context.Context, fn func(tx *txn) error) error {
+	return db.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, false, fn)
+}
+
+// maxTxAttempts is how many times runTx tries a transaction whose
+// connection is lost before it asked to commit.
+const maxTxAttempts = 3
+
+// runTx runs fn in a transaction (tryTx), again on another connection
+// when the connection was lost before COMMIT was sent (a server restart, a
+// dropped connection, a pooled connection the server closed): the server
+// rolled that attempt back, so running it again neither loses an accepted
+// write nor doubles one. A transaction that failed at COMMIT may or may not
+// have committed and is not run again: its error goes to the caller, as
+// every other error does.
+func (db *DB) runTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func(tx *txn) error) error {
+	for attempt := 1; ; attempt++ {
+		retry, err := db.tryTx(ctx, opts, write, fn)
+		if err == nil || !retry || attempt == maxTxAttempts || ctx.Err() != nil {
+			return storeErr(err)
+		}
+		// A restarting server refuses connections for a moment.
+		select {
+		case <-ctx.Done():
+			return storeErr(err)
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		}
+	}
+}
+
+// tryTx runs fn in one transaction and reports, on error, whether the
+// attempt was rolled back by a lost connection before COMMIT (lostBefore).
+func (db *DB) tryTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func(tx *txn) error) (retry bool, err error) {
+	tx, err := db.pool.BeginTx(ctx, opts)
+	if err != nil {
+		return lostBefore(err, nil), err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	t := &txn{tx: tx}
+	if err := fn(t); err != nil {
+		return lostBefore(err, tx), err
+	}
+	if write {
+		if err := t.flushAudit(ctx); err != nil {
+			return lostBefore(err, tx), err
+		}
+	}
+	return false, tx.Commit(ctx)
+}
+
+// lostBefore reports whether err, met before COMMIT was sent, is the loss
+// of the connection (or a server shutting down or starting up) rather than
+// an answer to a statement: then the server has rolled the transaction
+// back.
+func lostBefore(err error, tx pgx.Tx) bool {
+	var ae *agentd.Error
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ae) && ae.Detail == nil) {
+		return false
+	}
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// admin_shutdown, crash_shutdown, cannot_connect_now, and the
+		// connection exceptions.
+		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08")
+	}
+	return tx != nil && tx.Conn().IsClosed()
+}
+
+// storeErr passes *agentd.Error and context errors through, maps
+// constraint violations to agentd codes, and prefixes anything else.
+func storeErr(err error) error {
+	var ae *agentd.Error
+	if err == nil || errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == "23505" && pe.ConstraintName == "runs_one_active":
+			return &agentd.Error{Code: agentd.ERUNACTIVE, Message: "the conversation already has an active run", Detail: err}
+		case pe.Code == "23505":
+			return &agentd.Error{Code: agentd.ECONFLICT, Message: "already exists", Detail: err}
+		case pe.Code == "23503":
+			return &agentd.Error{Code: agentd.ENOTFOUND, Message: "referenced object not found", Detail: err}
+		case pe.Code == "22021" || pe.Code == "22P05":
+			// PostgreSQL's text holds no NUL byte and no invalid UTF-8
+			// (SQLite's does): refused as input, not a server failure.
+			return &agentd.Error{Code: agentd.EINVALID, Message: "text with a NUL byte or invalid UTF-8", Detail: err}
+		}
+	}
+	return fmt.Errorf("postgres: %w", err)
+}
+
+// Times are stored as unix nanoseconds in UTC; the zero time as NULL.
+var (
+	minTime = time.Unix(0, math.MinInt64)
+	maxTime = time.Unix(0, math.MaxInt64)
+)
+
+// encTime returns the column value of t, or EINVALID when t cannot be held
+// in int64 nanoseconds (before 1677 or after 2262).
+func encTime(field string, t time.Time) (any, error) {
+	if t.IsZero() {
+		return nil, nil
+	} else if t.Before(minTime) || t.After(maxTime) {
+		return nil, agentd.Errorf(agentd.EINVALID, "%s out of range: %s", field, t.Format(time.RFC3339Nano))
+	}
+	return t.UnixNano(), nil
+}
+
+// encBound is the column value of a time used as a bound of a query: as
+// encTime, but clamped to the range the columns can hold.
+func encBound(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	switch {
+	case t.Before(minTime):
+		return minTime.UnixNano()
+	case t.After(maxTime):
+		return maxTime.UnixNano()
+	}
+	return t.UnixNano()
+}
+
+// decTime is the inverse of encTime; times come back in UTC.
+func decTime(n *int64) time.Time {
+	if n == nil {
+		return time.Time{}
+	}
+	return time.Unix(0, *n).UTC()
+}
+
+// encJSON returns the column value of raw: NULL when empty, else the bytes
+// unchanged as TEXT. EINVALID when raw is not valid JSON.
+func encJSON(field string, raw json.RawMessage) (any, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	} else if !json.Valid(raw) {
+		return nil, agentd.Errorf(agentd.EINVALID, "%s is not valid JSON", field)
+	}
+	return string(raw), nil
+}
+
+// decJSON is the inverse of encJSON.
+func decJSON(s *string) json.RawMessage {
+	if s == nil {
+		return nil
+	}
+	return json.RawMessage(*s)
+}
+
+// nullString maps "" to NULL, for optional references.
+func nullString(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// strList is a list of statuses or ids as a text[] parameter, for
+// `= ANY(?)`.
+func strList[T ~string](xs []T) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = string(x)
+	}
+	return out
+}
+
+// scanner is a pgx.Row or pgx.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}

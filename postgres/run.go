@@ -1,0 +1,429 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+const runColumns = `id, conversation_id, tenant_id, project_id, correlation_id, status, step, reason,
+	input_tokens, output_tokens, created_at, updated_at, stop_reason`
+
+// The run statements.
+var (
+	conversationExistsQuery = `SELECT 1 FROM conversations WHERE id = ?`
+	activeRunQuery          = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
+	insertRunQuery          = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	runByIDQuery            = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+	updateRunQuery          = updateRunSQL
+	updateRunFromQuery      = updateRunSQL + ` AND status = ANY(?)`
+	recordStepQuery         = `
+			UPDATE runs SET step = ?, status = 'running',
+				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
+				updated_at = COALESCE(?, updated_at)
+			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`
+)
+
+const updateRunSQL = `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?, step),
+			input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
+			updated_at = COALESCE(?, updated_at)
+			WHERE id = ?`
+
+// StartRun inserts the run and its user message and appends events, in one
+// transaction. The message is linked to the run. ENOTFOUND if the
+// conversation does not exist; ERUNACTIVE if it already has a running or
+// waiting run; EINVALID if the run's status is not running, an id is
+// missing, or the message names another conversation or run; ECONFLICT if
+// the run or message id exists. On any error nothing is written.
+func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message, events []agentd.EventDraft) ([]agentd.Event, error) {
+	switch {
+	case run == nil || run.ID == "":
+		return nil, agentd.Errorf(agentd.EINVALID, "run id is required")
+	case run.ConversationID == "":
+		return nil, agentd.Errorf(agentd.EINVALID, "run conversation id is required")
+	case run.Status != agentd.RunRunning:
+		return nil, agentd.Errorf(agentd.EINVALID, "a run must start as %s, not %q", agentd.RunRunning, run.Status)
+	case msg == nil || msg.ID == "":
+		return nil, agentd.Errorf(agentd.EINVALID, "message id is required")
+	case msg.ConversationID != "" && msg.ConversationID != run.ConversationID:
+		return nil, agentd.Errorf(agentd.EINVALID, "message conversation %q differs from run conversation %q", msg.ConversationID, run.ConversationID)
+	case msg.RunID != "" && msg.RunID != run.ID:
+		return nil, agentd.Errorf(agentd.EINVALID, "message run %q differs from run %q", msg.RunID, run.ID)
+	}
+	runCreated, err := encTime("run created_at", run.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	runUpdated, err := encTime("run updated_at", run.UpdatedAt)
+	if err != nil {
+		return nil, err
+	}
+	msgCreated, err := encTime("message created_at", msg.CreatedAt)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, err
+	}
+
+	var out []agentd.Event
+	err = db.writeTx(ctx, func(tx *txn) error {
+		q := tx
+		var one int
+		err := q.QueryRow(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
+		} else if err != nil {
+			return err
+		}
+		var active string
+		err = q.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
+		if err == nil {
+			return agentd.Errorf(agentd.ERUNACTIVE, "conversation %q already has active run %q", run.ConversationID, active)
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if _, err := q.Exec(ctx, insertRunQuery,
+			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
+			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason); err != nil {
+			return insertErr(err, "run", run.ID)
+		}
+		if _, err := q.Exec(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
+			return insertErr(err, "message", msg.ID)
+		}
+		out, err = db.appendEvents(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Run returns a run, or ENOTFOUND.
+func (db *DB) Run(ctx context.Context, id string) (*agentd.Run, error) {
+	var run *agentd.Run
+	err := db.readTx(ctx, func(tx *txn) (err error) {
+		run, err = getRun(ctx, tx, id)
+		return err
+	})
+	return run, err
+}
+
+// UpdateRun applies u if the run's status is in u.From (any status when
+// From is empty) and appends events, in one transaction. Status and Reason
+// are always set, Step and Usage when non-nil, UpdatedAt to u.Now unless it
+// is zero. It returns the updated run. ECONFLICT, with the current run, when
+// the status does not match; ENOTFOUND when there is no such run;
+// ERUNACTIVE when u would make the run active while its conversation has
+// another active run; EINVALID for an unknown status. On any error nothing
+// is written.
+func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
+	if u.ID == "" {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
+	} else if !validRunStatus(u.Status) {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown run status %q", u.Status)
+	}
+	for _, s := range u.From {
+		if !validRunStatus(s) {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown run status %q", s)
+		}
+	}
+	now, err := encTime("now", u.Now)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, nil, err
+	}
+	var step, input, output any
+	if u.Step != nil {
+		step = *u.Step
+	}
+	if u.Usage != nil {
+		input, output = u.Usage.InputTokens, u.Usage.OutputTokens
+	}
+
+	var run *agentd.Run
+	var out []agentd.Event
+	err = db.writeTx(ctx, func(tx *txn) error {
+		q := tx
+		query, args := updateRunQuery, []any{u.Status, u.Reason, step, input, output, now, u.ID}
+		if len(u.From) > 0 {
+			query, args = updateRunFromQuery, append(args, strList(u.From))
+		}
+		res, err := q.Exec(ctx, query, args...)
+		if err != nil {
+			if agentd.ErrorCode(storeErr(err)) == agentd.ECONFLICT {
+				// The only unique index an update can violate: runs_one_active.
+				return &agentd.Error{Code: agentd.ERUNACTIVE, Message: "the conversation already has an active run", Detail: err}
+			}
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		cur, err := getRun(ctx, q, u.ID)
+		if err != nil {
+			return err
+		}
+		run = cur
+		if n == 0 {
+			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
+		}
+		out, err = db.appendEvents(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		if agentd.ErrorCode(err) == agentd.ECONFLICT && run != nil {
+			return run, nil, err
+		}
+		return nil, nil, err
+	}
+	return run, out, nil
+}
+
+// RunsToDrive implements agentd.Store.RunsToDrive, oldest first. The query
+// walks the partial index of active runs (runs_active, migration 0006) and,
+// for each waiting run, probes the partial index of parked calls
+// (tool_calls_parked) once: it reads no finished run and no call row, and
+// decodes only the runs it returns.
+func (db *DB) RunsToDrive(ctx context.Context) ([]agentd.Run, error) {
+	return db.listRuns(ctx, runsToDriveWhere)
+}
+
+// runsToDriveWhere selects RunsToDrive's runs.
+const runsToDriveWhere = `status IN ('running', 'waiting') AND (status = 'running' OR NOT EXISTS (
+	SELECT 1 FROM tool_calls c WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation'))
+	ORDER BY created_at, rid`
+
+// listRuns reads the runs matching where (which may end in ORDER BY).
+func (db *DB) listRuns(ctx context.Context, where string) ([]agentd.Run, error) {
+	var runs []agentd.Run
+	err := db.readTx(ctx, func(tx *txn) error {
+		rows, err := tx.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, *r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return runs, nil
+}
+
+// getRun reads one run inside tx, or ENOTFOUND.
+func getRun(ctx context.Context, tx *txn, id string) (*agentd.Run, error) {
+	r, err := scanRun(tx.QueryRow(ctx, runByIDQuery, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, agentd.Errorf(agentd.ENOTFOUND, "run %q not found", id)
+	}
+	return r, err
+}
+
+func scanRun(s scanner) (*agentd.Run, error) {
+	var r agentd.Run
+	var created, updated *int64
+	if err := s.Scan(&r.ID, &r.ConversationID, &r.TenantID, &r.ProjectID, &r.CorrelationID, &r.Status, &r.Step, &r.Reason,
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &created, &updated, &r.StopReason); err != nil {
+		return nil, err
+	}
+	r.CreatedAt, r.UpdatedAt = decTime(created), decTime(updated)
+	return &r, nil
+}
+
+func validRunStatus(s agentd.RunStatus) bool {
+	switch s {
+	case agentd.RunRunning, agentd.RunWaiting, agentd.RunCompleted, agentd.RunFailed, agentd.RunCancelled:
+		return true
+	}
+	return false
+}
+
+// RecordStep records one model step of a run in one transaction: if the run
+// is running or waiting at step r.Step-1 it inserts r.Message (when
+// non-nil) and r.Calls, sets the run's Step to r.Step and its status to
+// running, adds r.Usage to its usage, sets UpdatedAt to r.Now unless it is
+// zero, and appends events. The message and calls belong to the run's
+// conversation and to the run: empty ConversationID and RunID fields are
+// stored as the run's. ENOTFOUND when there is no such run; ECONFLICT when
+// the run is finished or at another step; EINVALID for a message or call
+// that names another run or conversation, or that CreateToolCalls or
+// AddMessage would refuse. On any error nothing is written.
+func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agentd.EventDraft) ([]agentd.Event, error) {
+	now, msgCreated, err := checkStep(r, events)
+	if err != nil {
+		return nil, err
+	}
+	var out []agentd.Event
+	err = db.writeTx(ctx, func(tx *txn) error {
+		q := tx
+		res, err := q.Exec(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		run, err := getRun(ctx, q, r.RunID)
+		if err != nil {
+			return err
+		} else if n == 0 {
+			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s at step %d, cannot record step %d", r.RunID, run.Status, run.Step, r.Step)
+		}
+
+		if m := r.Message; m != nil {
+			if m.ConversationID != "" && m.ConversationID != run.ConversationID {
+				return agentd.Errorf(agentd.EINVALID, "message conversation %q differs from run conversation %q", m.ConversationID, run.ConversationID)
+			}
+			if _, err := q.Exec(ctx, insertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
+				return insertErr(err, "message", m.ID)
+			}
+		}
+		for _, c := range r.Calls {
+			cp := *c
+			if cp.ConversationID == "" {
+				cp.ConversationID = run.ConversationID
+			} else if cp.ConversationID != run.ConversationID {
+				return agentd.Errorf(agentd.EINVALID, "tool call %q: conversation %q differs from run conversation %q", c.ID, c.ConversationID, run.ConversationID)
+			}
+			cp.RunID = run.ID
+			args, err := toolCallArgs(&cp)
+			if err != nil {
+				return err
+			}
+			if err := db.insertToolCalls(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
+				return err
+			}
+		}
+		out, err = db.appendEvents(ctx, tx, events)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkStep validates what RecordStep can check before its transaction:
+// the run id, the times, the message's id and run, the calls' runs and
+// arguments, and the events. It returns r.Now and the message's
+// created_at encoded for the database (nil when zero, or without a
+// message).
+func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated any, err error) {
+	if r.RunID == "" {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
+	}
+	if now, err = encTime("now", r.Now); err != nil {
+		return nil, nil, err
+	}
+	if m := r.Message; m != nil {
+		if m.ID == "" {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "message id is required")
+		} else if m.RunID != "" && m.RunID != r.RunID {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "message run %q differs from step run %q", m.RunID, r.RunID)
+		}
+		if msgCreated, err = encTime("message created_at", m.CreatedAt); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, c := range r.Calls {
+		if c != nil && c.RunID != "" && c.RunID != r.RunID {
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "tool call %q: run %q differs from step run %q", c.ID, c.RunID, r.RunID)
+		}
+		if _, err := toolCallArgs(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := checkEvents(events); err != nil {
+		return nil, nil, err
+	}
+	return now, msgCreated, nil
+}
+
+// CancelRun implements agentd.Store.CancelRun.
+func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Actor, now time.Time,
+	plan func(run *agentd.Run, cancelled []agentd.ToolCall) []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
+	if runID == "" {
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
+	}
+	at, err := encTime("now", now)
+	if err != nil {
+		return nil, nil, err
+	}
+	var run *agentd.Run
+	var out []agentd.Event
+	err = db.writeTx(ctx, func(tx *txn) error {
+		res, err := tx.Exec(ctx, `
+			UPDATE runs SET status = 'cancelled', reason = ?, updated_at = COALESCE(?, updated_at)
+			WHERE id = ? AND status IN ('running', 'waiting')`, reason, at, runID)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if run, err = getRun(ctx, tx, runID); err != nil {
+			return err
+		}
+		if n == 0 {
+			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", runID, run.Status)
+		}
+		calls, err := queryToolCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
+		if err != nil {
+			return err
+		}
+		for _, c := range calls {
+			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'cancelled', error = ?, updated_at = COALESCE(?, updated_at) WHERE id = ?`,
+				reason, at, c.ID); err != nil {
+				return err
+			}
+			if c.Status != agentd.StatusRequiresConfirmation {
+				continue
+			}
+			d := &agentd.Decision{ID: uuid.NewString(), ToolCallID: c.ID, Decision: agentd.DecisionCancelled, Reason: reason,
+				DecidedBy: by.KeyID, Role: by.Role, Via: agentd.ViaCancel, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now}
+			if _, err := tx.Exec(ctx, `
+				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at, role, via)
+				VALUES (?, ?, 'cancelled', ?, ?, ?, ?, ?, ?)`,
+				d.ID, c.ID, reason, d.DecidedBy, c.ArgumentsSHA256, at, d.Role, d.Via); err != nil {
+				return err
+			}
+			if err := db.auditDecision(ctx, tx, &c, d); err != nil {
+				return err
+			}
+		}
+		var drafts []agentd.EventDraft
+		if plan != nil {
+			drafts = plan(run, calls)
+		}
+		if err := checkEvents(drafts); err != nil {
+			return err
+		}
+		out, err = db.appendEvents(ctx, tx, drafts)
+		return err
+	})
+	if err != nil {
+		if agentd.ErrorCode(err) == agentd.ECONFLICT && run != nil {
+			return run, nil, err
+		}
+		return nil, nil, err
+	}
+	return run, out, nil
+}
