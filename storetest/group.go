@@ -370,11 +370,17 @@ func testGroupConditionalTransitions(t *testing.T, b Backend) {
 		case 1:
 			o.evs, o.err = s.AppendEvents(ctx, []agentd.EventDraft{draft(other.ID, agentd.EventTextDelta, fmt.Sprintf(`{"i":%d}`, i))})
 		case 2:
-			o.call, o.evs, o.err = s.UpdateToolCall(ctx, approval(agentd.NewID(agentd.PrefixToolCall), by, at(time.Minute)),
-				[]agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationResolved, `{"missing":true}`)})
+			if i%2 == 0 {
+				o.call, o.evs, o.err = s.UpdateToolCall(ctx, approval(agentd.NewID(agentd.PrefixToolCall), by, at(time.Minute)),
+					[]agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationResolved, `{"missing":true}`)})
+				return
+			}
+			// The message is inserted before the event fails: the
+			// failure must take the message with it, and nothing else.
+			m := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, Role: agentd.RoleAssistant, CreatedAt: t0}
+			o.evs, o.err = s.AddMessage(ctx, m, []agentd.EventDraft{draft(agentd.NewID(agentd.PrefixConversation), agentd.EventTextDelta, `{}`)})
 		}
 	})
-	g.wantShared(t)
 	winner := checkTransitionOutcomes(t, c.ID, func(i int) (*agentd.ToolCall, []agentd.Event, error) {
 		return out[i].call, out[i].evs, out[i].err
 	}, 3*n)
@@ -387,6 +393,12 @@ func testGroupConditionalTransitions(t *testing.T, b Backend) {
 	if evs := allEvents(t, s, other.ID); len(evs) != n+1 { // the appends and the held one
 		t.Fatalf("the other conversation has %d events, want %d", len(evs), n+1)
 	}
+	ms, err := s.Messages(ctx, conv.ID)
+	noErr(t, err, "Messages")
+	if len(ms) != 1 { // the run's user message
+		t.Fatalf("the call's conversation has %d messages, want 1: a failed AddMessage left its message", len(ms))
+	}
+	g.wantShared(t)
 }
 
 // checkTransitionOutcomes checks testGroupConditionalTransitions' outcomes
