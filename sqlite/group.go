@@ -95,7 +95,9 @@ func (c *committer) take() ([]*txReq, bool) {
 	n := min(len(c.queue), maxGroup)
 	batch := make([]*txReq, n)
 	copy(batch, c.queue)
-	c.queue = append(c.queue[:0], c.queue[n:]...)
+	rest := copy(c.queue, c.queue[n:])
+	clear(c.queue[rest:]) // hold no finished request
+	c.queue = c.queue[:rest]
 	return batch, c.closed
 }
 
