@@ -17,6 +17,20 @@ import (
 // default); the contract every implementation must pass is storetest.Run,
 // organised by role (storetest.RunConversations, RunRuns, and so on).
 //
+// Group commit (SPEC §8.1): a backend may, and SQLite does, run the
+// transactions of concurrent calls in one database transaction with one
+// commit: writes that arrive while a commit is in flight share the next.
+// What every caller may rely on stays as if each call committed alone: a
+// call returns only after the commit that holds its writes, with its own
+// events (its events of one conversation with consecutive Seq) and its own
+// error; a call that fails (ECONFLICT, ENOTFOUND, EINVALID, …) writes
+// nothing and fails no other call of its group, whose calls run one after
+// the other, each seeing the writes of those before it, so a conditional
+// transition still has exactly one winner; when the shared commit fails,
+// every call in it fails and nothing of any of them is stored or returned
+// (and so nothing is published). See docs/storage.md; storetest's
+// GroupCommit cases check it.
+//
 // Feed positions: every appended event also gets an Event.Position, unique
 // over all events of all conversations and assigned in the appending
 // transaction so that position order is commit order: once a reader has

@@ -104,7 +104,7 @@ func (db *DB) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.Audi
 	} else if e.TenantID == "" || e.ProjectID == "" {
 		return e, agentd.Errorf(agentd.EINVALID, "an audit entry needs its tenant and project")
 	}
-	err := db.writeTx(ctx, func(tx *sql.Tx) (err error) {
+	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
 		e.ID, err = db.insertAudit(ctx, tx, &e)
 		return err
 	})

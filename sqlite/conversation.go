@@ -24,7 +24,7 @@ func (db *DB) CreateConversation(ctx context.Context, c *agentd.Conversation) er
 	if err != nil {
 		return err
 	}
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
+	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO conversations (id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -18,7 +18,7 @@ func (db *DB) AppendEvents(ctx context.Context, events []agentd.EventDraft) ([]a
 		return nil, err
 	}
 	var out []agentd.Event
-	err := db.writeTx(ctx, func(tx *sql.Tx) (err error) {
+	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
 		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})

@@ -105,7 +105,7 @@ func (db *DB) SetConsumerPosition(ctx context.Context, name string, pos int64) e
 	if err := checkConsumer(name, pos); err != nil {
 		return err
 	}
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
+	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		return setConsumerPosition(ctx, tx, name, pos, time.Now().UnixNano())
 	})
 }

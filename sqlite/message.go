@@ -33,7 +33,7 @@ func (db *DB) AddMessage(ctx context.Context, m *agentd.Message, events []agentd
 		return nil, err
 	}
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := db.w(tx).ExecContext(ctx, insertMessageQuery, m.ID, m.ConversationID, nullString(m.RunID), m.Role, m.Content, created); err != nil {
 			return insertErr(err, "message", m.ID)
 		}

@@ -72,7 +72,7 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 	}
 
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		q := db.w(tx)
 		var one int
 		err := q.QueryRowContext(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
@@ -151,7 +151,7 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 
 	var run *agentd.Run
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		q := db.w(tx)
 		query, args := updateRunQuery, []any{u.Status, u.Reason, step, input, output, now, u.ID}
 		if len(u.From) > 0 {
@@ -278,7 +278,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 		return nil, err
 	}
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		q := db.w(tx)
 		res, err := q.ExecContext(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
 		if err != nil {
@@ -376,7 +376,7 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 	}
 	var run *agentd.Run
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE runs SET status = 'cancelled', reason = ?, updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting')`, reason, at, runID)

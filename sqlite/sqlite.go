@@ -2,7 +2,11 @@
 // SQLite file in WAL mode, written through a single connection, read through
 // a pool, using the pure-Go driver modernc.org/sqlite (no cgo).
 //
-// Every Store method is one transaction. Every state change of a run or a
+// Every Store method is one transaction, and its writes reach the disk by
+// group commit (group.go): the write transactions that arrive while a
+// commit is in flight share the next commit and its fsync, each inside a
+// savepoint of its own, so one caller's failure fails no other and a failed
+// commit fails them all. Every state change of a run or a
 // tool call is one conditional UPDATE (… WHERE id = ? AND status IN (…))
 // whose affected-row count decides the race, so concurrent approvals of one
 // parked call produce exactly one transition, one decision row and one set of
@@ -102,9 +106,10 @@ func WithReadPool(maxOpen, maxIdle int, maxIdleTime time.Duration) Option {
 //     restart the call would again be requires_confirmation — approved a
 //     second time, it would run twice. A decision must be on disk before
 //     anyone acts on it, so commits pay for an fsync.
-//   - one write connection (SetMaxOpenConns(1)) with BEGIN IMMEDIATE: writers
-//     of this process queue in database/sql instead of racing for SQLite's
-//     write lock, so they never see SQLITE_BUSY, and each write transaction
+//   - one write connection (SetMaxOpenConns(1)) with BEGIN IMMEDIATE, used
+//     by one committer goroutine: writers of this process queue for it (and
+//     share its next group commit) instead of racing for SQLite's write
+//     lock, so they never see SQLITE_BUSY, and each write transaction
 //     holds the lock from its first statement, so a read-then-write inside
 //     it sees no interleaved writer.
 //   - a separate read pool with query_only=1: reads run in parallel on WAL
@@ -128,6 +133,10 @@ type DB struct {
 	// writeStmts and readStmts are the registered statements (prepared,
 	// stmt.go) prepared on each pool.
 	writeStmts, readStmts map[string]*sql.Stmt
+	// group is the committer every write transaction goes through
+	// (group.go): writes that arrive while a commit is in flight share
+	// the next one.
+	group *committer
 }
 
 // Open opens (creating if needed) the SQLite database file at path and
@@ -207,6 +216,8 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
+	db.group = newCommitter()
+	go db.commitLoop()
 	return db, nil
 }
 
@@ -231,8 +242,13 @@ func (db *DB) Ping(ctx context.Context) error {
 }
 
 // Close closes the database. Every committed transaction is already on disk;
-// Close waits for nothing else. Calling Close twice is harmless.
+// Close waits only for the writes already queued for a group commit, which
+// commit (or fail) before it returns; a write after Close fails. Calling
+// Close twice is harmless.
 func (db *DB) Close() error {
+	if db.group != nil {
+		db.group.close()
+	}
 	var errs []error
 	stmts := db.feedStmts[:]
 	for _, m := range []map[string]*sql.Stmt{db.writeStmts, db.readStmts} {
@@ -300,7 +316,7 @@ func (db *DB) migrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
+	return db.migrateTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 			version    INTEGER PRIMARY KEY,
 			name       TEXT NOT NULL,
@@ -334,10 +350,11 @@ func (db *DB) migrate(ctx context.Context) error {
 	})
 }
 
-// writeTx runs fn in one write transaction (BEGIN IMMEDIATE on the single
-// write connection) and commits when fn returns nil; any error rolls back
-// everything fn did.
-func (db *DB) writeTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+// migrateTx runs fn in one write transaction of its own (BEGIN IMMEDIATE
+// on the write connection, before the committer starts) and commits when
+// fn returns nil; any error rolls back everything fn did. Every other write
+// goes through writeTx's group commit (group.go).
+func (db *DB) migrateTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := db.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return storeErr(err)

@@ -41,6 +41,9 @@ func TestStore(t *testing.T) {
 			t.Cleanup(func() { db.Close() })
 			return db
 		},
+		BeforeCommit: func(t *testing.T, s agentd.Store, h func(group int) error) {
+			s.(*DB).group.hook.Store(&h)
+		},
 	})
 }
 

@@ -19,7 +19,7 @@ func (db *DB) BindThread(ctx context.Context, b agentd.ThreadBinding) (string, e
 		return "", err
 	}
 	var bound string
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO protocol_threads (tenant_id, project_id, key_id, protocol, thread_id, conversation_id, created_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,

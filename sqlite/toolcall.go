@@ -82,7 +82,7 @@ func (db *DB) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, eve
 		return nil, err
 	}
 	var out []agentd.Event
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := db.insertToolCalls(ctx, tx, calls, rows); err != nil {
 			return err
 		}
@@ -319,7 +319,7 @@ func (db *DB) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, events []
 	}
 	var call *agentd.ToolCall
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(tx *sql.Tx) error {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if call, err = p.apply(ctx, db, tx); err != nil {
 			return err
 		}
@@ -391,7 +391,7 @@ func (db *DB) UpdateToolCalls(ctx context.Context, us []agentd.CallUpdate, event
 	}
 	calls := make([]agentd.ToolCall, len(us))
 	var out []agentd.Event
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for i, p := range ps {
 			c, err := p.apply(ctx, db, tx)
 			if err != nil {

@@ -28,7 +28,7 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos
 		}
 	}
 	now := time.Now().UnixNano()
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
+	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, d := range ds {
 			next, _ := encTime("next_attempt_at", d.NextAttemptAt.UTC())
 			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries
@@ -73,7 +73,7 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 	}
 	now, until := c.Now.UnixNano(), c.LeaseUntil.UnixNano()
 	var out []agentd.WebhookDelivery
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
 			WHERE status = 'pending' AND endpoint_id = ? AND next_attempt_at <= ?
 			AND (lease_until IS NULL OR lease_until <= ?)
@@ -113,7 +113,7 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptR
 		}
 		next = r.NextAttemptAt.UnixNano()
 	}
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
+	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		var seq int64
 		var status string
 		var owner sql.NullString
@@ -211,7 +211,7 @@ func getDelivery(ctx context.Context, tx *sql.Tx, id string) (*agentd.WebhookDel
 // RedeliverWebhook implements agentd.Store.RedeliverWebhook.
 func (db *DB) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*agentd.WebhookDelivery, error) {
 	var out *agentd.WebhookDelivery
-	err := db.writeTx(ctx, func(tx *sql.Tx) error {
+	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE id = ?`, now.UnixNano(), time.Now().UnixNano(), id)
 		if err != nil {
@@ -329,7 +329,7 @@ func (db *DB) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndp
 	if updated.IsZero() {
 		updated = time.Now()
 	}
-	return db.writeTx(ctx, func(tx *sql.Tx) error {
+	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (id, disabled_at, disabled_reason, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET disabled_at = excluded.disabled_at, disabled_reason = excluded.disabled_reason,
 			updated_at = excluded.updated_at`, st.ID, disabled, st.DisabledReason, updated.UnixNano())

@@ -11,8 +11,10 @@ import (
 // Each case opens its own store, a full agentd.Store (a case of one role
 // sets up its data through the others: a tool call needs a conversation
 // and a run); the role's function names which methods its cases pin down.
-// Every suite but RunEventLog asks only for a way to open a store;
-// RunEventLog also reopens one (a feed cursor survives a restart).
+// Every suite but RunEventLog and RunToolCalls asks only for a way to open
+// a store; RunEventLog also reopens one (a feed cursor survives a
+// restart), and both steer commits with b.BeforeCommit when it is set
+// (group commit, group.go).
 
 // testCase is one case of a role's suite: a subtest of the caller's test,
 // on a store of its own.
@@ -35,7 +37,7 @@ func Run(t *testing.T, b Backend) {
 	RunHealth(t, b.Open)
 	RunConversations(t, b.Open)
 	RunRuns(t, b.Open)
-	RunToolCalls(t, b.Open)
+	RunToolCalls(t, b)
 	RunAudit(t, b.Open)
 	RunEventLog(t, b)
 	RunThreads(t, b.Open)
@@ -86,9 +88,10 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 // calls (ToolCall, ToolCalls, RunToolCalls, ToolCallsByStatus,
 // DueToolCalls), UpdateToolCall and UpdateToolCalls, the pending list
 // (PendingToolCalls, ParkedCount) with its tenant scope, and NextDeadline
-// (toolcall.go, audit.go, drive.go, scope.go).
-func RunToolCalls(t *testing.T, open func(t *testing.T) agentd.Store) {
-	runCases(t, open, []testCase{
+// (toolcall.go, audit.go, drive.go, scope.go), and conditional transitions
+// inside a group commit (group.go).
+func RunToolCalls(t *testing.T, b Backend) {
+	runCases(t, b.Open, []testCase{
 		{"ToolCall/RoundTrip", testToolCallRoundTrip},
 		{"ToolCall/NotFound", testToolCallNotFound},
 		{"CreateToolCalls/Atomic", testCreateToolCallsAtomic},
@@ -112,6 +115,7 @@ func RunToolCalls(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"PendingToolCalls/Filters", testPendingFilters},
 		{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
 	})
+	t.Run("GroupCommit/ConditionalTransitions", func(t *testing.T) { testGroupConditionalTransitions(t, b) })
 }
 
 // RunAudit tests the AuditLog role: the entries the store writes with the
@@ -128,7 +132,8 @@ func RunAudit(t *testing.T, open func(t *testing.T) agentd.Store) {
 }
 
 // RunEventLog tests the EventLog role: AppendEvents, Events and LastSeq
-// (events.go), and the feed: positions, EventsAfter, LastPosition and the
+// (events.go), group commit of concurrent writers and of a failed commit
+// (group.go), and the feed: positions, EventsAfter, LastPosition and the
 // consumers' cursors, which survive reopening the store — the one case
 // that uses b.Reopen (feed.go).
 func RunEventLog(t *testing.T, b Backend) {
@@ -148,6 +153,8 @@ func RunEventLog(t *testing.T, b Backend) {
 		{"Feed/ConsumerErrors", testFeedConsumerErrors},
 	})
 	t.Run("Feed/ConsumerSurvivesReopen", func(t *testing.T) { testFeedConsumerReopen(t, b) })
+	t.Run("GroupCommit/ConcurrentWriters", func(t *testing.T) { testGroupConcurrentWriters(t, b) })
+	t.Run("GroupCommit/FailedCommit", func(t *testing.T) { testGroupFailedCommit(t, b) })
 }
 
 // RunThreads tests the ThreadStore role: BindThread and

@@ -43,6 +43,13 @@
 //     gapless.
 //   - Event sequence numbers start at 1 per conversation and increase by
 //     exactly 1, also under concurrent writers.
+//   - Group commit: writes that arrive while a commit is in flight share
+//     the next one; each caller is told only its own events, its events of
+//     one conversation with consecutive seqs; a failed commit fails every
+//     caller in it and stores nothing of theirs; a caller's own failure
+//     (ECONFLICT, ENOTFOUND) fails no other caller of its group, and of
+//     concurrent conditional transitions of one call exactly one wins
+//     (group.go).
 //   - Events with limit <= 0 returns every event after afterSeq.
 //   - LastSeq is the Seq of the newest event of that conversation, 0 for
 //     none or no such conversation.
@@ -86,6 +93,17 @@ type Backend struct {
 	// on the same database (as a restarted process would open it),
 	// likewise closed when t ends. Only RunEventLog uses it.
 	Reopen func(t *testing.T, s agentd.Store) agentd.Store
+	// BeforeCommit, when set, installs h on s, a store Open returned: the
+	// backend calls h before each commit it makes of a group of writes
+	// (see agentd.Store's group commit), with the number of callers in the
+	// group, and when h returns an error it fails that commit as a failed
+	// COMMIT would — nothing of the group is written and every caller in
+	// it gets an error wrapping h's (errors.Is). h may block: writes that
+	// arrive meanwhile wait for the next commit. The group-commit cases of
+	// RunEventLog and RunToolCalls use it to queue writers behind a held
+	// commit and to fail one on purpose; without it they run unheld and
+	// the forced failure is skipped.
+	BeforeCommit func(t *testing.T, s agentd.Store, h func(group int) error)
 }
 
 // t0 has nanoseconds and a zone other than UTC, so a store that drops
