@@ -8,7 +8,9 @@
 //   - lookup {q} (readOnlyHint): answers "found <q> (pid <pid>)";
 //   - grow {} (readOnlyHint): adds the tool extra {}, which answers
 //     "extra", and so notifies notifications/tools/list_changed;
-//   - big {n} (readOnlyHint): answers n bytes of "x", then an image.
+//   - big {n} (readOnlyHint): answers n bytes of "x", then an image;
+//   - wait {} (readOnlyHint): appends "waiting" to the notes file, waits
+//     until the call is cancelled, then appends "cancelled".
 package testserver
 
 import (
@@ -28,12 +30,7 @@ func New(notesFile string) *mcp.Server {
 		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
 			Text string `json:"text"`
 		}) (*mcp.CallToolResult, any, error) {
-			f, err := os.OpenFile(notesFile, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-			if err != nil {
-				return nil, nil, err
-			}
-			defer f.Close()
-			if _, err := fmt.Fprintln(f, in.Text); err != nil {
+			if err := appendLine(notesFile, in.Text); err != nil {
 				return nil, nil, err
 			}
 			return text("noted " + in.Text), nil, nil
@@ -61,7 +58,30 @@ func New(notesFile string) *mcp.Server {
 				&mcp.ImageContent{MIMEType: "image/png", Data: []byte("png")},
 			}}, nil, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "wait", Description: "Waits until cancelled.", Annotations: ro},
+		func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if err := appendLine(notesFile, "waiting"); err != nil {
+				return nil, nil, err
+			}
+			<-ctx.Done()
+			if err := appendLine(notesFile, "cancelled"); err != nil {
+				return nil, nil, err
+			}
+			return nil, nil, ctx.Err()
+		})
 	return s
+}
+
+func appendLine(file, line string) error {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func text(s string) *mcp.CallToolResult {
