@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -64,7 +65,7 @@ type ServerConfig struct {
 }
 
 type fileConfig struct {
-	Servers          []fileServer      `json:"servers"`
+	Servers          []json.RawMessage `json:"servers"`
 	Tiers            map[string]string `json:"tiers"`
 	TrustAnnotations []string          `json:"trust_annotations"`
 }
@@ -106,8 +107,12 @@ func Parse(data []byte, dir string, getenv func(string) string) (*Config, error)
 	}
 	cfg := &Config{Tiers: map[string]agentd.Tier{}, Trust: map[string]bool{}}
 	ids := map[string]bool{}
-	for i, s := range f.Servers {
+	for i, raw := range f.Servers {
 		field := fmt.Sprintf("servers[%d]", i)
+		var s fileServer
+		if err := jsonconf.DecodeStrict(raw, &s, field); err != nil {
+			return nil, err
+		}
 		sc, err := parseServer(s, field, dir, getenv)
 		if err != nil {
 			return nil, err
