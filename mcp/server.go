@@ -89,7 +89,7 @@ type Status struct {
 	Tools   []string `json:"tools"`
 	Pending []string `json:"pending,omitempty"`
 	// PID is a stdio server's process id (0 when none runs).
-	PID int `json:"-"`
+	PID int `json:"pid,omitempty"`
 }
 
 // NewServers returns a Server per configured server, not started.
