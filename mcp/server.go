@@ -51,6 +51,8 @@ var (
 	startTimeout = 20 * time.Second
 )
 
+var _ toolset.Changing = (*Server)(nil)
+
 // Server is one MCP server of mcp.json as a tool source. Start connects
 // it; Close stops it. It is safe for concurrent use.
 type Server struct {
@@ -60,9 +62,10 @@ type Server struct {
 	log    zerolog.Logger
 	client *sdk.Client
 
-	defs []toolset.Tool // the tools listed at Start, sorted by name
-
 	mu       sync.Mutex
+	defs     []toolset.Tool // the tools as the registry gets them, sorted by name
+	print    string         // what defs were built from (rebuild)
+	version  uint64         // moves with defs
 	session  *sdk.ClientSession
 	pid      int
 	state    string
@@ -84,10 +87,8 @@ type Status struct {
 	// Error is the last failure ("" when none since the last start).
 	Error    string `json:"error,omitempty"`
 	Restarts int    `json:"restarts"`
-	// Tools are the server's tools now, by agentd name; Pending are those
-	// the model does not see because they appeared after agentd started.
-	Tools   []string `json:"tools"`
-	Pending []string `json:"pending,omitempty"`
+	// Tools are the server's tools now, by agentd name.
+	Tools []string `json:"tools"`
 	// PID is a stdio server's process id (0 when none runs).
 	PID int `json:"pid,omitempty"`
 }
@@ -122,23 +123,13 @@ func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
 // ID is the server's id: the server_id of its tools.
 func (s *Server) ID() string { return s.cfg.ID }
 
-// Start connects the server and lists its tools once, now: those are the
-// tools the registry gets (Tools). A server that fails to start is
-// logged and reported by Status, has no tools, and is tried again in the
-// background with backoff; Start's error only says so, the caller carries
-// on without it. Start then watches the server until Close.
+// Start connects the server and lists its tools, now. A server that
+// fails to start is logged and reported by Status, has no tools, and is
+// tried again in the background with backoff (its tools appear when it is
+// up); Start's error only says so, the caller carries on without it.
+// Start then watches the server until Close.
 func (s *Server) Start(ctx context.Context) error {
 	err := s.connect(ctx)
-	if err == nil {
-		s.mu.Lock()
-		for name, t := range s.offered {
-			if def, ok := s.def(name, t); ok {
-				s.defs = append(s.defs, def)
-			}
-		}
-		s.mu.Unlock()
-		sort.Slice(s.defs, func(i, j int) bool { return s.defs[i].Spec.Name < s.defs[j].Spec.Name })
-	}
 	s.wg.Go(s.watch)
 	return err
 }
@@ -205,7 +196,8 @@ func (s *Server) connect(ctx context.Context) error {
 		_ = sess.Close()
 		return s.ctx.Err()
 	}
-	s.session, s.state, s.lastErr, s.offered = sess, StateReady, "", s.named(tools)
+	s.session, s.state, s.lastErr = sess, StateReady, ""
+	s.rebuild(tools)
 	s.pid = 0
 	if cmd != nil && cmd.Process != nil {
 		s.pid = cmd.Process.Pid
@@ -281,16 +273,53 @@ func (s *Server) relist(sess *sdk.ClientSession) {
 	}
 	s.mu.Lock()
 	if s.session == sess {
-		s.offered = s.named(tools)
+		s.rebuild(tools)
 	}
 	st := s.statusLocked()
 	s.mu.Unlock()
-	s.log.Info().Strs("tools", st.Tools).Strs("pending", st.Pending).Msg("MCP server's tools changed")
+	s.log.Info().Strs("tools", st.Tools).Msg("MCP server's tools changed")
 }
 
-// Tools lists the server's tools as listed at Start, sorted by name; the
-// same values on every call (none when the server failed to start).
-func (s *Server) Tools() []toolset.Tool { return s.defs }
+// rebuild takes the server's tools as listed now; the tools the registry
+// gets (defs) change, with the version, only when one of them does. It
+// holds s.mu.
+func (s *Server) rebuild(tools []*sdk.Tool) {
+	s.offered = s.named(tools)
+	names := make([]string, 0, len(s.offered))
+	for name := range s.offered {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	print, _ := json.Marshal(tools) // each field the defs come from
+	if string(print) == s.print && s.defs != nil {
+		return
+	}
+	defs := []toolset.Tool{}
+	for _, name := range names {
+		if def, ok := s.def(name, s.offered[name]); ok {
+			defs = append(defs, def)
+		}
+	}
+	s.defs, s.print = defs, string(print)
+	s.version++
+}
+
+// Tools lists the server's tools, sorted by name (none before it first
+// started): the same slice until the server lists other tools.
+func (s *Server) Tools() []toolset.Tool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.defs
+}
+
+// Version moves whenever Tools lists other tools (toolset.Changing): after
+// notifications/tools/list_changed, or when the server first starts after
+// failing.
+func (s *Server) Version() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.version
+}
 
 // def is one of the server's tools as the registry gets it; false for a
 // tool whose input schema does not compile (logged).
@@ -378,18 +407,10 @@ func (s *Server) statusLocked() Status {
 	if s.cfg.URL != "" {
 		st.Transport = "http"
 	}
-	known := map[string]bool{}
-	for _, d := range s.defs {
-		known[d.Spec.Name] = true
-	}
 	for name := range s.offered {
 		st.Tools = append(st.Tools, name)
-		if !known[name] {
-			st.Pending = append(st.Pending, name)
-		}
 	}
 	sort.Strings(st.Tools)
-	sort.Strings(st.Pending)
 	return st
 }
 

@@ -248,6 +248,10 @@ func TestStdioListChanged(t *testing.T) {
 	if _, err := call(s, context.Background(), "notes__extra", `{}`); err == nil {
 		t.Fatal("extra exists before grow")
 	}
+	before, list := s.Version(), s.Tools()
+	if again := s.Tools(); &again[0] != &list[0] || s.Version() != before {
+		t.Fatal("an unchanged server lists another slice")
+	}
 	if _, err := call(s, context.Background(), "notes__grow", `{}`); err != nil {
 		t.Fatal(err)
 	}
@@ -255,8 +259,11 @@ func TestStdioListChanged(t *testing.T) {
 	if got, err := call(s, context.Background(), "notes__extra", `{}`); err != nil || got != "extra" {
 		t.Errorf("extra = %q, %v", got, err)
 	}
-	if st := s.Status(); !slices.Equal(st.Pending, []string{"notes__extra"}) {
-		t.Errorf("pending = %v", st.Pending)
+	if got := names(s.Tools()); !slices.Contains(got, "notes__extra") || s.Version() != before+1 {
+		t.Errorf("tools = %v, version %d (before %d)", got, s.Version(), before)
+	}
+	if c := classify(find(t, s, "notes__extra"), `{}`); c.Tier != agentd.TierAuto {
+		t.Errorf("a new readOnlyHint tool of a trusted server: %s", c.Tier)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -41,6 +42,10 @@ func mcpTestServer(t *testing.T) string {
 
 const mcpRules = `[
  {"when":{"user":"^note"},"reply":{"tool_calls":[{"name":"notes__note","arguments":{"text":"hello"}}]}},
+ {"when":{"user":"^grow"},"reply":{"tool_calls":[{"name":"notes__grow","arguments":{}}]}},
+ {"when":{"user":"^extra"},"reply":{"tool_calls":[{"name":"notes__extra","arguments":{}}]}},
+ {"when":{"tool_result":"notes__grow"},"reply":{"text":"grow {{status}}"}},
+ {"when":{"tool_result":"notes__extra"},"reply":{"text":"extra {{status}}: {{result}}{{reason}}"}},
  {"when":{"user":"^look"},"reply":{"tool_calls":[{"name":"notes__lookup","arguments":{"q":"tea"}}]}},
  {"when":{"tool_result":"notes__note","status":"completed"},"reply":{"text":"note: {{result}}"}},
  {"when":{"tool_result":"notes__lookup","status":"completed"},"reply":{"text":"lookup: {{result}}"}},
@@ -50,8 +55,8 @@ const mcpRules = `[
 // SPEC §4.2 through the real binary: an MCP stdio server (a real
 // subprocess) gives the agent its tools; the unannotated one parks and
 // runs once on approval; the read-only one of a trusted server runs at
-// once; a server that cannot start is reported in /readyz while the rest
-// works.
+// once; a tool the server adds is the model's after list_changed; a
+// server that cannot start is reported in /readyz while the rest works.
 func TestMCPEndToEnd(t *testing.T) {
 	bin, server := agentdBinary(t), mcpTestServer(t)
 	dir, _ := writeProject(t, projectOpts{})
@@ -79,9 +84,8 @@ func TestMCPEndToEnd(t *testing.T) {
 	if bad["id"] != "broken" || bad["state"] != "starting" || !strings.Contains(str(bad, "error"), "no-such-server") {
 		t.Errorf("the broken server in /readyz: %v", bad)
 	}
-	_, list := call(t, http.MethodGet, base+"/v1/tools", "", "")
-	if s := fmt.Sprint(list); !strings.Contains(s, "notes__lookup") || strings.Contains(s, "broken__") {
-		t.Errorf("GET /v1/tools: %v", list)
+	if s := toolList(t, base); !strings.Contains(s, "notes__lookup") || strings.Contains(s, "broken__") {
+		t.Errorf("GET /v1/tools: %v", s)
 	}
 
 	conv, st := newConversation(t, base, "")
@@ -116,4 +120,29 @@ func TestMCPEndToEnd(t *testing.T) {
 	if b, err := os.ReadFile(notes); err != nil || string(b) != "hello\n" {
 		t.Errorf("notes = %q, %v: want one run", b, err)
 	}
+
+	// The server adds a tool (notifications/tools/list_changed): the model
+	// sees it and its call runs.
+	if s := toolList(t, base); strings.Contains(s, "notes__extra") {
+		t.Fatalf("extra before grow: %s", s)
+	}
+	send(t, base, "", conv, "grow")
+	st.waitFor("run_finished", nil)
+	for deadline := time.Now().Add(waitLimit); !strings.Contains(toolList(t, base), "notes__extra"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("notes__extra never listed: %s", toolList(t, base))
+		}
+	}
+	send(t, base, "", conv, "extra")
+	res = st.waitFor("tool_call_result", nil)
+	if res.Data["status"] != "completed" || res.Data["tool_name"] != "notes__extra" || !strings.Contains(res.Raw, `"extra"`) {
+		t.Fatalf("extra: %s", res.Raw)
+	}
+}
+
+// toolList is GET /v1/tools as text.
+func toolList(t *testing.T, base string) string {
+	t.Helper()
+	_, list := call(t, http.MethodGet, base+"/v1/tools", "", "")
+	return fmt.Sprint(list)
 }
