@@ -42,6 +42,7 @@ func mcpTestServer(t *testing.T) string {
 
 const mcpRules = `[
  {"when":{"user":"^note"},"reply":{"tool_calls":[{"name":"notes__note","arguments":{"text":"hello"}}]}},
+ {"when":{"user":"^wait"},"reply":{"tool_calls":[{"name":"notes__wait","arguments":{}}]}},
  {"when":{"user":"^grow"},"reply":{"tool_calls":[{"name":"notes__grow","arguments":{}}]}},
  {"when":{"user":"^extra"},"reply":{"tool_calls":[{"name":"notes__extra","arguments":{}}]}},
  {"when":{"tool_result":"notes__grow"},"reply":{"text":"grow {{status}}"}},
@@ -56,7 +57,8 @@ const mcpRules = `[
 // subprocess) gives the agent its tools; the unannotated one parks and
 // runs once on approval; the read-only one of a trusted server runs at
 // once; a tool the server adds is the model's after list_changed; a
-// server that cannot start is reported in /readyz while the rest works.
+// cancelled run cancels the MCP request; a server that cannot start is
+// reported in /readyz while the rest works.
 func TestMCPEndToEnd(t *testing.T) {
 	bin, server := agentdBinary(t), mcpTestServer(t)
 	dir, _ := writeProject(t, projectOpts{})
@@ -137,6 +139,30 @@ func TestMCPEndToEnd(t *testing.T) {
 	res = st.waitFor("tool_call_result", nil)
 	if res.Data["status"] != "completed" || res.Data["tool_name"] != "notes__extra" || !strings.Contains(res.Raw, `"extra"`) {
 		t.Fatalf("extra: %s", res.Raw)
+	}
+	st.waitFor("run_finished", nil)
+
+	// Cancelling the run cancels the MCP request: the server's handler
+	// sees its context done (notifications/cancelled) and says so.
+	sent := send(t, base, "", conv, "wait")
+	waitNotes(t, notes, "hello\nwaiting\n")
+	if status, run := call(t, http.MethodPost, base+"/v1/runs/"+str(sent, "run_id")+"/cancel", "", ""); status != 200 {
+		t.Fatalf("cancel: %d %v", status, run)
+	}
+	waitNotes(t, notes, "hello\nwaiting\ncancelled\n")
+}
+
+// waitNotes waits until the test server's notes file holds want.
+func waitNotes(t *testing.T, file, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(10 * time.Millisecond) {
+		b, _ := os.ReadFile(file)
+		if string(b) == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notes = %q, want %q", b, want)
+		}
 	}
 }
 
