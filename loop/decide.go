@@ -264,7 +264,7 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.tools.now().visible(c.Name), Delegated: conv.Delegated, TenantID: c.TenantID})
 	if d.Invalid {
 		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", d.Why)
 	}
@@ -310,7 +310,7 @@ func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) strin
 	if len(args) == 0 {
 		return ""
 	}
-	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.tools.now().visible(c.Name), TenantID: c.TenantID})
 	if d.Invalid || d.Digest == "" {
 		return "-"
 	}

@@ -314,7 +314,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		switch {
 		case c.Status == agentd.StatusApproved:
 			e.startCall(c)
-		case e.idempotent[c.Name]:
+		case e.tools.now().defs[c.Name].Idempotent:
 			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
 			e.startCall(c)
 		default:
@@ -384,7 +384,7 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 	}
 	f := agentd.PendingFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, After: q.Cursor, Limit: limit + 1,
 		ToolName: q.ToolName, ServerID: q.ServerID, ConversationID: q.ConversationID, ExpiresBefore: q.ExpiresBefore}
-	if t := e.visible[q.ToolName]; t != nil && f.ServerID == "" {
+	if t := e.tools.now().visible(q.ToolName); t != nil && f.ServerID == "" {
 		// A tool's calls all carry its server id (classify): naming it
 		// lets the store read the server's parked calls only.
 		f.ServerID = t.ServerID
