@@ -78,8 +78,8 @@ type Server struct {
 	wg     sync.WaitGroup
 }
 
-// Status is what /readyz and the log say of a server.
-// Status is described in the API's OpenAPI document too (api/openapi_paths.go
+// Status is what /readyz and the log say of a server. It is described in
+// the API's OpenAPI document too (api/openapi_paths.go
 // mcpServerStatus); the end-to-end tests validate /readyz against it.
 type Status struct {
 	ID string `json:"id"`
