@@ -150,7 +150,8 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 		DecidedBy: d.by.KeyID, Role: d.by.Role, Via: d.via, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
 	}
 	pd := &plannedDecision{call: c,
-		u:      agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: d.want, Decision: dec, Now: now},
+		u: agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: latest,
+			Status: d.want, Decision: dec, Now: now},
 		drafts: []agentd.EventDraft{e.resolvedEvent(*c, dec)},
 	}
 	if d.want == agentd.StatusDenied {
