@@ -516,7 +516,9 @@ func TestProtocolsDisconnect(t *testing.T) {
 		resp.Body.Close()
 		st := openStream(t, base, "", conv, 0)
 		st.waitFor("run_waiting", nil)
-		st.waitFor("tool_call_result", nil) // the auto call ran to its end
+		if !hasEvent(st, "tool_call_result") { // the auto call may end before or after the run waits
+			st.waitFor("tool_call_result", nil)
+		}
 		st.close()
 	}
 	if n := execCount(t, execLog, "record"); n != 2 {
