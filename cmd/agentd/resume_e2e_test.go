@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -106,5 +107,77 @@ func TestAISDKResumeStream(t *testing.T) {
 	}
 	if status, _ := call(t, http.MethodGet, base+"/v1/ai-sdk/chat/never-used/stream", "", ""); status != http.StatusNoContent {
 		t.Errorf("GET stream of a new chat: %d, want 204", status)
+	}
+}
+
+// aguiPost posts an AG-UI body and returns the response and a reader of
+// its data frames.
+func aguiPost(t *testing.T, base, body string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/ag-ui", strings.NewReader(body))
+	must(t, err)
+	resp, err := streamClient.Do(req)
+	must(t, err)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/ag-ui: %d", resp.StatusCode)
+	}
+	return resp, bufio.NewReader(resp.Body)
+}
+
+// nextFrame reads the next AG-UI event of a stream (nil at its end).
+func nextFrame(t *testing.T, r *bufio.Reader) map[string]any {
+	t.Helper()
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return nil
+		}
+		if data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: "); ok {
+			var f map[string]any
+			must(t, json.Unmarshal([]byte(data), &f))
+			return f
+		}
+	}
+}
+
+// AG-UI's reconnect, over plain HTTP (@ag-ui/client 1.0.0's HttpAgent has
+// none): a client whose stream is cut mid-run sends the thread's next
+// request with no new input and gets the rest of the active run — the
+// tool's result, the reply, RUN_FINISHED — and nothing it had already.
+func TestAGUIReconnect(t *testing.T) {
+	base, execLog := slowProject(t)
+	resp, r := aguiPost(t, base, `{"threadId":"t-reconnect","runId":"r1","messages":[{"id":"u1","role":"user","content":"slow please"}]}`)
+	var first []string
+	for f := nextFrame(t, r); f != nil; f = nextFrame(t, r) {
+		first = append(first, f["type"].(string))
+		if f["type"] == "TOOL_CALL_END" {
+			break
+		}
+	}
+	resp.Body.Close() // cut while the tool runs
+	if got := strings.Join(first, " "); !strings.HasSuffix(got, "TEXT_MESSAGE_END TOOL_CALL_START TOOL_CALL_ARGS TOOL_CALL_END") {
+		t.Fatalf("first stream: %s", got)
+	}
+	resp, r = aguiPost(t, base, `{"threadId":"t-reconnect","runId":"r2","messages":[]}`)
+	defer resp.Body.Close()
+	must(t, os.WriteFile(execLog+".gate", []byte("open"), 0o644)) // the tool ends once the reconnect has started
+	var types []string
+	var text strings.Builder
+	var last map[string]any
+	for f := nextFrame(t, r); f != nil; f = nextFrame(t, r) {
+		types = append(types, f["type"].(string))
+		if f["type"] == "TEXT_MESSAGE_CONTENT" {
+			text.WriteString(f["delta"].(string))
+		}
+		last = f
+	}
+	if got := strings.Join(types, " "); !strings.HasPrefix(got, "RUN_STARTED TOOL_CALL_RESULT TEXT_MESSAGE_START") || strings.Contains(got, "TOOL_CALL_START") {
+		t.Errorf("reconnected stream: %s", got)
+	}
+	if text.String() != "slow completed: all done here" || last["type"] != "RUN_FINISHED" || last["outcome"].(map[string]any)["type"] != "success" {
+		t.Errorf("reconnected stream: text %q, last %v", text.String(), last)
+	}
+	if n := execCount(t, execLog, "slow"); n != 1 {
+		t.Fatalf("slow ran %d times", n)
 	}
 }
