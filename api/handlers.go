@@ -296,7 +296,7 @@ type toolView struct {
 }
 
 func (s *Server) handleListTools(c echo.Context) error {
-	specs := s.engine.ToolSpecs()
+	specs := s.engine.ToolSpecs(principal(c).TenantID)
 	out := make([]toolView, 0, len(specs))
 	for _, t := range specs {
 		tier, server := s.engine.ToolTier(t.Name)

@@ -139,8 +139,9 @@ type Service interface {
 	// tenant and project that matches q, and the next cursor (0 at the
 	// end). EFORBIDDEN unless p is an operator or admin key.
 	Audit(ctx context.Context, p agentd.Principal, q agentd.AuditQuery) ([]agentd.AuditEntry, int64, error)
-	// ToolSpecs are the tools the agent's model sees.
-	ToolSpecs() []agentd.ToolSpec
+	// ToolSpecs are the tools the agent's model sees in the tenant's
+	// conversations.
+	ToolSpecs(tenantID string) []agentd.ToolSpec
 	// ToolTier is a tool's base tier and server id ("per_call" for the
 	// request tool).
 	ToolTier(name string) (agentd.Tier, string)
