@@ -56,6 +56,11 @@ type Tool struct {
 	// does not find the tool in its model's tool list or in GET /v1/tools,
 	// and a call of it from that tenant is a call of an unknown tool.
 	TenantIDs []string
+	// Uses are the tools a composite's handler may call through its
+	// per-call context endpoint (tool.json uses.tools); nil for a tool
+	// that is not a composite. The registry refuses at load a composite
+	// that uses a requires-confirmation or connection tool.
+	Uses []string
 }
 
 // ForTenant reports whether the tenant sees the tool (TenantIDs).
