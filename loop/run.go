@@ -246,7 +246,7 @@ func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
 func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
 	began := time.Now()
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
-		System: e.agent.System, Messages: history, Tools: e.tools.now().specs,
+		System: e.agent.System, Messages: history, Tools: e.tools.now().specsFor(run.TenantID),
 	}, func(delta string) {
 		if delta == "" {
 			return
