@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,8 +40,9 @@ import (
 //	go test -run '^$' -bench StreamingLoad -benchtime 1x ./bench/
 //
 // With AGENTD_BENCH_INPROCESS=1 the server runs in the benchmark's own
-// process instead (the harness of the other benchmarks), so that
-// `-cpuprofile` profiles it; its CPU per event then includes the clients'.
+// process instead (the harness of the other benchmarks), and
+// AGENTD_BENCH_CPUPROFILE=file writes a CPU profile of the rounds only (not
+// the floors); its CPU per event then includes the clients'.
 func BenchmarkStreamingLoad(b *testing.B) {
 	convs, deltas := envInt("AGENTD_BENCH_CONVS", 500), envInt("AGENTD_BENCH_DELTAS", 50)
 	rounds := iterations(b, "AGENTD_BENCH_ROUNDS", 1)
@@ -50,6 +52,7 @@ func BenchmarkStreamingLoad(b *testing.B) {
 		MaxIdleConns: 2 * convs, MaxIdleConnsPerHost: 2 * convs, DisableCompression: true,
 	}}
 	var total loadRound
+	stopProfile := startProfile(b, os.Getenv("AGENTD_BENCH_CPUPROFILE"))
 	b.ResetTimer()
 	for r := range rounds {
 		round := runLoadRound(b, client, srv, convs, deltas)
@@ -57,6 +60,7 @@ func BenchmarkStreamingLoad(b *testing.B) {
 		total.add(round)
 	}
 	b.StopTimer()
+	stopProfile()
 	one, batch := loadFloors(b, dir, convs, int(total.events)/(rounds*convs))
 	rate := float64(total.events) / total.wall.Seconds()
 	slices.Sort(total.lat)
@@ -422,4 +426,24 @@ func loadFloors(b *testing.B, dir string, convs, per int) (one, batch float64) {
 	bf.appendBatches(b, ids, per, 64, data)
 	n := float64(convs * per)
 	return n / t1.Sub(t0).Seconds(), n / time.Since(t1).Seconds()
+}
+
+// startProfile writes a CPU profile of this process to path until the
+// returned function is called; with no path it does nothing.
+func startProfile(b *testing.B, path string) func() {
+	b.Helper()
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}
 }

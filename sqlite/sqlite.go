@@ -169,7 +169,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	db := &DB{path: abs}
 	// The writer is opened first: it sets WAL mode (persistent in the file)
 	// and migrates before any reader connects.
-	db.writer, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db.writer, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_pragma=temp_store(2)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
