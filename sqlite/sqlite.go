@@ -136,6 +136,9 @@ type DB struct {
 	// writeStmts and readStmts are the registered statements (prepared,
 	// stmt.go) prepared on each pool.
 	writeStmts, readStmts map[string]*sql.Stmt
+	// bound is the group commit's statements bound to its transaction
+	// (stmt.go); only the commit loop uses it.
+	bound boundStmts
 	// group is the committer every write transaction goes through
 	// (group.go): writes that arrive while a commit is in flight share
 	// the next one.
