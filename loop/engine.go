@@ -117,6 +117,9 @@ type runState struct {
 	// delegated caches the conversation's delegated flag (immutable) once
 	// the driver has read it.
 	delegated *bool
+	// hist is the conversation's history as the driver last read it
+	// (history.go); only the driver's goroutine uses it.
+	hist *historyCache
 }
 
 // New returns an engine. Call Start before use and Close when done.
