@@ -329,11 +329,12 @@ type serverFile struct {
 }
 
 type apiKeyFile struct {
-	ID        string `json:"id"`
-	SHA256    string `json:"sha256"`
-	TenantID  string `json:"tenant_id"`
-	ProjectID string `json:"project_id"`
-	Role      string `json:"role"`
+	ID        string   `json:"id"`
+	SHA256    string   `json:"sha256"`
+	TenantID  string   `json:"tenant_id"`
+	ProjectID string   `json:"project_id"`
+	Role      string   `json:"role"`
+	Groups    []string `json:"groups"`
 }
 
 type limitsFile struct {
@@ -385,6 +386,11 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 			return Server{}, jsonconf.FieldErr(prefix+".role", "required: one of client, delegate, operator, admin")
 		default:
 			return Server{}, jsonconf.FieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
+		}
+		for j, g := range k.Groups {
+			if !idPattern.MatchString(g) {
+				return Server{}, jsonconf.FieldErr(fmt.Sprintf("%s.groups[%d]", prefix, j), "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", g)
+			}
 		}
 		s.APIKeys = append(s.APIKeys, agentd.APIKey(k))
 	}
