@@ -1,6 +1,7 @@
 package agentd
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -131,4 +132,51 @@ func ApprovedBy(approvals []Approval, last string) []string {
 		out = append(out, last)
 	}
 	return out
+}
+
+// approvalColumn is the stored form of a call's rule and approvals (the
+// tool_calls.approval column of every backend).
+type approvalColumn struct {
+	*ApprovalRule
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// EncodeApprovalColumn is the stored JSON of a call's approval rule and
+// approvals; nil (NULL) for a call without a rule.
+func EncodeApprovalColumn(r *ApprovalRule, approvals []Approval) (any, error) {
+	if r == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(approvalColumn{ApprovalRule: r, Approvals: approvals})
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// EncodeApprovals is the stored JSON of approvals alone (an
+// ApprovalsUpdate's After).
+func EncodeApprovals(approvals []Approval) (string, error) {
+	if approvals == nil {
+		approvals = []Approval{}
+	}
+	b, err := json.Marshal(approvals)
+	return string(b), err
+}
+
+// DecodeApprovalColumn sets c's Approval and Approvals from the stored
+// JSON (valid false: NULL, no rule).
+func DecodeApprovalColumn(c *ToolCall, s string, valid bool) error {
+	if !valid || s == "" {
+		return nil
+	}
+	col := approvalColumn{ApprovalRule: &ApprovalRule{}}
+	if err := json.Unmarshal([]byte(s), &col); err != nil {
+		return fmt.Errorf("approval of tool call %s: %w", c.ID, err)
+	}
+	for i := range col.Approvals {
+		col.Approvals[i].At = col.Approvals[i].At.UTC()
+	}
+	c.Approval, c.Approvals = col.ApprovalRule, col.Approvals
+	return nil
 }
