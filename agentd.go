@@ -308,6 +308,7 @@ const (
 	EventToolCallStarted      = "tool_call_started"
 	EventConfirmationRequired = "confirmation_required"
 	EventConfirmationResolved = "confirmation_resolved"
+	EventConfirmationProgress = "confirmation_progress"
 	EventToolCallRefused      = "tool_call_refused"
 	EventToolCallResult       = "tool_call_result"
 	EventRunWaiting           = "run_waiting"
