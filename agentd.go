@@ -269,6 +269,13 @@ type Decision struct {
 	EditedArguments       json.RawMessage `json:"edited_arguments,omitempty"`
 	EditedArgumentsSHA256 string          `json:"edited_arguments_sha256,omitempty"`
 	CreatedAt             time.Time       `json:"decided_at"`
+	// The answer to an approval of a call whose quorum is above one (SPEC
+	// §11.1; not stored): the call's status (requires_confirmation until
+	// the quorum is reached; such an approval has no ID), the approvals so
+	// far and the quorum.
+	Status    CallStatus `json:"status,omitempty"`
+	Approvals []Approval `json:"approvals,omitempty"`
+	Quorum    int        `json:"quorum,omitempty"`
 }
 
 // Event is one entry of a conversation's durable log, the SSE stream, and

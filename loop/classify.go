@@ -152,10 +152,12 @@ func (e *Engine) repark(ctx context.Context, c agentd.ToolCall, cl classified, r
 	if len(allowed) == 0 {
 		allowed = []string{"approve", "deny"}
 	}
+	allowed = allowedFor(allowed, c.Approval)
 	next := c
 	next.Status = agentd.StatusRequiresConfirmation // its card is the one after c's decisions
 	next.Arguments, next.ArgumentsSHA256, next.Tier, next.Reason, next.Escalated = cl.d.Arguments, cl.d.Digest, agentd.TierConfirm, reason, escalated
 	next.AllowedDecisions, next.Diff, next.StateSHA256, next.RequiresApprovalAt = allowed, cl.prep.Diff, cl.prep.State, &deadline
+	next.Approvals = nil // a new card is approved afresh
 	next.Method, next.Endpoint, next.PathTemplate, next.Params = cl.d.Method, cl.d.Endpoint, cl.d.PathTemplate, cl.d.Params
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
