@@ -41,23 +41,89 @@ func allowedFor(allowed []string, r *agentd.ApprovalRule) []string {
 // the conversation only when the rule's owner entry is what could let p
 // decide, and the run only when the requester may not approve.
 func (e *Engine) mayDecide(ctx context.Context, p agentd.Principal, c *agentd.ToolCall) error {
+	return e.mayDecideWith(ctx, p, c, nil)
+}
+
+// ruleReads remembers the conversations and runs mayDecideWith read, for
+// a page of calls.
+type ruleReads struct {
+	convs      map[string]*agentd.Conversation
+	requesters map[string]string
+}
+
+func (e *Engine) mayDecideWith(ctx context.Context, p agentd.Principal, c *agentd.ToolCall, rr *ruleReads) error {
 	r := c.ApprovalOf()
 	var conv *agentd.Conversation
 	if !r.Covers(p, nil) && slices.Contains(r.Approvers, agentd.ApproverOwner) {
-		var err error
-		if conv, err = e.store.Conversation(ctx, c.ConversationID); err != nil {
-			return err
+		var ok bool
+		if rr != nil {
+			conv, ok = rr.convs[c.ConversationID]
+		}
+		if !ok {
+			var err error
+			if conv, err = e.store.Conversation(ctx, c.ConversationID); err != nil {
+				return err
+			}
+			if rr != nil {
+				rr.convs[c.ConversationID] = conv
+			}
 		}
 	}
 	requester := ""
 	if !r.RequesterMayApprove {
-		run, err := e.store.Run(ctx, c.RunID)
-		if err != nil {
-			return err
+		var ok bool
+		if rr != nil {
+			requester, ok = rr.requesters[c.RunID]
 		}
-		requester = run.RequestedBy
+		if !ok {
+			run, err := e.store.Run(ctx, c.RunID)
+			if err != nil {
+				return err
+			}
+			requester = run.RequestedBy
+			if rr != nil {
+				rr.requesters[c.RunID] = requester
+			}
+		}
 	}
 	return agentd.MayDecideCall(r, p, conv, requester)
+}
+
+// decidableScan bounds how many store pages one ?decidable=true page
+// reads: past it the page ends short, and its next_cursor goes on from
+// the last call read.
+const decidableScan = 20
+
+// decidable reads pending calls of f from the store, page after page, and
+// keeps those p may decide now (mayDecideWith, and not approved by p
+// already) until it has limit+1 of them or read decidableScan pages. next
+// is the cursor of the following page ("" at the end).
+func (e *Engine) decidable(ctx context.Context, p agentd.Principal, f agentd.PendingFilter, limit int) (kept []agentd.ToolCall, next string, err error) {
+	rr := &ruleReads{convs: map[string]*agentd.Conversation{}, requesters: map[string]string{}}
+	for range decidableScan {
+		calls, err := e.store.PendingToolCalls(ctx, f)
+		if err != nil {
+			return nil, "", err
+		}
+		for i := range calls {
+			c := &calls[i]
+			err := e.mayDecideWith(ctx, p, c, rr)
+			switch {
+			case err == nil && repeatedApproval(c, c.ApprovalOf(), p.KeyID) == nil:
+				kept = append(kept, *c)
+			case err != nil && agentd.ErrorCode(err) != agentd.EAPPROVERNOTALLOWED && agentd.ErrorCode(err) != agentd.EREQUESTERMAYNOTAPPROVE:
+				return nil, "", err
+			}
+			if len(kept) > limit {
+				return kept[:limit], kept[limit-1].ID, nil
+			}
+		}
+		if len(calls) < f.Limit {
+			return kept, "", nil
+		}
+		f.After = calls[len(calls)-1].ID
+	}
+	return kept, f.After, nil
 }
 
 // approvalAnswer is what an approver of a call with a quorum above one

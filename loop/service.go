@@ -406,6 +406,13 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 		}
 		f.CreatedBy = p.KeyID // client and delegate keys: their own conversations
 	}
+	if q.Decidable {
+		calls, next, err := e.decidable(ctx, p, f, limit)
+		if calls == nil && err == nil {
+			calls = []agentd.ToolCall{}
+		}
+		return calls, next, err
+	}
 	calls, err := e.store.PendingToolCalls(ctx, f)
 	if err != nil {
 		return nil, "", err
