@@ -10,7 +10,7 @@ import (
 // api_keys' groups, are loaded; a bad one names its file and field.
 func TestLoadApproval(t *testing.T) {
 	files := withTool(map[string]string{
-		"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}, "approval": {"approvers": ["operator"], "quorum": 2}}`,
+		"agent.json":  `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}, "approval": {"approvers": ["operator"], "quorum": 2}}`,
 		"agentd.json": `{"api_keys": [{"id": "fin", "sha256": "` + okKey + `", "tenant_id": "t", "project_id": "p", "role": "operator", "groups": ["finance", "audit"]}]}`,
 		"mcp.json":    `{"servers": [{"id": "crm", "command": ["x"]}], "approval": {"crm__delete": {"approvers": ["admin"]}}}`,
 	}, "refund", `, "approval": {"requester_may_approve": false}`)
