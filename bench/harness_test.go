@@ -204,6 +204,8 @@ type toolDef struct {
 	name    string
 	command []string
 	confirm bool // exposure requires-confirmation
+	// approval, when set, is tool.json's approval rule (docs/governance.md).
+	approval string
 }
 
 // instance is agentd wired as cmd/agentd/serve.go wires it, in-process, on
@@ -325,6 +327,9 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 			"command": d.command, "env": []string{markEnv}}
 		if d.confirm {
 			def["exposure"] = map[string]string{"kind": tools.ExposureRequiresConfirmation}
+		}
+		if d.approval != "" {
+			def["approval"] = json.RawMessage(d.approval)
 		}
 		b, _ := json.Marshal(def)
 		if err := os.WriteFile(filepath.Join(td, "tool.json"), b, 0o644); err != nil {
