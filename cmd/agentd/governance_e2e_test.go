@@ -224,3 +224,43 @@ func TestGroupApproverReach(t *testing.T) {
 		t.Errorf("an operator outside the group: %d %v", status, m)
 	}
 }
+
+// A quorum on the chat protocols' doors and the bulk one: an AG-UI resume
+// by the first operator records one approval (no RUN_ERROR; the call stays
+// parked), the same operator's AI SDK approval changes nothing, and the
+// second operator's bulk approval runs the call once.
+func TestQuorumOnEveryDoor(t *testing.T) {
+	dir, execLog := govProject(t, `{"approvers":["operator"],"quorum":2}`)
+	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"AGENTD_TEST_LOG": execLog})
+	conv, st := newConversation(t, base, "k-owner")
+	send(t, base, "k-owner", conv, "pay the bill")
+	cr := st.waitFor("confirmation_required", nil)
+	callID, digest := str(cr.Data, "tool_call_id"), str(cr.Data, "arguments_sha256")
+
+	_, body := callRaw(t, http.MethodPost, base+"/v1/ag-ui", "k-op1", fmt.Sprintf(
+		`{"threadId":%q,"runId":"r1","messages":[],"resume":[{"interruptId":%q,"status":"resolved","payload":{"approved":true,"argumentsSha256":%q}}]}`, conv, callID, digest))
+	if e := aguiFrame(t, body, "RUN_ERROR"); e != nil {
+		t.Fatalf("AG-UI first approval: %s", body)
+	}
+	if prog := st.waitFor("confirmation_progress", nil); fmt.Sprint(prog.Data["approved_by"]) != "[op1]" {
+		t.Fatalf("confirmation_progress %s", prog.Raw)
+	}
+	status, raw := callRaw(t, http.MethodPost, base+"/v1/ai-sdk/chat", "k-op1", strings.Replace(aiSDKApproval(conv, callID, callID), "tool-write_file", "tool-pay", 1))
+	if status != 200 || strings.Contains(string(raw), `"type":"error"`) {
+		t.Fatalf("AI SDK repeat by op1: %d %s", status, raw)
+	}
+	if got := getCall(t, base, "k-op1", callID); got["status"] != "requires_confirmation" || len(got["approvals"].([]any)) != 1 {
+		t.Fatalf("after op1 twice: %v", got)
+	}
+	_, m := call(t, http.MethodPost, base+"/v1/approvals", "k-op2", fmt.Sprintf(`{"approvals":[{"tool_call_id":%q,"approve":true}]}`, callID))
+	if res, _ := m["results"].([]any); len(res) != 1 || res[0].(map[string]any)["status"] != "applied" {
+		t.Fatalf("bulk by op2: %v", m)
+	}
+	if res := st.waitFor("confirmation_resolved", nil); fmt.Sprint(res.Data["approved_by"]) != "[op1 op2]" {
+		t.Fatalf("confirmation_resolved %s", res.Raw)
+	}
+	st.waitFor("run_finished", nil)
+	if n := execCount(t, execLog, "pay"); n != 1 {
+		t.Fatalf("pay ran %d times, want 1", n)
+	}
+}
