@@ -242,6 +242,9 @@ func TestQuorumOnEveryDoor(t *testing.T) {
 	if e := aguiFrame(t, body, "RUN_ERROR"); e != nil {
 		t.Fatalf("AG-UI first approval: %s", body)
 	}
+	if fin := aguiFrame(t, body, "RUN_FINISHED"); fin == nil || !strings.Contains(fmt.Sprint(fin["outcome"]), callID) {
+		t.Fatalf("AG-UI first approval does not end with the call's interrupt open: %s", body)
+	}
 	if prog := st.waitFor("confirmation_progress", nil); fmt.Sprint(prog.Data["approved_by"]) != "[op1]" {
 		t.Fatalf("confirmation_progress %s", prog.Raw)
 	}
