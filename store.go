@@ -363,6 +363,9 @@ type CallRepark struct {
 	// A connection call's resolved request, as for CallEdit.
 	Method, Endpoint, PathTemplate string
 	Params                         json.RawMessage
+	// Approval, when set, is the new card's approval rule; nil keeps the
+	// call's. Either way the approvals of the earlier card are cleared.
+	Approval *ApprovalRule
 }
 
 // CallEdit is the re-classified call after an approver edited its arguments.

@@ -45,7 +45,7 @@ var (
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					allowed_decisions = ?, diff = ?, state_sha256 = ?, requires_approval_at = ?,
 					method = ?, endpoint = ?, path_template = ?, params = ?,
-					approval = (approval::jsonb - 'approvals')::text
+					approval = COALESCE(?::text, (approval::jsonb - 'approvals')::text)
 				WHERE id = ?`
 	approvalsQuery = `
 				UPDATE tool_calls SET approval = jsonb_set(approval::jsonb, '{approvals}', ?::jsonb)::text
@@ -366,8 +366,12 @@ func reparkArgs(u agentd.CallUpdate) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	rule, err := agentd.EncodeApprovalColumn(r.Approval, nil)
+	if err != nil {
+		return nil, err
+	}
 	return []any{args, r.ArgumentsSHA256, r.Tier, r.Reason, r.Escalated, string(allowed), r.Diff, r.StateSHA256, deadline,
-		r.Method, r.Endpoint, r.PathTemplate, params}, nil
+		r.Method, r.Endpoint, r.PathTemplate, params, rule}, nil
 }
 
 // UpdateToolCalls implements agentd.Store.UpdateToolCalls: every update

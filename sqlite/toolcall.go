@@ -50,7 +50,7 @@ var (
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					allowed_decisions = ?, diff = ?, state_sha256 = ?, requires_approval_at = ?,
 					method = ?, endpoint = ?, path_template = ?, params = ?,
-					approval = json_remove(approval, '$.approvals')
+					approval = COALESCE(?, json_remove(approval, '$.approvals'))
 				WHERE id = ?`)
 	approvalsQuery = prepared(`
 				UPDATE tool_calls SET approval = json_set(approval, '$.approvals', json(?))
@@ -376,8 +376,12 @@ func reparkArgs(u agentd.CallUpdate) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	rule, err := agentd.EncodeApprovalColumn(r.Approval, nil)
+	if err != nil {
+		return nil, err
+	}
 	return []any{args, r.ArgumentsSHA256, r.Tier, r.Reason, r.Escalated, string(allowed), r.Diff, r.StateSHA256, deadline,
-		r.Method, r.Endpoint, r.PathTemplate, params}, nil
+		r.Method, r.Endpoint, r.PathTemplate, params, rule}, nil
 }
 
 // UpdateToolCalls implements agentd.Store.UpdateToolCalls: every update

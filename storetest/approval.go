@@ -102,4 +102,15 @@ func testToolCallApprovalRule(t *testing.T, s agentd.Store) {
 	if len(re.Approvals) != 0 || re.Approval == nil || re.Approval.Quorum != 2 {
 		t.Errorf("after a re-park: approvals %+v, rule %+v; want none and the rule", re.Approvals, re.Approval)
 	}
+	// A re-park with a rule gives the new card that rule.
+	u = approval(c.ID, "op-1", at(5*time.Minute))
+	u.Status, u.Card = agentd.StatusApproved, 2
+	_, _, err = s.UpdateToolCall(ctx, u, nil)
+	noErr(t, err, "approve card 2")
+	rp.Repark.Approval, rp.Now = &agentd.ApprovalRule{Approvers: []string{"admin"}, RequesterMayApprove: true, Quorum: 1}, at(6*time.Minute)
+	re, _, err = s.UpdateToolCall(ctx, rp, nil)
+	noErr(t, err, "repark with a rule")
+	if re.Approval == nil || !slices.Equal(re.Approval.Approvers, []string{"admin"}) || re.Approval.Quorum != 1 || len(re.Approvals) != 0 {
+		t.Errorf("after a re-park with a rule: %+v, approvals %+v", re.Approval, re.Approvals)
+	}
 }
