@@ -340,7 +340,19 @@ type CallUpdate struct {
 	// a call parked again (Status requires_confirmation) because what it
 	// would do changed after it was cleared to run.
 	Repark *CallRepark
-	Now    time.Time
+	// Approvals, when set, records an approval of a call whose quorum it
+	// does not reach yet (SPEC §11.1): the call's approvals on its current
+	// card become Approvals.After, only while they are Approvals.Before
+	// many and the call has an approval rule (else ECONFLICT: another
+	// approval won the race). A re-park clears them.
+	Approvals *ApprovalsUpdate
+	Now       time.Time
+}
+
+// ApprovalsUpdate is CallUpdate.Approvals.
+type ApprovalsUpdate struct {
+	Before int
+	After  []Approval
 }
 
 // CallRepark is the new classification of a call that is parked again:
@@ -359,6 +371,9 @@ type CallRepark struct {
 	// A connection call's resolved request, as for CallEdit.
 	Method, Endpoint, PathTemplate string
 	Params                         json.RawMessage
+	// Approval, when set, is the new card's approval rule; nil keeps the
+	// call's. Either way the approvals of the earlier card are cleared.
+	Approval *ApprovalRule
 }
 
 // CallEdit is the re-classified call after an approver edited its arguments.

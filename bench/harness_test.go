@@ -207,6 +207,8 @@ type toolDef struct {
 	// idempotent declares the tool idempotent: an approval then claims
 	// the call in its own commit (docs/loop.md).
 	idempotent bool
+	// approval, when set, is tool.json's approval rule (docs/governance.md).
+	approval string
 }
 
 // instance is agentd wired as cmd/agentd/serve.go wires it, in-process, on
@@ -331,6 +333,9 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 		}
 		if d.idempotent {
 			def["idempotent"] = true
+		}
+		if d.approval != "" {
+			def["approval"] = json.RawMessage(d.approval)
 		}
 		b, _ := json.Marshal(def)
 		if err := os.WriteFile(filepath.Join(td, "tool.json"), b, 0o644); err != nil {

@@ -41,7 +41,10 @@ type Agent struct {
 	// Nil means no tools.
 	Tools           toolset.Set
 	ApprovalTimeout time.Duration
-	MaxTurns        int
+	// Approval is the agent's approval rule (SPEC §11.1), for the calls
+	// whose tool or endpoint has none; nil: agentd.DefaultApprovalRule.
+	Approval *agentd.ApprovalRule
+	MaxTurns int
 	// Hooks are the project's preToolUse and postToolUse hooks; nil means
 	// none.
 	Hooks toolset.Hooks

@@ -340,6 +340,8 @@ func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 		c.Status = agentd.StatusRequiresConfirmation
 		deadline := d.Deadline(now, e.agent.ApprovalTimeout).UTC()
 		c.RequiresApprovalAt = &deadline
+		c.Approval = e.ruleFor(d)
+		c.AllowedDecisions = allowedFor(c.AllowedDecisions, c.Approval)
 		return c, []agentd.EventDraft{e.confirmationRequired(c)}
 	default:
 		// Cleared to run but not started: start claims it (approved →

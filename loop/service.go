@@ -120,7 +120,7 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	now := e.clock.Now().UTC()
 	run := &agentd.Run{
 		ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
-		CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now,
+		CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunRunning, RequestedBy: p.KeyID, CreatedAt: now, UpdatedAt: now,
 	}
 	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 		Role: agentd.RoleUser, Content: content, CreatedAt: now}
@@ -252,8 +252,18 @@ func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.Eve
 	return e.event(c.ConversationID, &agentd.ConfirmationResolvedPayload{
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Decision: d.Decision, Reason: d.Reason,
 		DecidedBy: d.DecidedBy, ArgumentsSHA256: d.ArgumentsSHA256,
-		EditedArgumentsSHA256: nilIfEmpty(d.EditedArgumentsSHA256),
+		EditedArgumentsSHA256: nilIfEmpty(d.EditedArgumentsSHA256), ApprovedBy: approvedBy(c, d),
 	})
+}
+
+// approvedBy is confirmation_resolved's approved_by: every key whose
+// approval ran the call (the approvals of its quorum, then the last); nil
+// for any other decision.
+func approvedBy(c agentd.ToolCall, d *agentd.Decision) []string {
+	if d.Decision != agentd.DecisionApproved {
+		return nil
+	}
+	return agentd.ApprovedBy(c.Approvals, d.DecidedBy)
 }
 
 // expire ends a parked call whose deadline passed: status expired, an
@@ -395,6 +405,13 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 			return []agentd.ToolCall{}, "", nil // no key, no conversations of its own (fail closed)
 		}
 		f.CreatedBy = p.KeyID // client and delegate keys: their own conversations
+	}
+	if q.Decidable {
+		calls, next, err := e.decidable(ctx, p, f, limit)
+		if calls == nil && err == nil {
+			calls = []agentd.ToolCall{}
+		}
+		return calls, next, err
 	}
 	calls, err := e.store.PendingToolCalls(ctx, f)
 	if err != nil {

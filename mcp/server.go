@@ -56,11 +56,13 @@ var _ toolset.Changing = (*Server)(nil)
 // Server is one MCP server of mcp.json as a tool source. Start connects
 // it; Close stops it. It is safe for concurrent use.
 type Server struct {
-	cfg    ServerConfig
-	tiers  map[string]agentd.Tier
-	trust  bool
-	log    zerolog.Logger
-	client *sdk.Client
+	cfg   ServerConfig
+	tiers map[string]agentd.Tier
+	// approval is mcp.json "approval" by tool name.
+	approval map[string]*agentd.ApprovalRule
+	trust    bool
+	log      zerolog.Logger
+	client   *sdk.Client
 
 	mu       sync.Mutex
 	defs     []toolset.Tool // the tools as the registry gets them, sorted by name
@@ -108,7 +110,7 @@ func NewServers(cfg *Config, log zerolog.Logger) []*Server {
 }
 
 func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
-	s := &Server{cfg: sc, tiers: cfg.Tiers, trust: cfg.Trust[sc.ID], state: StateStarting,
+	s := &Server{cfg: sc, tiers: cfg.Tiers, approval: cfg.Approval, trust: cfg.Trust[sc.ID], state: StateStarting,
 		log: log.With().Str("mcp_server", sc.ID).Logger()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "agentd", Version: "1"}, &sdk.ClientOptions{
@@ -341,7 +343,7 @@ func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
 	}
 	return toolset.Tool{
 		Spec:        agentd.ToolSpec{Name: name, Description: t.Description, Parameters: raw},
-		Confirm:     &confirm.Tool{Name: name, ServerID: s.cfg.ID, Exposure: exposure, Validate: v},
+		Confirm:     &confirm.Tool{Name: name, ServerID: s.cfg.ID, Exposure: exposure, Validate: v, Approval: s.approval[name]},
 		LLMCallable: true,
 		Origin:      fmt.Sprintf("MCP server %q (%s)", s.cfg.ID, File),
 		TenantIDs:   s.cfg.TenantIDs,

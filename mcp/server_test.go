@@ -357,3 +357,15 @@ func TestHTTPServerWithoutTheHeader(t *testing.T) {
 		t.Errorf("status = %+v", st)
 	}
 }
+
+// mcp.json "approval" is the rule of the tool it names, on its
+// classification; the server's other tools have none.
+func TestApprovalRule(t *testing.T) {
+	s, _ := stdioServer(t, `{"servers": [{"id": "notes", "command": ["SERVER"]}], "approval": {"notes__note": {"approvers": ["admin"], "quorum": 2}}}`)
+	if c := classify(find(t, s, "notes__note"), `{"text": "a"}`); c.Approval == nil || c.Approval.Quorum != 2 || !slices.Equal(c.Approval.Approvers, []string{"admin"}) {
+		t.Errorf("note's rule: %+v", c.Approval)
+	}
+	if c := classify(find(t, s, "notes__lookup"), `{"q": "a"}`); c.Approval != nil {
+		t.Errorf("lookup has a rule: %+v", c.Approval)
+	}
+}

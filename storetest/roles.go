@@ -117,6 +117,8 @@ func RunToolCalls(t *testing.T, b Backend) {
 		{"PendingToolCalls", testPendingToolCalls},
 		{"PendingToolCalls/Filters", testPendingFilters},
 		{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
+		{"ToolCall/ApprovalRule", testToolCallApprovalRule},
+		{"Run/RequestedBy", testRunRequestedBy},
 	})
 	t.Run("GroupCommit/ConditionalTransitions", func(t *testing.T) { testGroupConditionalTransitions(t, b) })
 }

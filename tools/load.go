@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -36,6 +37,7 @@ type toolFile struct {
 	TimeoutMS   *int64          `json:"timeout_ms"`
 	Idempotent  bool            `json:"idempotent"`
 	Uses        json.RawMessage `json:"uses"`
+	Approval    json.RawMessage `json:"approval"`
 }
 
 type usesFile struct {
@@ -113,6 +115,9 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		return nil, "", err
 	}
 	if t.Exposure, err = parseExposure(f.Exposure); err != nil {
+		return nil, "", err
+	}
+	if t.Approval, err = confirm.ParseApproval(f.Approval, "approval"); err != nil {
 		return nil, "", err
 	}
 	if f.LLMCallable != nil {

@@ -212,6 +212,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	agent := &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: lp.model, Tools: lp.tools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: lp.subagents,
+		Approval: proj.Agent.Approval,
 	}
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
