@@ -72,6 +72,8 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	var result json.RawMessage
 	var runErr error
 	var took time.Duration
+	var status agentd.CallStatus // the span's, once known
+	var errMsg string
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else if c.Name == TaskTool && c.ServerID == SubagentsServerID {
@@ -79,8 +81,10 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		result, runErr = e.runSubagent(rs.ctx, c)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
+		ctx, span := e.tr.toolSpan(rs.ctx, e.traceRun(rs.ctx, c.RunID), c)
+		defer func() { endTool(span, status, errMsg) }()
 		began := time.Now()
-		result, runErr = t.Execute(rs.ctx, c)
+		result, runErr = t.Execute(ctx, c)
 		took = time.Since(began)
 	}
 	if e.ctx.Err() != nil {
@@ -97,6 +101,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		u.Status, u.Error = agentd.StatusFailed, runErr.Error()
 	}
 	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
+	status, errMsg = u.Status, u.Error
 	log.Info().Str("status", string(u.Status)).Msg("tool finished")
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,

@@ -173,6 +173,7 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 		Str("correlation_id", c.CorrelationID).Str("decision", dec.Decision).Str("via", dec.Via).
 		Str("key_id", dec.DecidedBy).Bool("edited", pd.u.Edit != nil).Msg("decision")
 	e.obs.Decided(dec.Decision, dec.Via, e.clock.Now().Sub(c.UpdatedAt))
+	e.tr.waitSpan(e.traceRun(e.ctx, c.RunID), *c, dec.Decision, dec.DecidedBy, dec.Via, pd.u.Now)
 	if updated.Status.Terminal() {
 		e.obs.ToolCallFinished(updated.Status, updated.Tier)
 	}
