@@ -25,4 +25,10 @@ const (
 	// event, a webhook body — and stand there as an OmittedValue; the
 	// whole call is GET /v1/tool-calls/{id}.
 	LargeValueBytes = 64 << 10
+	// DefaultMCPCallTimeout bounds one MCP tool call when mcp.json's
+	// timeout_ms does not say otherwise.
+	DefaultMCPCallTimeout = 60 * time.Second
+	// DefaultMCPResultBytes bounds the text of one MCP tool result the
+	// model reads; a longer one is cut, and says so.
+	DefaultMCPResultBytes = 64 << 10
 )

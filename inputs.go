@@ -16,7 +16,8 @@ type DecisionRequest struct {
 	ArgumentsSHA256 string
 	// CardRevision, when set (1, 2, …), is the card of the call the
 	// decision answers (ToolCall.CardRevision). When 0 the card is the
-	// first that showed ArgumentsSHA256, or the first card.
+	// first that showed ArgumentsSHA256 (the pending card when none did),
+	// or, without a digest, the first card.
 	CardRevision int
 	// Via is the door the decision came through (ViaSingle when empty).
 	Via string

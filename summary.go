@@ -20,12 +20,14 @@ type OmittedValue struct {
 }
 
 // Omitted names the values a summary left out, by field: "arguments",
-// "params", "diff". Nil when nothing was.
+// "params", "diff", "decisions[i].edited_arguments". Nil when nothing was.
 type Omitted map[string]OmittedValue
 
-// Summarized returns c with each of its arguments, params and diff that is
-// larger than LargeValueBytes left out (arguments and params null, diff
-// empty), and what was left out. Everything else of c is as it was.
+// Summarized returns c with each of its arguments, params, diff and
+// decisions' edited arguments that is larger than LargeValueBytes left out
+// (arguments, params and edited arguments null, diff empty), and what was
+// left out. Everything else of c is as it was; c's own slices are not
+// changed.
 func (c ToolCall) Summarized() (ToolCall, Omitted) {
 	var om Omitted
 	add := func(field string, v OmittedValue) {
@@ -47,6 +49,17 @@ func (c ToolCall) Summarized() (ToolCall, Omitted) {
 	if len(c.Diff) > LargeValueBytes {
 		add("diff", OmittedValue{Bytes: len(c.Diff), SHA256: TextSHA256(c.Diff)})
 		c.Diff = ""
+	}
+	copied := false
+	for i, d := range c.Decisions {
+		if len(d.EditedArguments) <= LargeValueBytes {
+			continue
+		}
+		if !copied { // c's slice is the caller's too
+			c.Decisions, copied = append([]Decision(nil), c.Decisions...), true
+		}
+		add(fmt.Sprintf("decisions[%d].edited_arguments", i), OmittedValue{Bytes: len(d.EditedArguments), SHA256: d.EditedArgumentsSHA256})
+		c.Decisions[i].EditedArguments = nil
 	}
 	return c, om
 }

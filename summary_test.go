@@ -52,3 +52,20 @@ func TestSummarizedAndAnnouncement(t *testing.T) {
 		t.Errorf("a small call's announcement differs from its card: %s %+v %v", params, card, om4)
 	}
 }
+
+// TestSummarizedLeavesLargeEditsOut: a decision's edited arguments over
+// LargeValueBytes (an approved edit of a call parked again) are left out of
+// a summary and named by size and digest; the caller's call is unchanged.
+func TestSummarizedLeavesLargeEditsOut(t *testing.T) {
+	big := json.RawMessage(`{"body":"` + strings.Repeat("x", LargeValueBytes) + `"}`)
+	c := ToolCall{ID: "call_1", Arguments: json.RawMessage(`{}`), Decisions: []Decision{
+		{ID: "dec_1", EditedArguments: big, EditedArgumentsSHA256: "edit-digest"}}}
+	got, om := c.Summarized()
+	want := OmittedValue{Bytes: len(big), SHA256: "edit-digest"}
+	if got.Decisions[0].EditedArguments != nil || om["decisions[0].edited_arguments"] != want {
+		t.Fatalf("summary kept %d bytes of the edit; omitted %v", len(got.Decisions[0].EditedArguments), om)
+	}
+	if len(c.Decisions[0].EditedArguments) != len(big) {
+		t.Fatal("Summarized changed the caller's decisions")
+	}
+}

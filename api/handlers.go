@@ -20,13 +20,17 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	if err := s.store.Ping(c.Request().Context()); err != nil {
 		return &agentd.Error{Code: agentd.EUNAVAILABLE, Message: "store is not ready", Detail: err}
 	}
-	if s.cfg.Webhooks == nil {
-		return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+	// A disabled webhook endpoint or a failed MCP server does not make the
+	// server unready; the details say which ones wait for an operator or
+	// are being started again.
+	out := map[string]any{"status": "ready"}
+	if s.cfg.Webhooks != nil {
+		out["webhooks"] = map[string]any{"disabled_endpoints": s.cfg.Webhooks.DisabledEndpoints()}
 	}
-	// A disabled webhook endpoint does not make the server unready; the
-	// details say which ones wait for an operator.
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready",
-		"webhooks": map[string]any{"disabled_endpoints": s.cfg.Webhooks.DisabledEndpoints()}})
+	if s.cfg.MCPServers != nil {
+		out["mcp_servers"] = s.cfg.MCPServers()
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 type createConversationRequest struct {

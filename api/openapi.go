@@ -58,6 +58,7 @@ type operation struct {
 	status                    int    // the success status
 	content                   schema // the success response's Content Object, nil for none
 	headers                   schema // the success response's headers
+	noContent                 string // when set, a 204 the route may answer instead, and why
 }
 
 func buildOpenAPI() schema {
@@ -156,6 +157,9 @@ func (op operation) responses() schema {
 		r[status] = schema{"$ref": "#/components/responses/" + errorResponseName(status)}
 	}
 	r[strconv.Itoa(op.status)] = ok
+	if op.noContent != "" {
+		r[strconv.Itoa(http.StatusNoContent)] = schema{"description": op.noContent}
+	}
 	return r
 }
 

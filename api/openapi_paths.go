@@ -28,6 +28,17 @@ func query(name, desc string, s schema) schema {
 
 func str() schema { return schema{"type": "string"} }
 
+// mcpServerStatus is one MCP server in /readyz (mcp.Status, docs/mcp.md).
+func mcpServerStatus() schema {
+	return object([]string{"id", "transport", "state", "restarts", "tools"}, schema{
+		"id": str(), "transport": schema{"enum": []string{"stdio", "http"}},
+		"state":    schema{"enum": []string{"ready", "starting", "stopped"}},
+		"error":    str(),
+		"restarts": schema{"type": "integer", "minimum": 0},
+		"tools":    schema{"type": "array", "items": str()},
+		"pid":      schema{"type": "integer", "minimum": 0}})
+}
+
 var (
 	limitParam = query("limit", "1 to 100 (default 50)", schema{"type": "integer", "minimum": 1, "maximum": 100})
 	timeSchema = schema{"type": "string", "format": "date-time"}
@@ -45,7 +56,8 @@ func probeOperations() []operation {
 		{method: http.MethodGet, path: "/readyz", id: "readyz", summary: "The store answers (503 unavailable when not)", public: true,
 			status: http.StatusOK, content: jsonContent(object([]string{"status"}, schema{"status": status("ready"),
 				"webhooks": object([]string{"disabled_endpoints"}, schema{
-					"disabled_endpoints": schema{"type": []string{"array", "null"}, "items": str()}})}))},
+					"disabled_endpoints": schema{"type": []string{"array", "null"}, "items": str()}}),
+				"mcp_servers": schema{"type": "array", "items": mcpServerStatus()}}))},
 		{method: http.MethodGet, path: "/metrics", id: "metrics", summary: "Prometheus metrics (docs/metrics.md)", public: true,
 			status: http.StatusOK, content: schema{"text/plain": schema{"schema": str()}}},
 		{method: http.MethodGet, path: "/v1/openapi.json", id: "openapi", summary: "This document", public: true,
@@ -127,6 +139,11 @@ func otherOperations() []operation {
 		{method: http.MethodPost, path: "/v1/ai-sdk/chat", id: "aisdkChat", summary: "AI SDK: DefaultChatTransport's body in, the UI message stream out",
 			body: protocolBody[aisdk.ChatRequest](), bodyRequired: true, status: http.StatusOK, content: sseContent(sse),
 			headers: schema{"x-vercel-ai-ui-message-stream": schema{"schema": schema{"type": "string", "const": "v1"}}}},
+		{method: http.MethodGet, path: "/v1/ai-sdk/chat/{id}/stream", id: "aisdkResume",
+			summary: "AI SDK: reconnectToStream; the chat's active run replayed from its start, then live",
+			status:  http.StatusOK, content: sseContent(sse),
+			headers:   schema{"x-vercel-ai-ui-message-stream": schema{"schema": schema{"type": "string", "const": "v1"}}},
+			noContent: "no active run: the chat's latest run finished, it has none, or it is no chat of the caller's"},
 		{method: http.MethodGet, path: "/v1/webhooks/deliveries", id: "listDeliveries", summary: "The webhook delivery log, newest first",
 			params: []schema{query("endpoint_id", "", str()), query("status", "", schema{"type": "string", "enum": []string{"pending", "succeeded", "failed"}}),
 				query("event_name", "", str()), limitParam, query("cursor", "the next_cursor of the previous page", str())},

@@ -1,6 +1,9 @@
 package api
 
 import (
+	"net/url"
+
+	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/protocol/agui"
 	"github.com/agentd-dev/agentd/protocol/aisdk"
 	"github.com/labstack/echo/v4"
@@ -34,4 +37,20 @@ func (s *Server) handleAISDKChat(c echo.Context) error {
 	}
 	defer release()
 	return aisdk.Serve(c.Request().Context(), c.Response(), s.protocols, principal(c), &in)
+}
+
+// handleAISDKStream is GET /v1/ai-sdk/chat/{id}/stream: the AI SDK
+// transport's reconnectToStream; the chat's active run replayed, or 204
+// (docs/protocols.md).
+func (s *Server) handleAISDKStream(c echo.Context) error {
+	release, err := s.holdStream(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	id, err := url.PathUnescape(c.Param("id"))
+	if err != nil {
+		return agentd.Errorf(agentd.EINVALID, "the chat id in the path is not a valid escaped path segment")
+	}
+	return aisdk.Resume(c.Request().Context(), c.Response(), s.protocols, principal(c), id)
 }

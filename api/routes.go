@@ -56,6 +56,7 @@ func (s *Server) routes() {
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
 	authed.POST("/ag-ui", s.handleAGUI)
 	authed.POST("/ai-sdk/chat", s.handleAISDKChat)
+	authed.GET("/ai-sdk/chat/:id/stream", s.handleAISDKStream)
 	authed.GET("/webhooks/deliveries", s.handleListDeliveries)
 	authed.POST("/webhooks/deliveries/:id/redeliver", s.handleRedeliver)
 	authed.GET("/webhooks/endpoints", s.handleListEndpoints)

@@ -52,6 +52,10 @@ type Config struct {
 	// Metrics serves GET /metrics (unauthenticated, like the probes:
 	// docs/metrics.md says why); nil: no such route.
 	Metrics http.Handler
+	// MCPServers reports the MCP servers' states for /readyz's details (a
+	// JSON value); nil when the project has none. A failed server does not
+	// make the server unready.
+	MCPServers func() any
 	// Webhooks serves the delivery log and the endpoints (the /v1/webhooks
 	// routes); nil when no webhooks are configured (those routes answer
 	// 404 then).

@@ -476,11 +476,15 @@ func (s *Source) apply(call agentd.ToolCall, a args) (json.RawMessage, error) {
 
 // write puts the change's new content in its file, only while the path
 // still names the file the change was read from (the same identity, one
-// link) or, for a new file, nothing: the file is opened first and checked
-// by its descriptor, so nothing swapped in after the check is written.
+// link, the same content) or, for a new file, nothing: the file is opened
+// first and checked, and its content read, through the descriptor it is
+// written with, so nothing swapped in or edited in place after the change
+// was computed is written over.
 func (s *Source) write(ch *change) error {
 	flag := os.O_WRONLY | nonBlock
-	if !ch.existed {
+	if ch.existed {
+		flag = os.O_RDWR | nonBlock
+	} else {
 		flag |= os.O_CREATE | os.O_EXCL
 	}
 	f, err := s.root.OpenFile(ch.path, flag, 0o644)
@@ -500,7 +504,17 @@ func (s *Source) write(ch *change) error {
 		} else if id != ch.id {
 			return fmt.Errorf("%s is another file than the approval saw, so nothing was written", ch.path)
 		}
+		now, err := io.ReadAll(io.LimitReader(f, int64(len(ch.old))+1))
+		if err != nil {
+			return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+		}
+		if !bytes.Equal(now, ch.old) {
+			return fmt.Errorf("%s changed after the approval, so nothing was written", ch.path)
+		}
 		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
 		}
 	}

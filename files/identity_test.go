@@ -150,3 +150,33 @@ func TestWriteChecksTheFileItOpens(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// TestWriteComparesWhatItOpens: an edit in place by another writer after the
+// change was computed (same file, same inode, one link) is not written over:
+// write compares the content it finds through the descriptor it writes with.
+func TestWriteComparesWhatItOpens(t *testing.T) {
+	s, ws, _ := workspace(t)
+	ch, err := s.change(WriteFile, args{Path: "notes.md", Content: ptr("mine\n")})
+	if err != nil || !ch.existed {
+		t.Fatalf("change: %+v %v", ch, err)
+	}
+	f, err := os.OpenFile(filepath.Join(ws, "notes.md"), os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f.WriteString("another writer's line\n")
+	must(t, err)
+	must(t, f.Close())
+	before := readString(t, filepath.Join(ws, "notes.md"))
+	if err := s.write(ch); err == nil || !strings.Contains(err.Error(), "changed after the approval") {
+		t.Fatalf("write over an edit in place: %v", err)
+	}
+	if got := readString(t, filepath.Join(ws, "notes.md")); got != before {
+		t.Fatalf("the other writer's edit was overwritten: %q", got)
+	}
+	// Unchanged, the same change writes, from the start of the file.
+	ch, err = s.change(WriteFile, args{Path: "notes.md", Content: ptr("mine\n")})
+	must(t, err)
+	must(t, s.write(ch))
+	if got := readString(t, filepath.Join(ws, "notes.md")); got != "mine\n" {
+		t.Fatalf("notes.md after the write: %q", got)
+	}
+}

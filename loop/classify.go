@@ -78,7 +78,7 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 
 // def returns the tool the model sees by that name, or nil.
 func (e *Engine) def(name string) *toolset.Tool {
-	if d, ok := e.defs[name]; ok {
+	if d, ok := e.tools.now().defs[name]; ok {
 		return &d
 	}
 	return nil

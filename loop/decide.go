@@ -150,7 +150,8 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 		DecidedBy: d.by.KeyID, Role: d.by.Role, Via: d.via, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
 	}
 	pd := &plannedDecision{call: c,
-		u:      agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: d.want, Decision: dec, Now: now},
+		u: agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: latest,
+			Status: d.want, Decision: dec, Now: now},
 		drafts: []agentd.EventDraft{e.resolvedEvent(*c, dec)},
 	}
 	if d.want == agentd.StatusDenied {
@@ -265,7 +266,7 @@ func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMess
 	if err != nil {
 		return nil, err
 	}
-	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], Delegated: conv.Delegated, TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.tools.now().visible(c.Name), Delegated: conv.Delegated, TenantID: c.TenantID})
 	if d.Invalid {
 		return nil, agentd.Errorf(agentd.EINVALID, "edited arguments: %s", d.Why)
 	}
@@ -311,7 +312,7 @@ func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) strin
 	if len(args) == 0 {
 		return ""
 	}
-	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.visible[c.Name], TenantID: c.TenantID})
+	d := confirm.Classify(confirm.Call{Name: c.Name, Arguments: args, Tool: e.tools.now().visible(c.Name), TenantID: c.TenantID})
 	if d.Invalid || d.Digest == "" {
 		return "-"
 	}

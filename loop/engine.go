@@ -93,12 +93,9 @@ type Engine struct {
 	obs   Observer
 	tr    *tracer // nil: traces off
 
-	specs   []agentd.ToolSpec
-	visible map[string]*confirm.Tool
-	// defs are the tools the model sees, by name.
-	defs map[string]toolset.Tool
-	// idempotent says, by tool name, which calls recovery may run again.
-	idempotent map[string]bool
+	// tools is the view of the tools the model sees (tools.go), rebuilt
+	// when the agent's toolset.Set lists others.
+	tools toolView
 
 	convLocks keyedMutex
 
@@ -156,23 +153,14 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	}
 	e := &Engine{
 		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
-		visible: map[string]*confirm.Tool{}, defs: map[string]toolset.Tool{}, idempotent: map[string]bool{},
-		runs: map[string]*runState{}, tr: newTracer(opts.Tracer, opts.TraceContent),
+		runs: map[string]*runState{}, tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	if agent.Tools != nil {
-		for _, d := range agent.Tools.Tools() {
-			e.specs = append(e.specs, d.Spec)
-			e.visible[d.Spec.Name] = d.Confirm
-			e.defs[d.Spec.Name] = d
-			e.idempotent[d.Spec.Name] = d.Idempotent
-		}
-	}
 	return e
 }
 
-// ToolSpecs returns the tools the model sees.
-func (e *Engine) ToolSpecs() []agentd.ToolSpec { return e.specs }
+// ToolSpecs returns the tools the model sees now.
+func (e *Engine) ToolSpecs() []agentd.ToolSpec { return e.tools.now().specs }
 
 // Start recovers state left by a previous process (SPEC §8) and starts the
 // background expiry of parked calls (unless Options.ExpireEvery is
@@ -399,8 +387,8 @@ const TierPerCall agentd.Tier = "per_call"
 // (never for others). An operation tool's tier is its endpoint's policy
 // tier before thresholds; the request tool's is TierPerCall.
 func (e *Engine) ToolTier(name string) (agentd.Tier, string) {
-	t, ok := e.visible[name]
-	if !ok {
+	t := e.tools.now().visible(name)
+	if t == nil {
 		return agentd.TierNever, ""
 	}
 	switch t.Kind {

@@ -480,9 +480,10 @@ func TestImportRules(t *testing.T) {
 	// source and starts no subprocess; the registry knows no source either.
 	for pkg, forbidden := range map[string][]string{
 		// The web chat speaks the HTTP API like any client.
-		"github.com/agentd-dev/agentd/web":            {"github.com/agentd-dev/agentd", "github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite"},
-		"github.com/agentd-dev/agentd/loop":           {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/hooks", "github.com/agentd-dev/agentd/files", "os/exec"},
-		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "os/exec"},
+		"github.com/agentd-dev/agentd/web": {"github.com/agentd-dev/agentd", "github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite"},
+		"github.com/agentd-dev/agentd/loop": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/hooks", "github.com/agentd-dev/agentd/files",
+			"github.com/agentd-dev/agentd/mcp", "github.com/modelcontextprotocol/go-sdk/mcp", "os/exec"},
+		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "os/exec"},
 		// The metrics are collectors over the domain's types: no store, no
 		// HTTP framework, no engine (the loop reports to them).
 		"github.com/agentd-dev/agentd/metrics": {"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/api",

@@ -249,7 +249,7 @@ func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd
 	began := time.Now()
 	ctx, span := e.tr.chatSpan(ctx, run, e.agent.ModelName)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
-		System: e.agent.System, Messages: history, Tools: e.specs,
+		System: e.agent.System, Messages: history, Tools: e.tools.now().specs,
 	}, func(delta string) {
 		if delta == "" {
 			return

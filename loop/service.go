@@ -268,7 +268,8 @@ func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
 		Reason: reason, DecidedBy: "system", Via: agentd.ViaDeadline, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusExpired, Error: reason, Decision: dec, Now: now,
+			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: c.CardRevision(),
+			Status: agentd.StatusExpired, Error: reason, Decision: dec, Now: now,
 		}, []agentd.EventDraft{e.resolvedEvent(c, dec)})
 		return evs, err
 	})
@@ -318,7 +319,7 @@ func (e *Engine) recover(ctx context.Context) error {
 		switch {
 		case c.Status == agentd.StatusApproved:
 			e.startCall(c)
-		case e.idempotent[c.Name]:
+		case e.tools.now().defs[c.Name].Idempotent:
 			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
 			e.startCall(c)
 		default:
@@ -388,7 +389,7 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 	}
 	f := agentd.PendingFilter{TenantID: p.TenantID, ProjectID: p.ProjectID, After: q.Cursor, Limit: limit + 1,
 		ToolName: q.ToolName, ServerID: q.ServerID, ConversationID: q.ConversationID, ExpiresBefore: q.ExpiresBefore}
-	if t := e.visible[q.ToolName]; t != nil && f.ServerID == "" {
+	if t := e.tools.now().visible(q.ToolName); t != nil && f.ServerID == "" {
 		// A tool's calls all carry its server id (classify): naming it
 		// lets the store read the server's parked calls only.
 		f.ServerID = t.ServerID

@@ -35,7 +35,8 @@ var (
 			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
 				error = CASE WHEN ? = '' THEN error ELSE ? END,
 				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status = ANY(?)`
+			WHERE id = ? AND status = ANY(?)
+				AND (?::int = 0 OR (SELECT COUNT(*) FROM decisions WHERE tool_call_id = tool_calls.id) = ?::int - 1)`
 	editCallQuery = `
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					method = ?, endpoint = ?, path_template = ?, params = ?
@@ -479,7 +480,7 @@ func prepareUpdate(u agentd.CallUpdate) (*preparedUpdate, error) {
 // call when its status does not match.
 func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *txn) (*agentd.ToolCall, error) {
 	u, q := p.u, tx
-	res, err := q.Exec(ctx, updateCallStatusQuery, u.Status, p.result, u.Error, u.Error, p.now, u.ID, strList(u.From))
+	res, err := q.Exec(ctx, updateCallStatusQuery, u.Status, p.result, u.Error, u.Error, p.now, u.ID, strList(u.From), u.Card, u.Card)
 	if err != nil {
 		return nil, err
 	}

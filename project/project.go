@@ -1,6 +1,6 @@
 // Package project loads a project folder (SPEC §1.1): agent.json (the
-// default agent), the optional agentd.json (server settings) and the custom
-// tools under tools/. Loading checks everything it reads; every error names
+// default agent), the optional agentd.json (server settings), the custom
+// tools under tools/ and the optional mcp.json (package mcp reads it). Loading checks everything it reads; every error names
 // the file and the field, and syntax errors the line and column
 // (docs/project.md). Connections (connections/<name>/) load with package
 // connections. The tool registry (tools/registry), not this package,
@@ -24,6 +24,7 @@ import (
 	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/origin"
+	"github.com/agentd-dev/agentd/mcp"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/webhook"
 )
@@ -46,7 +47,10 @@ type Project struct {
 	Connections []*connections.Connection
 	// Hooks are the project's hooks (hooks/<name>/hook.json), in name
 	// order: the order they run in.
-	Hooks    []*hooks.Hook
+	Hooks []*hooks.Hook
+	// MCP is mcp.json (SPEC §4.2): the MCP servers whose tools the agent
+	// gets; nil when the project has none. cmd/agentd starts them.
+	MCP      *mcp.Config
 	Warnings []string
 }
 
@@ -92,8 +96,9 @@ var (
 )
 
 // Load reads and checks the project in dir. A project needs agent.json;
-// agentd.json, tools/ and connections/ are optional. getenv reads the
-// connections' secrets (nil means os.Getenv).
+// agentd.json, tools/, connections/ and mcp.json are optional. getenv
+// reads the connections' secrets and mcp.json's headers_env (nil means
+// os.Getenv).
 func Load(dir string, getenv func(string) string) (*Project, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -122,6 +127,9 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 		p.Warnings = append(p.Warnings, c.Warnings()...)
 	}
 	if p.Hooks, err = hooks.LoadDir(filepath.Join(abs, "hooks")); err != nil {
+		return nil, err
+	}
+	if p.MCP, err = mcp.Load(abs, getenv); err != nil {
 		return nil, err
 	}
 

@@ -324,3 +324,78 @@ func TestLoadHooks(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadMCP(t *testing.T) {
+	dir := writeProject(t, map[string]string{
+		"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
+		"mcp.json": `{"servers": [{"id": "notes", "command": ["./notes", "--flag"], "env": ["NOTES_TOKEN"], "timeout_ms": 1500},
+			{"id": "crm", "url": "https://crm.example/mcp", "headers_env": {"Authorization": "CRM_MCP_AUTH"}}],
+			"tiers": {"notes__search": "auto", "crm__delete": "confirm"}, "trust_annotations": ["notes"]}`,
+	})
+	getenv := func(name string) string {
+		if name == "CRM_MCP_AUTH" {
+			return "Bearer x"
+		}
+		return ""
+	}
+	p, err := Load(dir, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.MCP
+	if c == nil || len(c.Servers) != 2 {
+		t.Fatalf("MCP = %+v", c)
+	}
+	notes, crm := c.Servers[0], c.Servers[1]
+	if notes.ID != "notes" || notes.Dir != p.Dir || notes.Command[1] != "--flag" || notes.Env[0] != "NOTES_TOKEN" || notes.Timeout != 1500*time.Millisecond {
+		t.Errorf("notes = %+v", notes)
+	}
+	if crm.URL != "https://crm.example/mcp" || crm.Headers["Authorization"] != "Bearer x" || crm.Timeout != agentd.DefaultMCPCallTimeout {
+		t.Errorf("crm = %+v", crm)
+	}
+	if c.Tiers["notes__search"] != agentd.TierAuto || c.Tiers["crm__delete"] != agentd.TierConfirm || !c.Trust["notes"] || c.Trust["crm"] {
+		t.Errorf("tiers %v, trust %v", c.Tiers, c.Trust)
+	}
+	none := writeProject(t, map[string]string{"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`})
+	if p, err := Load(none, nil); err != nil || p.MCP != nil {
+		t.Errorf("no mcp.json: %+v, %v", p.MCP, err)
+	}
+}
+
+func TestLoadMCPErrors(t *testing.T) {
+	srv := func(fields string) string { return `{"servers": [{` + fields + `}]}` }
+	tests := []struct{ name, mcp, want string }{
+		{"syntax", `{"servers": [}`, `mcp.json: line 1, column 14:`},
+		{"unknown field", `{"server": []}`, `mcp.json: field "server": unknown field`},
+		{"server unknown field", srv(`"id": "a", "command": ["x"], "args": ["y"]`), `mcp.json: field "servers[0].args": unknown field`},
+		{"bad id", srv(`"id": "A b", "command": ["x"]`), `mcp.json: field "servers[0].id": must match`},
+		{"id with __", srv(`"id": "a__b", "command": ["x"]`), `mcp.json: field "servers[0].id": must match`},
+		{"neither", srv(`"id": "a"`), `mcp.json: field "servers[0]": needs "command" (a stdio server) or "url"`},
+		{"both", srv(`"id": "a", "command": ["x"], "url": "http://h/mcp"`), `mcp.json: field "servers[0]": has both "command"`},
+		{"empty program", srv(`"id": "a", "command": [""]`), `mcp.json: field "servers[0].command[0]": must name a program`},
+		{"bad env", srv(`"id": "a", "command": ["x"], "env": ["A-B"]`), `mcp.json: field "servers[0].env[0]": must be an environment variable name`},
+		{"headers on stdio", srv(`"id": "a", "command": ["x"], "headers_env": {"X": "Y"}`), `mcp.json: field "servers[0].headers_env": is for HTTP servers`},
+		{"bad url", srv(`"id": "a", "url": "ftp://h/mcp"`), `mcp.json: field "servers[0].url": must be an http or https URL, got "ftp://h/mcp"`},
+		{"env on http", srv(`"id": "a", "url": "http://h/mcp", "env": ["X"]`), `mcp.json: field "servers[0].env": is for stdio servers`},
+		{"header unset", srv(`"id": "a", "url": "http://h/mcp", "headers_env": {"Authorization": "UNSET_VAR"}`), `mcp.json: field "servers[0].headers_env.Authorization": environment variable UNSET_VAR is not set`},
+		{"bad header", srv(`"id": "a", "url": "http://h/mcp", "headers_env": {"Bad Header": "X"}`), `mcp.json: field "servers[0].headers_env.Bad Header": must be an HTTP header name`},
+		{"timeout", srv(`"id": "a", "command": ["x"], "timeout_ms": 0`), `mcp.json: field "servers[0].timeout_ms": must be between 1 and 3600000, got 0`},
+		{"duplicate id", `{"servers": [{"id": "a", "command": ["x"]}, {"id": "a", "command": ["y"]}]}`, `mcp.json: field "servers[1].id": server id "a" is used twice`},
+		{"trust unknown", `{"servers": [{"id": "a", "command": ["x"]}], "trust_annotations": ["b"]}`, `mcp.json: field "trust_annotations[0]": no server has id "b"`},
+		{"tier name", `{"servers": [{"id": "a", "command": ["x"]}], "tiers": {"search": "auto"}}`, `mcp.json: field "tiers.search": must name a tool as <server id>__<tool>`},
+		{"tier server", `{"servers": [{"id": "a", "command": ["x"]}], "tiers": {"b__search": "auto"}}`, `mcp.json: field "tiers.b__search": must name a tool`},
+		{"tier value", `{"servers": [{"id": "a", "command": ["x"]}], "tiers": {"a__search": "review"}}`, `mcp.json: field "tiers.a__search": must be "auto" or "confirm", got "review"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := writeProject(t, map[string]string{
+				"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}}`,
+				"mcp.json":   tt.mcp,
+			})
+			_, err := Load(dir, func(string) string { return "" })
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Errorf("error = %v\nwant prefix %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -342,3 +342,20 @@ func (s *Service) activeRun(ctx context.Context, convID string, cause error) err
 	}
 	return agentd.Errorf(agentd.ERUNACTIVE, "this thread has open interrupts (%s): resume them before sending a new message", strings.Join(ids, ", "))
 }
+
+// ActiveTurn is the turn that replays conv's active run — its latest run
+// while it runs or waits on parked calls — from the run's first event, for
+// a client that lost its stream (the AI SDK's resumable streams); ok is
+// false when the latest run has finished or there is none. The replay reads
+// the conversation's log from its start and keeps the run's events.
+func (s *Service) ActiveTurn(ctx context.Context, conv *agentd.Conversation) (t *Turn, ok bool, err error) {
+	runID, err := s.latestRun(ctx, conv.ID)
+	if err != nil || runID == "" {
+		return nil, false, err
+	}
+	run, err := s.store.Run(ctx, runID)
+	if err != nil || !run.Status.Active() {
+		return nil, false, err
+	}
+	return &Turn{Conversation: conv, RunID: runID}, true, nil
+}

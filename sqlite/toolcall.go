@@ -40,7 +40,8 @@ var (
 			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
 				error = CASE WHEN ? = '' THEN error ELSE ? END,
 				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status IN (SELECT value FROM json_each(?))`)
+			WHERE id = ? AND status IN (SELECT value FROM json_each(?))
+				AND (? = 0 OR (SELECT COUNT(*) FROM decisions WHERE tool_call_id = tool_calls.id) = ? - 1)`)
 	editCallQuery = prepared(`
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					method = ?, endpoint = ?, path_template = ?, params = ?
@@ -489,7 +490,7 @@ func prepareUpdate(u agentd.CallUpdate) (*preparedUpdate, error) {
 // call when its status does not match.
 func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd.ToolCall, error) {
 	u, q := p.u, db.w(tx)
-	res, err := q.ExecContext(ctx, updateCallStatusQuery, u.Status, p.result, u.Error, u.Error, p.now, u.ID, jsonList(u.From))
+	res, err := q.ExecContext(ctx, updateCallStatusQuery, u.Status, p.result, u.Error, u.Error, p.now, u.ID, jsonList(u.From), u.Card, u.Card)
 	if err != nil {
 		return nil, err
 	}

@@ -104,6 +104,7 @@ func RunToolCalls(t *testing.T, b Backend) {
 		{"UpdateToolCall/Applies", testUpdateToolCallApplies},
 		{"UpdateToolCall/Edit", testUpdateToolCallEdit},
 		{"UpdateToolCall/Repark", testUpdateToolCallRepark},
+		{"UpdateToolCall/Card", testUpdateToolCallCard},
 		{"UpdateToolCall/Conflict", testUpdateToolCallConflict},
 		{"UpdateToolCall/DecisionsInOrder", testUpdateToolCallDecisionsInOrder},
 		{"UpdateToolCall/Errors", testUpdateToolCallErrors},

@@ -763,3 +763,41 @@ func testUpdateToolCallRepark(t *testing.T, s agentd.Store) {
 		t.Errorf("a refused repark changed the call: %+v", stored)
 	}
 }
+
+// testUpdateToolCallCard: an update that names the card it was planned on
+// (CallUpdate.Card) applies only while the call shows that card. A decision
+// planned on card 1 and committed after the call was approved and parked
+// again is ECONFLICT and writes nothing; one planned on card 2 applies; an
+// update without Card is unchanged.
+func testUpdateToolCallCard(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	c := newCall(startRun(t, s, conv), 1, 0, agentd.StatusRequiresConfirmation)
+	createCalls(t, s, c)
+	first := approval(c.ID, "key-1", at(time.Minute))
+	first.Status, first.Card = agentd.StatusApproved, 1
+	late := approval(c.ID, "key-2", at(time.Minute)) // the same click, planned on card 1 too
+	late.Status, late.Card = agentd.StatusApproved, 1
+	_, _, err := s.UpdateToolCall(ctx, first, nil)
+	noErr(t, err, "approve card 1")
+	rp := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRequiresConfirmation,
+		Repark: &agentd.CallRepark{Arguments: json.RawMessage(`{"amount": 5}`), ArgumentsSHA256: "digest", Tier: agentd.TierConfirm,
+			StateSHA256: "state-2", RequiresApprovalAt: at(20 * time.Minute)}, Now: at(2 * time.Minute)}
+	_, _, err = s.UpdateToolCall(ctx, rp, nil)
+	noErr(t, err, "repark")
+
+	cur, evs, err := s.UpdateToolCall(ctx, late, []agentd.EventDraft{draft(conv.ID, agentd.EventConfirmationResolved, `{}`)})
+	if agentd.ErrorCode(err) != agentd.ECONFLICT || len(evs) != 0 {
+		t.Fatalf("a decision planned on card 1, after the re-park: %v (%d events), want ECONFLICT", err, len(evs))
+	}
+	if cur == nil || cur.Status != agentd.StatusRequiresConfirmation || len(cur.Decisions) != 1 || cur.CardRevision() != 2 {
+		t.Fatalf("the current call with the conflict = %+v, want card 2 pending", cur)
+	}
+	second := approval(c.ID, "key-2", at(3*time.Minute))
+	second.Status, second.Card = agentd.StatusApproved, 2
+	got, _, err := s.UpdateToolCall(ctx, second, nil)
+	noErr(t, err, "approve card 2")
+	if got.Status != agentd.StatusApproved || len(got.Decisions) != 2 || got.Decisions[1].DecidedBy != "key-2" {
+		t.Fatalf("card 2's approval = %+v", got)
+	}
+}

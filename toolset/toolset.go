@@ -2,7 +2,7 @@
 // of its tools: a Source offers Tools and runs their calls, a Set is what
 // the loop runs calls through, and Hooks are the project's preToolUse and
 // postToolUse hooks. Every tool source (command tools, connections, the
-// file tools, the subagents' task tool, later MCP servers and Go
+// file tools, the subagents' task tool, MCP servers, later Go
 // functions) imports this package, agentd's domain types and package
 // confirm, and never the loop: cmd/agentd hands the sources to the
 // registry (tools/registry) and the registry's Set to the loop.
@@ -105,8 +105,10 @@ type Hooks interface {
 // registry's view of the tools one agent's model sees (tools/registry),
 // which is what cmd/agentd hands the loop.
 type Set interface {
-	// Tools lists the tools, in a stable order; the same list on every
-	// call.
+	// Tools lists the tools, in a stable order: the same slice on every
+	// call until the tools change (only a Changing source's do, and a set
+	// over one), then another slice. The loop reads it for each model
+	// step, so a change reaches the model at its next step.
 	Tools() []Tool
 	// Execute runs a call of one of the tools that was cleared to run
 	// (auto, or approved by a person) with the effective arguments and,
@@ -118,13 +120,23 @@ type Set interface {
 
 // Source is one origin of tools: the project's command tools
 // (tools.Source), the request tool and each connection's OpenAPI
-// operations (package connections), the file tools (package files) and the
-// subagents' task tool (loop.TaskSource); MCP servers and Go-registered
-// functions will be sources too. Tools lists every tool of the source,
-// llm_callable or not; the registry (tools/registry) checks names across
-// sources once, at start.
+// operations (package connections), the file tools (package files), the
+// subagents' task tool (loop.TaskSource) and each MCP server (package
+// mcp); Go-registered functions will be a source too. Tools lists every
+// tool of the source, llm_callable or not; the registry (tools/registry)
+// checks names across sources at start, and again for a Changing source
+// when its tools change.
 type Source interface {
 	Set
 	// ID is the source's server_id: every Confirm.ServerID of its tools.
 	ID() string
+}
+
+// Changing is a Source whose tools change while agentd runs: an MCP
+// server that announces notifications/tools/list_changed, or that failed
+// to start and came up later. Its Tools changes only with Version.
+type Changing interface {
+	Source
+	// Version increases whenever Tools lists other tools.
+	Version() uint64
 }

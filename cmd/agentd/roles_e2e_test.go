@@ -486,7 +486,7 @@ func TestProtocolThreadsAreTenantScoped(t *testing.T) {
 	for _, f := range frames(t, r.body) {
 		types = append(types, f["type"].(string))
 	}
-	if got := strings.Join(types, " "); got != "start tool-output-available text-start text-delta text-end finish" {
+	if got := strings.Join(types, " "); got != "start tool-output-available start-step text-start text-delta text-end finish-step finish" {
 		t.Errorf("chunks: %s", got)
 	}
 	if s.tool.count() != 1 {

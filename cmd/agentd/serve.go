@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -23,6 +25,7 @@ import (
 	"github.com/agentd-dev/agentd/files"
 	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/mcp"
 	"github.com/agentd-dev/agentd/metrics"
 	"github.com/agentd-dev/agentd/model/anthropic"
 	"github.com/agentd-dev/agentd/model/openai"
@@ -126,6 +129,8 @@ type servedProject struct {
 	tools     *registry.Toolset
 	subagents []*loop.Subagent
 	demoAPI   string // the demo billing API's base URL, when serving the demo
+	// mcp are the MCP servers of mcp.json, started (docs/mcp.md).
+	mcp []*mcp.Server
 }
 
 // loadServeProject loads the project (writing the embedded demo into the
@@ -157,7 +162,8 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 	if lp.model, err = newModel(proj, getenv); err != nil {
 		return nil, err
 	}
-	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.model, getenv); err != nil {
+	lp.mcp = startMCP(proj, log, done)
+	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.mcp, lp.model, getenv); err != nil {
 		return nil, fmt.Errorf("load project: %w", err)
 	}
 	if usingDemo {
@@ -215,6 +221,9 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 		Registerer: reg, Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{log}})}
 	if len(proj.Server.Webhooks) > 0 {
 		cfg.Webhooks = outbox
+	}
+	if len(lp.mcp) > 0 {
+		cfg.MCPServers = mcpStatus(lp.mcp)
 	}
 	if len(proj.Connections) > 0 {
 		cfg.Connections = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
@@ -351,16 +360,19 @@ func or(a, b string) string {
 
 // toolRegistry builds the project's one tool registry from its tool
 // sources — the command tools, the request tool, each connection's
-// operations, the workspace's file tools (nil: no workspace), and the
-// subagents' task tool — and returns the tools the agent's model sees and
+// operations, the workspace's file tools (nil: no workspace), the MCP
+// servers (started), and the subagents' task tool — and returns the tools the agent's model sees and
 // the subagents, each with its model (the parent's by default) and its
 // tools (never the task tool: subagents cannot start subagents). Its
 // errors are load errors: a name two sources define, an agent.json "tools"
 // entry no source has or the model may not see.
-func toolRegistry(proj *project.Project, workspace *files.Source, parent agentd.Model, getenv func(string) string) (*registry.Toolset, []*loop.Subagent, error) {
+func toolRegistry(proj *project.Project, workspace *files.Source, servers []*mcp.Server, parent agentd.Model, getenv func(string) string) (*registry.Toolset, []*loop.Subagent, error) {
 	sources := append([]toolset.Source{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
 	if workspace != nil {
 		sources = append(sources, workspace)
+	}
+	for _, s := range servers {
+		sources = append(sources, s)
 	}
 	inner, err := registry.New(sources...)
 	if err != nil {
@@ -399,6 +411,39 @@ func toolRegistry(proj *project.Project, workspace *files.Source, parent agentd.
 		return nil, nil, fmt.Errorf("agent.json: %w", err)
 	}
 	return set, subs, nil
+}
+
+// startMCP starts the project's MCP servers, all at once, and waits until
+// each is up with its tools listed or has failed (logged, reported in
+// /readyz, tried again in the background): a failed server has no tools
+// and the rest of the agent works without it. done stops them.
+func startMCP(proj *project.Project, log zerolog.Logger, done *closers) []*mcp.Server {
+	servers := mcp.NewServers(proj.MCP, log)
+	var wg sync.WaitGroup
+	for _, s := range servers {
+		done.add(s.Close)
+		wg.Go(func() { _ = s.Start(context.Background()) })
+	}
+	wg.Wait()
+	if proj.MCP != nil {
+		for name := range proj.MCP.Tiers {
+			if !slices.ContainsFunc(servers, func(s *mcp.Server) bool { return slices.Contains(s.Status().Tools, name) }) {
+				log.Warn().Str("tool", name).Msg("mcp.json: tiers names a tool its server does not offer now")
+			}
+		}
+	}
+	return servers
+}
+
+// mcpStatus is the MCP servers' part of /readyz.
+func mcpStatus(servers []*mcp.Server) func() any {
+	return func() any {
+		out := make([]mcp.Status, 0, len(servers))
+		for _, s := range servers {
+			out = append(out, s.Status())
+		}
+		return out
+	}
 }
 
 // startDemoAPI serves the demo billing API on a free loopback port and

@@ -1,5 +1,5 @@
 -- 0001: the schema of the PostgreSQL store: the SQLite store's schema as of
--- its migration 0017 (sqlite/migrations), in PostgreSQL's terms.
+-- its migration 0015 (sqlite/migrations), in PostgreSQL's terms.
 --
 -- Times are BIGINT unix nanoseconds in UTC (NULL for the zero time), as in
 -- SQLite: the contract round-trips times to the nanosecond, and timestamptz

@@ -1,7 +1,8 @@
 // Package agui is agentd's AG-UI endpoint (POST /v1/ag-ui): a RunAgentInput
 // in, AG-UI events out as "data: <json>" frames that the @ag-ui/core
 // schemas accept. Parked calls end a run with the interrupt outcome, one
-// interrupt per parked call, whose id is the tool call's; a later run's
+// interrupt per parked call, whose id is the card's (protocol.InterruptID:
+// the tool call's id for its first card, "<id>.<n>" for card n); a later run's
 // resume decides them through the engine. The mapping of agentd's events
 // onto AG-UI events is the pure Encoder; Serve runs one request.
 package agui

@@ -11,6 +11,8 @@ import (
 const (
 	Start               = "start"
 	Finish              = "finish"
+	StartStep           = "start-step"
+	FinishStep          = "finish-step"
 	Error               = "error"
 	TextStart           = "text-start"
 	TextDelta           = "text-delta"
@@ -45,9 +47,15 @@ type Chunk struct {
 // Encoder maps one request's agentd events onto UI message chunks. It is
 // pure: the same items give the same chunks. Use NewEncoder.
 type Encoder struct {
-	open      string          // the text part being streamed
-	streamed  map[string]bool // messages whose text was streamed
-	announced map[string]bool // calls whose tool part was started
+	// inStep is set while a model step's chunks are open (start-step
+	// sent); results marks a step whose tool outputs have begun, and step
+	// is the step number of its calls (0 before the first), so that the
+	// next step's output closes it.
+	inStep, results bool
+	step            int
+	open            string          // the text part being streamed
+	streamed        map[string]bool // messages whose text was streamed
+	announced       map[string]bool // calls whose tool part was started
 }
 
 // NewEncoder returns the encoder of one request.
@@ -68,8 +76,67 @@ func (e *Encoder) Expired(x protocol.Expired) []Chunk {
 }
 
 // Item returns the chunks of one event of the run (none for those the
-// stream has no chunk for).
+// stream has no chunk for), within start-step / finish-step around each
+// model step: a step opens at the model's first output (text, or a tool
+// call it chose) and closes when the next step's output comes after tool
+// outputs, or at the end. A tool output that comes with no step open (the
+// continuation after an approval) opens none.
 func (e *Encoder) Item(it protocol.Item) []Chunk {
+	var pre []Chunk
+	model := modelOutput(it)
+	if model && e.inStep && e.nextStep(it) {
+		pre = append(e.closeText(), Chunk{Type: FinishStep})
+		e.inStep = false
+	}
+	out := e.item(it)
+	switch {
+	case len(out) == 0:
+		return pre
+	case model && !e.inStep:
+		pre = append(pre, Chunk{Type: StartStep})
+		e.inStep, e.results, e.step = true, false, 0
+	}
+	switch it.Payload.(type) {
+	case *agentd.ToolCallResultPayload, *agentd.ConfirmationResolvedPayload:
+		e.results = true
+	}
+	if model && it.Call != nil {
+		e.step = it.Call.Step
+	}
+	return append(pre, out...)
+}
+
+// nextStep reports whether the model output it, in a step, is of the next
+// step: a tool call of another step than the step's calls, or text after
+// the step's tool outputs (a step's text comes before its calls).
+func (e *Encoder) nextStep(it protocol.Item) bool {
+	if it.Call != nil {
+		return e.step != 0 && it.Call.Step != e.step
+	}
+	switch it.Payload.(type) {
+	case *agentd.TextDeltaPayload, *agentd.MessagePayload:
+		return e.results
+	}
+	return false
+}
+
+// modelOutput reports whether it is the model's output: text, or a tool
+// call announced as the model chose it.
+func modelOutput(it protocol.Item) bool {
+	switch p := it.Payload.(type) {
+	case *agentd.TextDeltaPayload, *agentd.MessagePayload:
+		return true
+	case *agentd.ConfirmationRequiredPayload:
+		return p.CardRevision < 2
+	case *agentd.ToolCallStartedPayload:
+		return !it.Decided && (it.Call == nil || it.Call.Tier != agentd.TierConfirm)
+	case *agentd.ToolCallRefusedPayload:
+		return it.Call == nil || len(it.Call.Decisions) == 0
+	}
+	return false
+}
+
+func (e *Encoder) item(it protocol.Item) []Chunk {
 	switch p := it.Payload.(type) {
 	case *agentd.TextDeltaPayload:
 		if e.streamed[p.MessageID] && e.open != p.MessageID {
@@ -151,10 +218,12 @@ func (e *Encoder) closeText() []Chunk {
 	return []Chunk{{Type: TextEnd, ID: id}}
 }
 
-// End closes the message: finish (reason stop, tool-calls when calls
-// parked, other when cancelled), or error for a failed run.
+// End closes the step and the message: finish (reason stop, tool-calls
+// when calls parked — as the SDK's own stream ends a step whose calls
+// await approval: finish-step, then finish without error —, other when
+// cancelled), or error for a failed run.
 func (e *Encoder) End(end protocol.End) []Chunk {
-	out := e.closeText()
+	out := e.closeStep()
 	switch end.Status {
 	case agentd.RunFailed:
 		return append(out, Chunk{Type: Error, ErrorText: nonEmpty(end.Error, "the run failed")})
@@ -169,7 +238,17 @@ func (e *Encoder) End(end protocol.End) []Chunk {
 // Fail is the error chunk of a stream that broke off.
 func (e *Encoder) Fail(err error) []Chunk {
 	_, msg := protocol.SafeError(err)
-	return append(e.closeText(), Chunk{Type: Error, ErrorText: msg})
+	return append(e.closeStep(), Chunk{Type: Error, ErrorText: msg})
+}
+
+// closeStep closes the open text part and the open step.
+func (e *Encoder) closeStep() []Chunk {
+	out := e.closeText()
+	if e.inStep {
+		e.inStep = false
+		out = append(out, Chunk{Type: FinishStep})
+	}
+	return out
 }
 
 func nonEmpty(s, or string) string {

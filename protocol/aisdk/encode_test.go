@@ -74,7 +74,8 @@ func TestGolden(t *testing.T) {
 // any order and checks what the SDK's stream reader relies on: start first
 // and finish or error last; text parts started before their deltas, ended
 // once, one open at a time; a tool part started once, with its input right
-// after, before any approval request or output for it.
+// after, before any approval request or output for it; steps not nested,
+// each closed before the end and with no text open.
 func FuzzEncoder(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 	f.Add([]byte{3, 14, 1, 9, 12, 0, 0, 2})
@@ -97,7 +98,7 @@ func checkStream(chunks []aisdk.Chunk) error {
 	if chunks[0].Type != aisdk.Start || chunks[0].MessageID == "" {
 		return fmt.Errorf("stream does not open with start and a message id")
 	}
-	open, ended, tools := "", map[string]bool{}, map[string]bool{}
+	open, ended, tools, step := "", map[string]bool{}, map[string]bool{}, false
 	for i, c := range chunks {
 		if _, err := json.Marshal(c); err != nil {
 			return err
@@ -109,9 +110,19 @@ func checkStream(chunks []aisdk.Chunk) error {
 				return fmt.Errorf("chunk %d: start again", i)
 			}
 		case aisdk.Finish, aisdk.Error:
-			if !last || open != "" {
-				return fmt.Errorf("chunk %d: %s before the end or with text %q open", i, c.Type, open)
+			if !last || open != "" || step {
+				return fmt.Errorf("chunk %d: %s before the end, with text %q open or a step open (%v)", i, c.Type, open, step)
 			}
+		case aisdk.StartStep:
+			if step {
+				return fmt.Errorf("chunk %d: start-step in a step", i)
+			}
+			step = true
+		case aisdk.FinishStep:
+			if !step || open != "" {
+				return fmt.Errorf("chunk %d: finish-step with no step open or text %q open", i, open)
+			}
+			step = false
 		case aisdk.TextStart:
 			if open != "" || ended[c.ID] {
 				return fmt.Errorf("chunk %d: text-start %s while %q open or after its end", i, c.ID, open)

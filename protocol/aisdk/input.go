@@ -2,8 +2,9 @@
 // stream (POST /v1/ai-sdk/chat): the body DefaultChatTransport sends in,
 // UI message chunks out as "data: <json>" frames that the SDK's
 // uiMessageChunkSchema accepts, ending with "data: [DONE]". A parked call
-// is a tool part with a tool-approval-request whose approvalId is the tool
-// call's id; the SDK's approval response (the part re-sent in state
+// is a tool part with a tool-approval-request whose approvalId is the
+// card's id (protocol.InterruptID: the tool call's id for its first card,
+// "<id>.<n>" for card n of a call parked again); the SDK's approval response (the part re-sent in state
 // approval-responded) decides it through the engine, and the continuation
 // streams into the same assistant message, whose id is the run's. The
 // mapping of agentd's events onto chunks is the pure Encoder; Serve runs

@@ -35,33 +35,68 @@ func Serve(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p 
 	if err != nil {
 		return err
 	}
+	stream(ctx, w, svc, conv, turn)
+	return nil
+}
+
+// stream writes turn's run as UI message chunks, ending with data: [DONE]
+// when the run finishes or parks; a client that goes away ends it.
+func stream(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, conv *agentd.Conversation, turn *protocol.Turn) {
 	out := svc.NewWriter(w)
 	defer out.Done()
 	header := http.Header{}
 	header.Set("X-Vercel-Ai-Ui-Message-Stream", "v1")
 	header.Set(HeaderConversation, conv.ID)
 	if err := out.Start(header); err != nil {
-		return nil
+		return
 	}
 	enc := NewEncoder()
 	s := protocol.NewFrameSink(out, enc.Item)
 	if err := s.Send(enc.Start(turn.RunID)); err != nil {
-		return nil
+		return
 	}
 	for _, x := range turn.Expired {
 		if err := s.Send(enc.Expired(x)); err != nil {
-			return nil
+			return
 		}
 	}
 	end, err := svc.Follow(ctx, turn, s)
 	switch {
 	case ctx.Err() != nil || s.Failed():
-		return nil // the client went away; the run goes on
+		return // the client went away; the run goes on
 	case err != nil:
 		_ = s.Send(enc.Fail(err))
 	default:
 		_ = s.Send(enc.End(end))
 	}
 	_ = out.Data(Done)
+}
+
+// Resume answers one GET /v1/ai-sdk/chat/{id}/stream for p, the AI SDK
+// transport's reconnectToStream: 204 No Content when the chat has no active
+// run (none, or its latest run has finished); else the active run's stream
+// replayed from its start — the SDK's DefaultChatTransport treats a resumed
+// stream as a replay and starts the message afresh at its start chunk, so
+// each part is rendered once — then live, until the run finishes or parks.
+// A chat p does not reach is as one with nothing yet: 204. An error it
+// returns was found before anything was written.
+func Resume(ctx context.Context, w http.ResponseWriter, svc *protocol.Service, p agentd.Principal, chatID string) error {
+	conv, err := svc.Thread(ctx, p, protocol.AISDK, chatID, false)
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+		w.WriteHeader(http.StatusNoContent) // a chat with nothing yet, as useChat resumes on every mount
+		return nil
+	} else if err != nil {
+		return err
+	}
+	turn, ok, err := svc.ActiveTurn(ctx, conv)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		w.Header().Set(HeaderConversation, conv.ID)
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	stream(ctx, w, svc, conv, turn)
 	return nil
 }

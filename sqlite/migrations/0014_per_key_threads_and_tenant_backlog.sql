@@ -1,4 +1,4 @@
--- 0016: a protocol thread's name is the API key's own (issue 17), and the
+-- 0014: a protocol thread's name is the API key's own (issue 17), and the
 -- pending deliveries of a tenant's project are counted from an index of their
 -- own.
 --

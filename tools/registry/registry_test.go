@@ -169,3 +169,87 @@ func TestExecute(t *testing.T) {
 		t.Errorf("billing ran %v", got)
 	}
 }
+
+// changingSource is a source whose tools change (toolset.Changing).
+type changingSource struct {
+	*source
+	mu      sync.Mutex
+	version uint64
+}
+
+func (c *changingSource) Tools() []toolset.Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.defs
+}
+
+func (c *changingSource) Version() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+func (c *changingSource) set(defs ...toolset.Tool) {
+	c.mu.Lock()
+	c.defs = defs
+	c.version++
+	c.mu.Unlock()
+}
+
+func toolNames(defs []toolset.Tool) []string {
+	var out []string
+	for _, d := range defs {
+		out = append(out, d.Spec.Name)
+	}
+	return out
+}
+
+// A changing source's tools come and go in every toolset, without taking
+// a name another source defines; the other sources' tools stay.
+func TestChangingSource(t *testing.T) {
+	fixed := src("tools", tool("tools", "notes__clash", "", false), tool("tools", "lookup", "", false))
+	mcp := &changingSource{source: src("notes", tool("notes", "notes__search", "", false))}
+	reg, err := New(fixed, mcp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := reg.Toolset(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed, err := reg.Toolset([]string{"notes__search", "lookup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := all.Tools()
+	if got := toolNames(before); !slices.Equal(got, []string{"lookup", "notes__clash", "notes__search"}) {
+		t.Fatalf("before: %v", got)
+	}
+	if again := all.Tools(); &again[0] != &before[0] {
+		t.Error("an unchanged toolset lists another slice")
+	}
+
+	mcp.set(tool("notes", "notes__add", "", false), tool("notes", "notes__clash", "", false), tool("notes", "notes__hidden", "", true))
+	if got := toolNames(all.Tools()); !slices.Equal(got, []string{"lookup", "notes__add", "notes__clash"}) {
+		t.Errorf("after the change, every llm_callable tool: %v", got)
+	}
+	if got := toolNames(listed.Tools()); !slices.Equal(got, []string{"lookup"}) {
+		t.Errorf("after the change, the listed tools still defined: %v", got)
+	}
+	if _, err := all.Execute(context.Background(), agentd.ToolCall{Name: "notes__clash", ServerID: "tools"}); err != nil {
+		t.Fatal(err)
+	}
+	if runs := fixed.runs(); !slices.Equal(runs, []string{"notes__clash"}) {
+		t.Errorf("the fixed source lost its name: runs %v", runs)
+	}
+	if _, err := all.Execute(context.Background(), agentd.ToolCall{Name: "notes__search", ServerID: "notes"}); err == nil || !strings.Contains(err.Error(), "is not registered") {
+		t.Errorf("a removed tool: %v", err)
+	}
+	if _, err := all.Execute(context.Background(), agentd.ToolCall{Name: "notes__add", ServerID: "notes"}); err != nil {
+		t.Errorf("an added tool: %v", err)
+	}
+	mcp.set(tool("notes", "notes__search", "", false))
+	if got := toolNames(listed.Tools()); !slices.Equal(got, []string{"lookup", "notes__search"}) {
+		t.Errorf("back again: %v", got)
+	}
+}

@@ -9,10 +9,15 @@
 //                                              (JSON {approved, reason?}) is given, answer each with it
 //   node aisdk.mjs raw CHAT BODY               POST BODY (JSON, the chat id set) through DefaultChatTransport
 //                                              and read the stream with readUIMessageStream
+//   node aisdk.mjs resume CHAT TEXT GATE       send TEXT, cut the stream as a dropped network would once a
+//                                              tool-input-available chunk came, then, as a reloaded useChat page
+//                                              with resume: true does, a new chat with the messages it had calls
+//                                              resumeStream() (GET …/CHAT/stream); once that response has started,
+//                                              create the file GATE (the test's tool waits for it)
 //   node aisdk.mjs validate - FILE             validate each line of FILE (a chunk) instead
 //
 // Prints one JSON line: {requests: [{status, frames, problems}], messages, error}.
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, readUIMessageStream, uiMessageChunkSchema } from "ai";
 import { deadline, env, print, recordingFetch } from "./lib.mjs";
@@ -56,7 +61,7 @@ async function validate(raw) {
 
 const requests = [];
 function fetcher(u, init) {
-  const record = { body: JSON.parse(init.body) };
+  const record = { body: init.body ? JSON.parse(init.body) : undefined };
   requests.push(record);
   return recordingFetch(record)(u, init);
 }
@@ -75,10 +80,10 @@ async function report(extra) {
 }
 
 class State {
-  constructor() {
+  constructor(messages = []) {
     this.status = "ready";
     this.error = undefined;
-    this.messages = [];
+    this.messages = messages;
   }
   pushMessage(m) { this.messages = this.messages.concat(m); }
   popMessage() { this.messages = this.messages.slice(0, -1); }
@@ -87,7 +92,7 @@ class State {
 }
 
 class Chat extends AbstractChat {
-  constructor(init) { super({ ...init, state: new State() }); }
+  constructor(init) { super({ ...init, state: new State(init.messages) }); }
 }
 
 async function settled(chat) {
@@ -116,6 +121,55 @@ if (cmd === "validate") {
     await settled(chat);
   }
   await report({ messages: chat.messages, status: chat.status, error });
+} else if (cmd === "resume") {
+  // The first page: its stream breaks after the tool's input arrived.
+  const cut = { frames: [] };
+  const cutFetch = async (u, init) => {
+    const res = await fetch(u, init);
+    cut.status = res.status;
+    const reader = res.body.getReader();
+    const decoder = new TextDecoder();
+    let seen = "", sent = 0;
+    const body = new ReadableStream({
+      async pull(controller) {
+        const { value, done } = await reader.read();
+        if (done) return controller.close();
+        seen += decoder.decode(value, { stream: true });
+        const at = seen.indexOf('"type":"tool-input-available"');
+        const end = at < 0 ? -1 : seen.indexOf("\n\n", at);
+        cut.frames = seen.split("\n\n").filter((b) => b.startsWith("data: ")).map((b) => b.slice(6));
+        if (end < 0) {
+          controller.enqueue(new TextEncoder().encode(seen.slice(sent)));
+          sent = seen.length;
+          return;
+        }
+        controller.enqueue(new TextEncoder().encode(seen.slice(sent, end + 2)));
+        cut.frames = seen.slice(0, end).split("\n\n").map((b) => b.slice(6));
+        await reader.cancel(); // the connection is gone
+        controller.error(new TypeError("network error"));
+      },
+    });
+    return new Response(body, { status: res.status, headers: res.headers });
+  };
+  let firstError, error;
+  const first = new Chat({ id: chatId, transport: new DefaultChatTransport({ api: `${url}/v1/ai-sdk/chat`, headers, fetch: cutFetch }),
+    onError: (e) => { firstError = String(e?.message ?? e); } });
+  await first.sendMessage({ text: arg });
+  await settled(first);
+  const before = structuredClone(first.messages);
+  // The reloaded page: the messages it had, and resumeStream() as useChat's resume: true calls it on mount.
+  const gateFetch = async (u, init) => {
+    const res = await fetcher(u, init);
+    requests.at(-1).method = init.method;
+    writeFileSync(arg2, "open");
+    return res;
+  };
+  const second = new Chat({ id: chatId, messages: structuredClone(before),
+    transport: new DefaultChatTransport({ api: `${url}/v1/ai-sdk/chat`, headers, fetch: gateFetch }),
+    onError: (e) => { error = String(e?.message ?? e); } });
+  await second.resumeStream();
+  await settled(second);
+  await report({ cut, before, firstError, messages: second.messages, status: second.status, error });
 } else if (cmd === "raw") {
   let error, message;
   try {

@@ -1,0 +1,208 @@
+package mcp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/jsonconf"
+)
+
+// File is the name of the MCP configuration at the project root.
+const File = "mcp.json"
+
+// maxTimeout bounds a server's timeout_ms.
+const maxTimeout = time.Hour
+
+var (
+	// idPattern is an MCP server id: it is the server_id of its tools and
+	// the prefix of their names, so it may not hold "__".
+	idPattern      = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
+	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerPattern  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// Config is a project's mcp.json (SPEC §4.2): its servers and how their
+// tools are gated.
+type Config struct {
+	Servers []ServerConfig
+	// Tiers are mcp.json "tiers": a tier ("auto" or "confirm") by tool
+	// name (<id>__<tool>). They win over every other rule.
+	Tiers map[string]agentd.Tier
+	// Trust are the ids of mcp.json "trust_annotations": the servers whose
+	// readOnlyHint annotations may make a tool auto.
+	Trust map[string]bool
+}
+
+// ServerConfig is one entry of mcp.json "servers": a stdio server
+// (Command) or a streamable HTTP server (URL).
+type ServerConfig struct {
+	ID string
+	// Command is the program and its arguments of a stdio server, started
+	// in the project folder (Dir).
+	Command []string
+	Dir     string
+	// Env names the environment variables passed on to a stdio server
+	// (besides PATH, HOME and TMPDIR).
+	Env []string
+	// URL is a streamable HTTP server's endpoint.
+	URL string
+	// Headers are sent with every request to an HTTP server, their values
+	// read from the environment when mcp.json is loaded (headers_env).
+	Headers map[string]string
+	// Timeout bounds one tool call (timeout_ms; default
+	// agentd.DefaultMCPCallTimeout).
+	Timeout time.Duration
+}
+
+type fileConfig struct {
+	Servers          []json.RawMessage `json:"servers"`
+	Tiers            map[string]string `json:"tiers"`
+	TrustAnnotations []string          `json:"trust_annotations"`
+}
+
+type fileServer struct {
+	ID         string            `json:"id"`
+	Command    []string          `json:"command"`
+	Env        []string          `json:"env"`
+	URL        string            `json:"url"`
+	HeadersEnv map[string]string `json:"headers_env"`
+	TimeoutMS  *int64            `json:"timeout_ms"`
+}
+
+// Load reads mcp.json in projectDir; no file is no servers (nil, nil).
+// getenv reads headers_env (nil means os.Getenv). Errors name the file and
+// the field: `mcp.json: field "servers[1].url": ...`.
+func Load(projectDir string, getenv func(string) string) (*Config, error) {
+	data, err := os.ReadFile(filepath.Join(projectDir, File))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %w", File, err)
+	}
+	cfg, err := Parse(data, projectDir, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", File, err)
+	}
+	return cfg, nil
+}
+
+// Parse checks the content of an mcp.json; stdio servers run in dir.
+func Parse(data []byte, dir string, getenv func(string) string) (*Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	var f fileConfig
+	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+		return nil, err
+	}
+	cfg := &Config{Tiers: map[string]agentd.Tier{}, Trust: map[string]bool{}}
+	ids := map[string]bool{}
+	for i, raw := range f.Servers {
+		field := fmt.Sprintf("servers[%d]", i)
+		var s fileServer
+		if err := jsonconf.DecodeStrict(raw, &s, field); err != nil {
+			return nil, err
+		}
+		sc, err := parseServer(s, field, dir, getenv)
+		if err != nil {
+			return nil, err
+		}
+		if ids[sc.ID] {
+			return nil, jsonconf.FieldErr(field+".id", "server id %q is used twice", sc.ID)
+		}
+		ids[sc.ID] = true
+		cfg.Servers = append(cfg.Servers, sc)
+	}
+	for i, id := range f.TrustAnnotations {
+		if !ids[id] {
+			return nil, jsonconf.FieldErr(fmt.Sprintf("trust_annotations[%d]", i), "no server has id %q", id)
+		}
+		cfg.Trust[id] = true
+	}
+	names := make([]string, 0, len(f.Tiers))
+	for name := range f.Tiers {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		field := "tiers." + name
+		id, tool, ok := strings.Cut(name, "__")
+		if !ok || tool == "" || !ids[id] {
+			return nil, jsonconf.FieldErr(field, "must name a tool as <server id>__<tool> of a server of \"servers\"")
+		}
+		switch t := agentd.Tier(f.Tiers[name]); t {
+		case agentd.TierAuto, agentd.TierConfirm:
+			cfg.Tiers[name] = t
+		default:
+			return nil, jsonconf.FieldErr(field, "must be \"auto\" or \"confirm\", got %q", f.Tiers[name])
+		}
+	}
+	return cfg, nil
+}
+
+func parseServer(s fileServer, field, dir string, getenv func(string) string) (ServerConfig, error) {
+	sc := ServerConfig{ID: s.ID, Dir: dir, Timeout: agentd.DefaultMCPCallTimeout}
+	if !idPattern.MatchString(s.ID) || strings.Contains(s.ID, "__") {
+		return sc, jsonconf.FieldErr(field+".id", "must match %s without \"__\" (lower case letters, digits, '_' or '-', starting with a letter, at most 40), got %q", idPattern, s.ID)
+	}
+	switch {
+	case len(s.Command) > 0 && s.URL != "":
+		return sc, jsonconf.FieldErr(field, "has both \"command\" (a stdio server) and \"url\" (an HTTP server): give one")
+	case len(s.Command) > 0:
+		if s.Command[0] == "" {
+			return sc, jsonconf.FieldErr(field+".command[0]", "must name a program")
+		}
+		if len(s.HeadersEnv) > 0 {
+			return sc, jsonconf.FieldErr(field+".headers_env", "is for HTTP servers (\"url\"); a stdio server gets \"env\"")
+		}
+		for j, name := range s.Env {
+			if !envNamePattern.MatchString(name) {
+				return sc, jsonconf.FieldErr(fmt.Sprintf("%s.env[%d]", field, j), "must be an environment variable name, got %q", name)
+			}
+		}
+		sc.Command, sc.Env = s.Command, s.Env
+	case s.URL != "":
+		u, err := url.Parse(s.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return sc, jsonconf.FieldErr(field+".url", "must be an http or https URL, got %q", s.URL)
+		}
+		if len(s.Env) > 0 {
+			return sc, jsonconf.FieldErr(field+".env", "is for stdio servers (\"command\"); an HTTP server gets \"headers_env\"")
+		}
+		sc.URL, sc.Headers = s.URL, map[string]string{}
+		for h, name := range s.HeadersEnv {
+			hf := field + ".headers_env." + h
+			if !headerPattern.MatchString(h) {
+				return sc, jsonconf.FieldErr(hf, "must be an HTTP header name")
+			}
+			if !envNamePattern.MatchString(name) {
+				return sc, jsonconf.FieldErr(hf, "must be an environment variable name, got %q", name)
+			}
+			v := getenv(name)
+			if v == "" {
+				return sc, jsonconf.FieldErr(hf, "environment variable %s is not set", name)
+			}
+			sc.Headers[h] = v
+		}
+	default:
+		return sc, jsonconf.FieldErr(field, "needs \"command\" (a stdio server) or \"url\" (a streamable HTTP server)")
+	}
+	if s.TimeoutMS != nil {
+		ms := *s.TimeoutMS
+		if ms < 1 || ms > maxTimeout.Milliseconds() {
+			return sc, jsonconf.FieldErr(field+".timeout_ms", "must be between 1 and %d, got %d", maxTimeout.Milliseconds(), ms)
+		}
+		sc.Timeout = time.Duration(ms) * time.Millisecond
+	}
+	return sc, nil
+}

@@ -1,0 +1,359 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/mcp/internal/testserver"
+	"github.com/agentd-dev/agentd/toolset"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+)
+
+// serverBin is mcp/testdata/server, built once by TestMain.
+var serverBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcptest")
+	if err != nil {
+		panic(err)
+	}
+	serverBin = filepath.Join(dir, "server")
+	if out, err := exec.Command("go", "build", "-o", serverBin, "./testdata/server").CombinedOutput(); err != nil {
+		panic(fmt.Sprintf("go build ./testdata/server: %v\n%s", err, out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// stdioServer starts the test server over stdio with mcp.json text cfg
+// (its command filled in), notes written to the returned file.
+func stdioServer(t *testing.T, cfg string) (*Server, string) {
+	t.Helper()
+	notes := filepath.Join(t.TempDir(), "notes")
+	t.Setenv("NOTES_FILE", notes)
+	cfg = strings.ReplaceAll(cfg, "SERVER", serverBin)
+	c, err := Parse([]byte(cfg), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	t.Cleanup(s.Close)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, notes
+}
+
+const stdioConfig = `{"servers": [{"id": "notes", "command": ["SERVER"], "env": ["NOTES_FILE"]}],
+	"trust_annotations": ["notes"]}`
+
+func names(defs []toolset.Tool) []string {
+	var out []string
+	for _, d := range defs {
+		out = append(out, d.Spec.Name)
+	}
+	return out
+}
+
+func find(t *testing.T, s *Server, name string) toolset.Tool {
+	t.Helper()
+	for _, d := range s.Tools() {
+		if d.Spec.Name == name {
+			return d
+		}
+	}
+	t.Fatalf("no tool %q in %v", name, names(s.Tools()))
+	return toolset.Tool{}
+}
+
+func classify(d toolset.Tool, args string) confirm.Classification {
+	return confirm.Classify(confirm.Call{Name: d.Spec.Name, Arguments: json.RawMessage(args), Tool: d.Confirm})
+}
+
+func call(s *Server, ctx context.Context, name, args string) (string, error) {
+	out, err := s.Execute(ctx, agentd.ToolCall{ID: "c1", Name: name, ServerID: s.ID(), Arguments: json.RawMessage(args)})
+	if err != nil {
+		return "", err
+	}
+	var text string
+	if err := json.Unmarshal(out, &text); err != nil {
+		return "", fmt.Errorf("result %s is not a JSON string: %v", out, err)
+	}
+	return text, nil
+}
+
+func lines(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// eventually polls cond until it holds or a generous bound passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+func TestStdioToolsAndTiers(t *testing.T) {
+	s, _ := stdioServer(t, stdioConfig)
+	want := []string{"notes__big", "notes__grow", "notes__lookup", "notes__note", "notes__wait"}
+	if got := names(s.Tools()); !slices.Equal(got, want) {
+		t.Fatalf("tools = %v, want %v", got, want)
+	}
+	note, lookup := find(t, s, "notes__note"), find(t, s, "notes__lookup")
+	if note.Confirm.ServerID != "notes" || !strings.Contains(string(note.Spec.Parameters), `"text"`) || note.Spec.Description != "Writes a note." {
+		t.Errorf("note = %+v, schema %s", note.Confirm, note.Spec.Parameters)
+	}
+	if c := classify(note, `{"text": "hi"}`); c.Tier != agentd.TierConfirm {
+		t.Errorf("unannotated note: tier %s, want confirm", c.Tier)
+	}
+	if c := classify(lookup, `{"q": "a"}`); c.Tier != agentd.TierAuto {
+		t.Errorf("readOnlyHint lookup of a trusted server: tier %s, want auto", c.Tier)
+	}
+	// The server's own schema is checked before any card.
+	if c := classify(lookup, `{"q": 7}`); c.Tier != agentd.TierNever || !c.Invalid || !strings.Contains(c.Why, "at '/q'") {
+		t.Errorf("bad arguments: %+v", c)
+	}
+	if c := classify(lookup, `[1]`); !c.Invalid {
+		t.Errorf("an array as arguments: %+v", c)
+	}
+}
+
+func TestTierRules(t *testing.T) {
+	for _, tt := range []struct {
+		name, cfg string
+		lookup    agentd.Tier
+		note      agentd.Tier
+	}{
+		{"untrusted readOnlyHint is confirm", `{"servers": [{"id": "notes", "command": ["SERVER"]}]}`, agentd.TierConfirm, agentd.TierConfirm},
+		{"tiers win over annotations", `{"servers": [{"id": "notes", "command": ["SERVER"]}], "trust_annotations": ["notes"],
+			"tiers": {"notes__lookup": "confirm", "notes__note": "auto"}}`, agentd.TierConfirm, agentd.TierAuto},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _ := stdioServer(t, tt.cfg)
+			if c := classify(find(t, s, "notes__lookup"), `{"q": "a"}`); c.Tier != tt.lookup {
+				t.Errorf("lookup: %s, want %s", c.Tier, tt.lookup)
+			}
+			if c := classify(find(t, s, "notes__note"), `{"text": "a"}`); c.Tier != tt.note {
+				t.Errorf("note: %s, want %s", c.Tier, tt.note)
+			}
+		})
+	}
+}
+
+func TestStdioExecute(t *testing.T) {
+	s, notes := stdioServer(t, stdioConfig)
+	got, err := call(s, context.Background(), "notes__note", `{"text": "first"}`)
+	if err != nil || got != "noted first" {
+		t.Fatalf("note = %q, %v", got, err)
+	}
+	if l := lines(t, notes); !slices.Equal(l, []string{"first"}) {
+		t.Errorf("notes = %q, want one run", l)
+	}
+	if _, err := call(s, context.Background(), "notes__nope", `{}`); err == nil || !strings.Contains(err.Error(), `no longer offers tool "notes__nope"`) {
+		t.Errorf("unknown tool: %v", err)
+	}
+	// Results are bounded, and other content is summarised.
+	big, err := call(s, context.Background(), "notes__big", fmt.Sprintf(`{"n": %d}`, agentd.DefaultMCPResultBytes*2))
+	if err != nil || len(big) > agentd.DefaultMCPResultBytes || !strings.Contains(big, "[cut: the result was") {
+		t.Errorf("big: %d bytes, %v", len(big), err)
+	}
+	small, err := call(s, context.Background(), "notes__big", `{"n": 3}`)
+	if err != nil || small != "xxx\n[image image/png, 3 bytes]" {
+		t.Errorf("small = %q, %v", small, err)
+	}
+}
+
+func TestStdioCancelAndTimeout(t *testing.T) {
+	s, notes := stdioServer(t, `{"servers": [{"id": "notes", "command": ["SERVER"], "env": ["NOTES_FILE"], "timeout_ms": 5000}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := call(s, ctx, "notes__wait", `{}`); done <- err }()
+	eventually(t, "the call reaches the server", func() bool { return len(lines(t, notes)) == 1 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	// The server saw the request cancelled (notifications/cancelled).
+	eventually(t, "the server cancels the request", func() bool { return len(lines(t, notes)) == 2 })
+	if l := lines(t, notes); !slices.Equal(l, []string{"waiting", "cancelled"}) {
+		t.Errorf("notes = %q", l)
+	}
+	s.cfg.Timeout = 200 * time.Millisecond
+	_, err := call(s, context.Background(), "notes__wait", `{}`)
+	if err == nil || !strings.Contains(err.Error(), "timed out after 200ms") {
+		t.Errorf("timeout: %v", err)
+	}
+	if got, err := call(s, context.Background(), "notes__lookup", `{"q": "still"}`); err != nil || !strings.HasPrefix(got, "found still") {
+		t.Errorf("after a timeout the server still answers: %q, %v", got, err)
+	}
+}
+
+func TestStdioRestart(t *testing.T) {
+	minBackoff = time.Second // long enough to see the server down
+	t.Cleanup(func() { minBackoff = 250 * time.Millisecond })
+	s, _ := stdioServer(t, stdioConfig)
+	first := s.Status()
+	if first.State != StateReady || first.PID == 0 || first.Transport != "stdio" {
+		t.Fatalf("status = %+v", first)
+	}
+	if err := syscall.Kill(first.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the server is seen down", func() bool { return s.Status().State != StateReady })
+	_, err := call(s, context.Background(), "notes__lookup", `{"q": "a"}`)
+	if err == nil || !strings.Contains(err.Error(), `MCP server "notes" is not running (agentd is starting it again)`) {
+		t.Errorf("a call to a dead server: %v", err)
+	}
+	if st := s.Status(); !strings.Contains(st.Error, "the server stopped") {
+		t.Errorf("status of a dead server: %+v", st)
+	}
+	eventually(t, "the server comes back", func() bool { return s.Status().State == StateReady })
+	again := s.Status()
+	if again.PID == first.PID || again.Restarts != 1 || again.Error != "" {
+		t.Errorf("after a restart: %+v (before %+v)", again, first)
+	}
+	got, err := call(s, context.Background(), "notes__lookup", `{"q": "b"}`)
+	if err != nil || got != fmt.Sprintf("found b (pid %d)", again.PID) {
+		t.Errorf("after a restart: %q, %v", got, err)
+	}
+}
+
+func TestStdioListChanged(t *testing.T) {
+	s, _ := stdioServer(t, stdioConfig)
+	if _, err := call(s, context.Background(), "notes__extra", `{}`); err == nil {
+		t.Fatal("extra exists before grow")
+	}
+	before, list := s.Version(), s.Tools()
+	if again := s.Tools(); &again[0] != &list[0] || s.Version() != before {
+		t.Fatal("an unchanged server lists another slice")
+	}
+	if _, err := call(s, context.Background(), "notes__grow", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "list_changed is picked up", func() bool { return slices.Contains(s.Status().Tools, "notes__extra") })
+	if got, err := call(s, context.Background(), "notes__extra", `{}`); err != nil || got != "extra" {
+		t.Errorf("extra = %q, %v", got, err)
+	}
+	if got := names(s.Tools()); !slices.Contains(got, "notes__extra") || s.Version() != before+1 {
+		t.Errorf("tools = %v, version %d (before %d)", got, s.Version(), before)
+	}
+	if c := classify(find(t, s, "notes__extra"), `{}`); c.Tier != agentd.TierAuto {
+		t.Errorf("a new readOnlyHint tool of a trusted server: %s", c.Tier)
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	c, err := Parse([]byte(`{"servers": [{"id": "gone", "command": ["/nonexistent/server"]}]}`), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	defer s.Close()
+	if err := s.Start(context.Background()); err == nil || !strings.Contains(err.Error(), `MCP server "gone": connect`) {
+		t.Fatalf("Start = %v", err)
+	}
+	if st := s.Status(); st.State != StateStarting || !strings.Contains(st.Error, "/nonexistent/server") || len(s.Tools()) != 0 {
+		t.Errorf("status = %+v, tools %v", st, names(s.Tools()))
+	}
+	if _, err := call(s, context.Background(), "gone__x", `{}`); err == nil || !strings.Contains(err.Error(), "is not running") {
+		t.Errorf("call = %v", err)
+	}
+}
+
+// httpServer serves the test server over streamable HTTP, refusing
+// requests without the bearer token.
+func httpServer(t *testing.T, token string) (*httptest.Server, string) {
+	t.Helper()
+	notes := filepath.Join(t.TempDir(), "notes")
+	srv := testserver.New(notes)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts, notes
+}
+
+func TestHTTPServer(t *testing.T) {
+	ts, notes := httpServer(t, "s3cret")
+	cfg := fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q, "headers_env": {"Authorization": "CRM_AUTH"}}], "trust_annotations": ["crm"]}`, ts.URL)
+	getenv := func(name string) string {
+		if name == "CRM_AUTH" {
+			return "Bearer s3cret"
+		}
+		return ""
+	}
+	c, err := Parse([]byte(cfg), t.TempDir(), getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	defer s.Close()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if c := classify(find(t, s, "crm__note"), `{"text": "x"}`); c.Tier != agentd.TierConfirm {
+		t.Errorf("note: %s", c.Tier)
+	}
+	if c := classify(find(t, s, "crm__lookup"), `{"q": "x"}`); c.Tier != agentd.TierAuto {
+		t.Errorf("lookup: %s", c.Tier)
+	}
+	if got, err := call(s, context.Background(), "crm__note", `{"text": "over http"}`); err != nil || got != "noted over http" {
+		t.Fatalf("note = %q, %v", got, err)
+	}
+	if l := lines(t, notes); !slices.Equal(l, []string{"over http"}) {
+		t.Errorf("notes = %q", l)
+	}
+	if _, err := call(s, context.Background(), "crm__grow", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "list_changed over HTTP", func() bool { return slices.Contains(s.Status().Tools, "crm__extra") })
+	if st := s.Status(); st.Transport != "http" || st.State != StateReady {
+		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestHTTPServerWithoutTheHeader(t *testing.T) {
+	ts, _ := httpServer(t, "s3cret")
+	c, err := Parse([]byte(fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q}]}`, ts.URL)), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	defer s.Close()
+	if err := s.Start(context.Background()); err == nil {
+		t.Fatal("a server that answers 401 started")
+	}
+	if st := s.Status(); st.State == StateReady || !strings.Contains(st.Error, "Unauthorized") {
+		t.Errorf("status = %+v", st)
+	}
+}
