@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/tracing"
 )
 
 // MaxMessageBytes bounds a user message.
@@ -127,7 +128,7 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 		Role: agentd.RoleUser, Content: content, CreatedAt: now}
 	err = e.commit(conv.ID, func() ([]agentd.Event, error) {
 		return e.store.StartRun(ctx, run, msg, []agentd.EventDraft{e.event(conv.ID, &agentd.RunStartedPayload{
-			RunID: run.ID, CorrelationID: run.CorrelationID,
+			RunID: run.ID, CorrelationID: run.CorrelationID, TraceID: tracing.TraceID(run.TraceParent),
 		})})
 	})
 	if err != nil {

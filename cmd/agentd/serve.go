@@ -40,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const defaultAddr = "127.0.0.1:8787"
@@ -59,6 +60,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	lp, err := loadServeProject(cfg, getenv, log, &done)
 	if err != nil {
+		return err
+	}
+	if lp.tracer, lp.traceContent, err = startTracing(getenv, log, &done); err != nil {
 		return err
 	}
 	keys := lp.proj.Server.APIKeys
@@ -131,6 +135,10 @@ type servedProject struct {
 	demoAPI   string // the demo billing API's base URL, when serving the demo
 	// mcp are the MCP servers of mcp.json, started (docs/mcp.md).
 	mcp []*mcp.Server
+	// tracer is nil when traces are off (otel.go); traceContent records
+	// message text and tool arguments in spans.
+	tracer       trace.TracerProvider
+	traceContent bool
 }
 
 // loadServeProject loads the project (writing the embedded demo into the
@@ -210,7 +218,8 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
 	}
-	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
+	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
+		Tracer: lp.tracer, TraceContent: lp.traceContent})
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err
 	}

@@ -34,6 +34,15 @@ func Format(sc trace.SpanContext) string {
 	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
 }
 
+// TraceID is the trace id of a traceparent, "" when it is none.
+func TraceID(traceparent string) string {
+	sc, ok := Parse(traceparent)
+	if !ok {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
 // Parse reads a W3C traceparent (version 00 and its format only). It
 // returns an invalid span context, and false, for anything else: an
 // incoming header that is not a traceparent is ignored, never an error.

@@ -38,3 +38,12 @@ func TestIDGeneratorHonoursWithIDs(t *testing.T) {
 		t.Errorf("NewIDs without WithIDs = %s %s", gt, gs)
 	}
 }
+
+func TestTraceID(t *testing.T) {
+	if got := TraceID("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("TraceID = %q", got)
+	}
+	if got := TraceID("not a traceparent"); got != "" {
+		t.Errorf("TraceID of garbage = %q", got)
+	}
+}
