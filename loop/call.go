@@ -74,6 +74,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	var took time.Duration
 	var status agentd.CallStatus // the span's, once known
 	var errMsg string
+	hookCtx := rs.ctx // the tool's span, when traced: the postToolUse hooks run in it
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else if c.Name == TaskTool && c.ServerID == SubagentsServerID {
@@ -83,6 +84,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		log.Info().Str("tool", c.Name).Msg("tool started")
 		ctx, span := e.tr.toolSpan(rs.ctx, e.traceRun(rs.ctx, c.RunID), c)
 		defer func() { endTool(span, status, errMsg) }()
+		hookCtx = ctx
 		began := time.Now()
 		result, runErr = t.Execute(ctx, c)
 		took = time.Since(began)
@@ -115,7 +117,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	e.obs.ToolExecuted(c.Name, u.Status, took)
 	e.obs.ToolCallFinished(u.Status, c.Tier)
 	if e.agent.Hooks != nil {
-		if err := e.agent.Hooks.PostToolUse(rs.ctx, hookCall(c, toolset.PhaseExecute), u.Status, u.Result, u.Error); err != nil {
+		if err := e.agent.Hooks.PostToolUse(hookCtx, hookCall(c, toolset.PhaseExecute), u.Status, u.Result, u.Error); err != nil {
 			log.Warn().Err(err).Msg("postToolUse hook failed")
 		}
 	}

@@ -173,6 +173,8 @@ func otelProject(t *testing.T) (dir, tpFile string, api *billing.API) {
 	must(t, os.MkdirAll(td, 0o755))
 	must(t, os.WriteFile(filepath.Join(td, "run.sh"), []byte("#!/bin/sh\ncat >/dev/null; printf '%s' \"$TRACEPARENT\" > "+tpFile+"; printf '{\"ok\":true}'\n"), 0o755))
 	must(t, os.WriteFile(filepath.Join(td, "tool.json"), []byte(`{"name":"traceparent","description":"writes TRACEPARENT","command":["/bin/sh","./run.sh"]}`), 0o644))
+	writeHook(t, dir, "trace", map[string]any{"points": []string{"postToolUse"}},
+		"cat >/dev/null; printf '%s\\n' \"$TRACEPARENT\" >> "+filepath.Join(dir, "hook-traceparent.txt"))
 	return dir, tpFile, api
 }
 
@@ -278,6 +280,11 @@ func TestTracesOfAnApproval(t *testing.T) {
 	tpTool := findSpan(spans, "execute_tool traceparent")
 	if got, _ := os.ReadFile(tpFile); string(got) != "00-"+callerTrace+"-"+hex.EncodeToString(tpTool.SpanId)+"-01" {
 		t.Errorf("the command tool's TRACEPARENT %q, want its span %x", got, tpTool.SpanId)
+	}
+	hookSaw, _ := os.ReadFile(filepath.Join(dir, "hook-traceparent.txt"))
+	if want := "00-" + callerTrace + "-" + hex.EncodeToString(tool.SpanId) + "-01\n00-" + callerTrace + "-" +
+		hex.EncodeToString(tpTool.SpanId) + "-01\n"; string(hookSaw) != want {
+		t.Errorf("the postToolUse hook's TRACEPARENT %q, want the tools' spans %q", hookSaw, want)
 	}
 
 	recv.mu.Lock()
