@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/demo/billing"
+	"github.com/agentd-dev/agentd/webhook"
+	"github.com/agentd-dev/agentd/webhook/webhooktest"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -139,6 +142,7 @@ const (
 	otelUserText  = "refund 500 for the broken kettle, customer Zanzibar"
 	otlpSecret    = "otlp-ingest-s3cret"
 	traceTestTool = "traceparent"
+	webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 )
 
 // otelRules: the request is parked; its result leads to the traceparent
@@ -152,7 +156,7 @@ const otelRules = `[
 // otelProject is the connection fixture's project (billing connection,
 // operator key) with otelRules and a command tool that writes its
 // TRACEPARENT to tpFile.
-func otelProject(t *testing.T) (dir, tpFile string, api *billing.API) {
+func otelProject(t *testing.T) (dir, tpFile string, api *billing.API, rc *webhooktest.Receiver) {
 	t.Helper()
 	api = billing.New()
 	downstream := httptest.NewServer(api.Handler())
@@ -173,16 +177,25 @@ func otelProject(t *testing.T) (dir, tpFile string, api *billing.API) {
 	must(t, os.MkdirAll(td, 0o755))
 	must(t, os.WriteFile(filepath.Join(td, "run.sh"), []byte("#!/bin/sh\ncat >/dev/null; printf '%s' \"$TRACEPARENT\" > "+tpFile+"; printf '{\"ok\":true}'\n"), 0o755))
 	must(t, os.WriteFile(filepath.Join(td, "tool.json"), []byte(`{"name":"traceparent","description":"writes TRACEPARENT","command":["/bin/sh","./run.sh"]}`), 0o644))
+	// A webhook endpoint beside the keys.
+	rc = webhooktest.NewReceiver(t)
+	var conf map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "agentd.json"))
+	must(t, err)
+	must(t, json.Unmarshal(b, &conf))
+	conf["webhooks"] = []map[string]any{{"id": "ops", "url": rc.URL, "secret_env": "OPS_WEBHOOK_SECRET"}}
+	b, _ = json.Marshal(conf)
+	must(t, os.WriteFile(filepath.Join(dir, "agentd.json"), b, 0o644))
 	writeHook(t, dir, "trace", map[string]any{"points": []string{"postToolUse"}},
 		"cat >/dev/null; printf '%s\\n' \"$TRACEPARENT\" >> "+filepath.Join(dir, "hook-traceparent.txt"))
-	return dir, tpFile, api
+	return dir, tpFile, api, rc
 }
 
 // otelEnv is the environment of a server exporting to r.
 func otelEnv(r *otlpReceiver) []string {
 	return []string{"BILLING_TOKEN=" + billingToken, "OTEL_EXPORTER_OTLP_ENDPOINT=" + r.srv.URL,
 		"OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20" + otlpSecret, "OTEL_SERVICE_NAME=agentd-test",
-		"OTEL_BSP_SCHEDULE_DELAY=100"}
+		"OTEL_BSP_SCHEDULE_DELAY=100", "OPS_WEBHOOK_SECRET=" + webhookSecret}
 }
 
 // sendTraced posts a user message with a caller's traceparent.
@@ -211,7 +224,7 @@ func sendTraced(t *testing.T, base, key, conv, content, traceparent string) {
 // TRACEPARENT; no key, secret or message text in any span.
 func TestTracesOfAnApproval(t *testing.T) {
 	recv := newOTLPReceiver(t)
-	dir, tpFile, api := otelProject(t)
+	dir, tpFile, api, rc := otelProject(t)
 	base, _ := startProcess(t, agentdBinary(t), dir, t.TempDir(), otelEnv(recv)...)
 
 	const callerTrace, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -273,9 +286,9 @@ func TestTracesOfAnApproval(t *testing.T) {
 		attr(post.Attributes, "http.response.status_code") != "201" {
 		t.Errorf("connection request span: parent %x (tool %x), %v", post.ParentSpanId, tool.SpanId, post.Attributes)
 	}
-	reqs := api.Requests()
-	if len(reqs) != 1 || reqs[0].Header.Get("Traceparent") != "00-"+callerTrace+"-"+hex.EncodeToString(post.SpanId)+"-01" {
-		t.Errorf("downstream traceparent %q, want the request span %x", reqs[0].Header.Get("Traceparent"), post.SpanId)
+	down := api.Requests()
+	if len(down) != 1 || down[0].Header.Get("Traceparent") != "00-"+callerTrace+"-"+hex.EncodeToString(post.SpanId)+"-01" {
+		t.Errorf("downstream traceparent %q, want the request span %x", down[0].Header.Get("Traceparent"), post.SpanId)
 	}
 	tpTool := findSpan(spans, "execute_tool traceparent")
 	if got, _ := os.ReadFile(tpFile); string(got) != "00-"+callerTrace+"-"+hex.EncodeToString(tpTool.SpanId)+"-01" {
@@ -287,6 +300,18 @@ func TestTracesOfAnApproval(t *testing.T) {
 		t.Errorf("the postToolUse hook's TRACEPARENT %q, want the tools' spans %q", hookSaw, want)
 	}
 
+	// The webhook of the parked call carries the run's trace context, in
+	// its body and as its traceparent header.
+	reqs := rc.WaitFor(t, waitLimit, "approval_required", func(r []webhooktest.Request) bool {
+		return len(webhooktest.WithEvent(r, webhook.EventApprovalRequired)) == 1
+	})
+	parked := webhooktest.WithEvent(reqs, webhook.EventApprovalRequired)[0]
+	webhooktest.Validate(t, parked.Body)
+	runTP := "00-" + callerTrace + "-" + runID + "-01"
+	if p := bodyOf(t, parked); p.EventContext.TraceID != callerTrace || p.EventContext.TraceParent != runTP || parked.Header.Get("Traceparent") != runTP {
+		t.Errorf("webhook trace context: header %q, body %s; want %s", parked.Header.Get("Traceparent"), parked.Body, runTP)
+	}
+
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	for i := range recv.auth {
@@ -296,7 +321,7 @@ func TestTracesOfAnApproval(t *testing.T) {
 	}
 	// Acceptance 4: nothing secret or said in any exported span.
 	all := strings.Join(recv.dumps, "\n")
-	for _, secret := range []string{billingToken, operatorKey, otlpSecret, otelUserText, "Zanzibar", "Refunding", "broken"} {
+	for _, secret := range []string{billingToken, operatorKey, otlpSecret, webhookSecret, otelUserText, "Zanzibar", "Refunding", "broken"} {
 		if strings.Contains(all, secret) {
 			t.Errorf("an exported span holds %q", secret)
 		}
@@ -310,7 +335,7 @@ func bytesEqual(a, b []byte) bool { return hex.EncodeToString(a) == hex.EncodeTo
 // park time and ends at the decision, in the run's trace.
 func TestTracedWaitAcrossKill9(t *testing.T) {
 	recv := newOTLPReceiver(t)
-	dir, _, _ := otelProject(t)
+	dir, _, _, _ := otelProject(t)
 	data := t.TempDir()
 	bin := agentdBinary(t)
 	base, proc := startProcess(t, bin, dir, data, otelEnv(recv)...)

@@ -206,7 +206,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg)
+	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg, lp.tracer != nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -278,10 +278,11 @@ func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
 // startWebhooks starts the webhook outbox's dispatcher and delivery workers
 // for the project's endpoints (none: it does nothing). It must run before
 // the loop starts, so that the dispatcher's first cursor precedes every
-// event the loop commits. reg, when set, gets its metrics.
+// event the loop commits. reg, when set, gets its metrics; traces puts the
+// runs' trace context in the payloads.
 func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, feed agentd.Feed,
-	log zerolog.Logger, reg prometheus.Registerer) (*webhook.Service, error) {
-	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg})
+	log zerolog.Logger, reg prometheus.Registerer, traces bool) (*webhook.Service, error) {
+	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg, Traces: traces})
 	if err != nil {
 		return nil, err
 	}
