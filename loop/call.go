@@ -82,7 +82,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		result, runErr = e.runSubagent(rs.ctx, c)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
-		ctx, span := e.tr.toolSpan(rs.ctx, e.traceRun(rs.ctx, c.RunID), c)
+		ctx, span := e.tr.toolSpan(rs.ctx, e.runTrace(rs, c.RunID), c)
 		defer func() { endTool(span, status, errMsg) }()
 		hookCtx = ctx
 		began := time.Now()

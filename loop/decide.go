@@ -174,7 +174,6 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 		Str("correlation_id", c.CorrelationID).Str("decision", dec.Decision).Str("via", dec.Via).
 		Str("key_id", dec.DecidedBy).Bool("edited", pd.u.Edit != nil).Msg("decision")
 	e.obs.Decided(dec.Decision, dec.Via, e.clock.Now().Sub(c.UpdatedAt))
-	e.tr.waitSpan(e.traceRun(e.ctx, c.RunID), *c, dec.Decision, dec.DecidedBy, dec.Via, pd.u.Now)
 	if updated.Status.Terminal() {
 		e.obs.ToolCallFinished(updated.Status, updated.Tier)
 	}
@@ -183,6 +182,9 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	} else {
 		e.wakeRun(c.RunID)
 	}
+	// After the call is on its way: the span's read of the run is not on
+	// the path from the approval to the tool's start.
+	e.tr.waitSpan(e.traceRun(e.ctx, c.RunID), *c, dec.Decision, dec.DecidedBy, dec.Via, pd.u.Now)
 }
 
 // decideRetries bounds how often a decision is planned again after it lost

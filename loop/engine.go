@@ -129,6 +129,10 @@ type runState struct {
 	// delegated caches the conversation's delegated flag (immutable) once
 	// the driver has read it.
 	delegated *bool
+	// traced is the run as its tool spans read it once (its trace context
+	// is immutable): runTrace.
+	traceOnce sync.Once
+	traced    *agentd.Run
 }
 
 // New returns an engine. Call Start before use and Close when done.

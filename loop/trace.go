@@ -209,3 +209,13 @@ func (e *Engine) traceRun(ctx context.Context, runID string) *agentd.Run {
 	}
 	return run
 }
+
+// runTrace is traceRun read once per driver of the run: its calls' spans
+// share the read.
+func (e *Engine) runTrace(rs *runState, runID string) *agentd.Run {
+	if e.tr == nil {
+		return nil
+	}
+	rs.traceOnce.Do(func() { rs.traced = e.traceRun(rs.ctx, runID) })
+	return rs.traced
+}
