@@ -375,3 +375,25 @@ func TestTracedWaitAcrossKill9(t *testing.T) {
 		t.Errorf("the run span starts at %d, not when the run started", run.StartTimeUnixNano)
 	}
 }
+
+// An AG-UI run continues the caller's trace too: the protocol endpoints
+// go through the same middleware as POST …/messages.
+func TestAGUIContinuesTheCallersTrace(t *testing.T) {
+	recv := newOTLPReceiver(t)
+	dir, _ := writeProject(t, projectOpts{})
+	base, _ := startServer(t, dir, t.TempDir(), map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": recv.srv.URL + "/v1/traces",
+		"OTEL_BSP_SCHEDULE_DELAY": "100"})
+	const callerTrace, callerSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/ag-ui",
+		strings.NewReader(`{"threadId":"t-traced","runId":"r1","messages":[{"id":"u1","role":"user","content":"record it"}]}`))
+	must(t, err)
+	req.Header.Set("Traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
+	resp, err := streamClient.Do(req)
+	must(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body) // to RUN_FINISHED
+	resp.Body.Close()
+	run := findSpan(recv.waitSpans(t, "invoke_agent"), "invoke_agent")
+	if hex.EncodeToString(run.TraceId) != callerTrace || hex.EncodeToString(run.ParentSpanId) != callerSpan {
+		t.Errorf("AG-UI run span in trace %x under %x, want %s under %s", run.TraceId, run.ParentSpanId, callerTrace, callerSpan)
+	}
+}
