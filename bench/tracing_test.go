@@ -98,7 +98,7 @@ func BenchmarkApprovalTracing(b *testing.B) {
 			inst.tracedSample(b, client, mark)
 		}
 	}
-	n := iterations(b, "AGENTD_BENCH_SAMPLES", 200)
+	n := iterations(b, "AGENTD_BENCH_SAMPLES", 100) // four engines: 100 keeps the one-iteration run of scripts/test.sh short
 	samples := make([][]tracedSample, len(insts))
 	b.ResetTimer()
 	start := time.Now()
