@@ -10,12 +10,15 @@ const (
 	EINVALID      = "invalid"      // 400: malformed or semantically wrong input
 	EUNAUTHORIZED = "unauthorized" // 401: no or bad credentials
 	EFORBIDDEN    = "forbidden"    // 403: authenticated but the role may not do this
-	ENOTFOUND     = "not_found"    // 404: absent, or owned by another tenant
-	ECONFLICT     = "conflict"     // 409: state does not allow the operation
-	EEXPIRED      = "expired"      // 409: the approval deadline has passed
-	ESTALE        = "stale"        // 409: arguments_sha256 differs from the pending digest
-	ERUNACTIVE    = "run_active"   // 409: a run is already active on the conversation
-	ETOOLARGE     = "too_large"    // 413: body over the limit
+	// EWRITENOTALLOWED is 403: a command tool whose confirm is false made a
+	// write through its context endpoint (SPEC §4.1).
+	EWRITENOTALLOWED = "write_not_allowed"
+	ENOTFOUND        = "not_found"  // 404: absent, or owned by another tenant
+	ECONFLICT        = "conflict"   // 409: state does not allow the operation
+	EEXPIRED         = "expired"    // 409: the approval deadline has passed
+	ESTALE           = "stale"      // 409: arguments_sha256 differs from the pending digest
+	ERUNACTIVE       = "run_active" // 409: a run is already active on the conversation
+	ETOOLARGE        = "too_large"  // 413: body over the limit
 	// ETOOMANYSTREAMS is 429: the API key holds as many open streams as
 	// its limit allows (agentd.json limits.max_streams_per_key).
 	ETOOMANYSTREAMS = "too_many_streams"

@@ -76,6 +76,10 @@ type ConversationStore interface {
 	AddMessage(ctx context.Context, m *Message, events []EventDraft) ([]Event, error)
 	// Messages returns a conversation's messages in insertion order.
 	Messages(ctx context.Context, conversationID string) ([]Message, error)
+	// MessagesAfter returns a conversation's messages after its first n,
+	// in insertion order (every message when n <= 0): messages are only
+	// ever appended, so a reader holding the first n reads only the rest.
+	MessagesAfter(ctx context.Context, conversationID string, n int) ([]Message, error)
 }
 
 // RunStore holds runs and records their model steps.
@@ -130,6 +134,10 @@ type ToolCallStore interface {
 	ToolCalls(ctx context.Context, conversationID string) ([]ToolCall, error)
 	// RunToolCalls returns the calls of one run in (step, index) order.
 	RunToolCalls(ctx context.Context, runID string) ([]ToolCall, error)
+	// MessageToolCalls returns the calls of a conversation made by the
+	// messages named, in ToolCalls' order, with decisions; at most 1,000
+	// message ids (EINVALID beyond).
+	MessageToolCalls(ctx context.Context, conversationID string, messageIDs []string) ([]ToolCall, error)
 	// UpdateToolCall is the one conditional state transition of a call:
 	// it applies u only if the current status is in u.From (and, with
 	// u.Card, the call still shows that card), inserts

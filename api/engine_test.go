@@ -270,7 +270,7 @@ func (e *fakeEngine) Audit(ctx context.Context, p agentd.Principal, q agentd.Aud
 	return []agentd.AuditEntry{}, 0, nil
 }
 
-func (e *fakeEngine) ToolSpecs() []agentd.ToolSpec {
+func (e *fakeEngine) ToolSpecs(string) []agentd.ToolSpec {
 	return []agentd.ToolSpec{{Name: "pay", Description: "pays", Parameters: json.RawMessage(`{"type":"object"}`)}}
 }
 

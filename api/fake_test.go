@@ -191,7 +191,7 @@ func (f *fakeService) Audit(ctx context.Context, p agentd.Principal, q agentd.Au
 	return []agentd.AuditEntry{{ID: 7, Kind: agentd.AuditDecision, TenantID: p.TenantID, ProjectID: p.ProjectID, KeyID: p.KeyID}}, next, nil
 }
 
-func (f *fakeService) ToolSpecs() []agentd.ToolSpec {
+func (f *fakeService) ToolSpecs(string) []agentd.ToolSpec {
 	return []agentd.ToolSpec{{Name: "pay", Description: "pays", Parameters: json.RawMessage(`{"type":"object"}`)}}
 }
 

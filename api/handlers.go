@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -296,7 +297,7 @@ type toolView struct {
 }
 
 func (s *Server) handleListTools(c echo.Context) error {
-	specs := s.engine.ToolSpecs()
+	specs := s.engine.ToolSpecs(principal(c).TenantID)
 	out := make([]toolView, 0, len(specs))
 	for _, t := range specs {
 		tier, server := s.engine.ToolTier(t.Name)
@@ -381,6 +382,68 @@ func (s *Server) handleConnectionRequest(c echo.Context) error {
 		ev.Str("outcome", "preview").Msg("durable connection request")
 	default:
 		ev.Str("outcome", "performed").Msg("durable connection request")
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// contextRequest is the body of POST /v1/context/request: the request
+// tool's arguments.
+type contextRequest struct {
+	Connection string `json:"connection"`
+	connectionRequest
+}
+
+// contextToolRequest is the body of POST /v1/context/tools/{name}.
+type contextToolRequest struct {
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// contextToken is the bearer token of a context endpoint request; the
+// endpoint checks it (it is not an API key, and it is never logged).
+func contextToken(c echo.Context) string {
+	token, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// handleContextRequest is a command tool's request on a connection
+// through its per-call context endpoint (SPEC §4.1, docs/runtime.md).
+func (s *Server) handleContextRequest(c echo.Context) error {
+	token := contextToken(c)
+	if s.cfg.Context == nil || token == "" {
+		return agentd.Errorf(agentd.EUNAUTHORIZED, "a context token is required: Authorization: Bearer $AGENTD_CONTEXT_TOKEN")
+	}
+	var req contextRequest
+	if err := decode(c, &req, false); err != nil {
+		return err
+	}
+	args, err := json.Marshal(req)
+	if err != nil {
+		return agentd.Errorf(agentd.EINVALID, "bad request: %v", err)
+	}
+	out, err := s.cfg.Context.Request(c.Request().Context(), token, args)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// handleContextTool is a composite's call of one of its uses.tools
+// through its per-call context endpoint (SPEC §4.1, docs/runtime.md).
+func (s *Server) handleContextTool(c echo.Context) error {
+	token := contextToken(c)
+	if s.cfg.Context == nil || token == "" {
+		return agentd.Errorf(agentd.EUNAUTHORIZED, "a context token is required: Authorization: Bearer $AGENTD_CONTEXT_TOKEN")
+	}
+	var req contextToolRequest
+	if err := decode(c, &req, true); err != nil {
+		return err
+	}
+	out, err := s.cfg.Context.CallTool(c.Request().Context(), token, c.Param("name"), req.Arguments)
+	if err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -154,5 +154,15 @@ func otherOperations() []operation {
 			content: jsonContent(object([]string{"endpoints"}, schema{"endpoints": schema{"type": []string{"array", "null"}, "items": ref("WebhookEndpoint")}}))},
 		{method: http.MethodPost, path: "/v1/webhooks/endpoints/{id}/enable", id: "enableEndpoint", summary: "Re-enable an endpoint",
 			status: http.StatusOK, content: jsonContent(ref("WebhookEndpoint"))},
+		{method: http.MethodPost, path: "/v1/context/request", id: "contextRequest",
+			summary: "A command tool's request on a connection, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
+			body:    requestBody[contextRequest](), bodyRequired: true, status: http.StatusOK,
+			content: jsonContent(object([]string{"status", "body"}, schema{"status": schema{"type": "integer"}, "body": schema{},
+				"truncated": schema{"type": "boolean"}, "idempotency_key": str()}))},
+		{method: http.MethodPost, path: "/v1/context/tools/{name}", id: "contextTool",
+			summary: "A composite's call of a tool of its uses.tools, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
+			body:    requestBody[contextToolRequest](), status: http.StatusOK,
+			content: jsonContent(object([]string{"status"}, schema{"status": schema{"enum": []string{"completed", "failed"}},
+				"result": schema{}, "error": str()}))},
 	}
 }

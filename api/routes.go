@@ -65,6 +65,11 @@ func (s *Server) routes() {
 	authed.GET("/webhooks/endpoints", s.handleListEndpoints)
 	authed.POST("/webhooks/endpoints/:id/enable", s.handleEnableEndpoint)
 
+	// A command tool's per-call context endpoint (SPEC §4.1): its own
+	// bearer token, valid while the call runs, not an API key.
+	e.POST("/v1/context/request", s.handleContextRequest)
+	e.POST("/v1/context/tools/:name", s.handleContextTool)
+
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	e.GET("/v1/conversations/:id/events", s.handleEvents, s.authenticate(true))
 }

@@ -60,6 +60,26 @@ type Config struct {
 	// routes); nil when no webhooks are configured (those routes answer
 	// 404 then).
 	Webhooks Webhooks
+	// Context serves a command tool's per-call context endpoint, POST
+	// /v1/context/request and /v1/context/tools/{name}; nil: every token
+	// is refused (401).
+	Context ContextEndpoint
+}
+
+// ContextEndpoint is the command tools' per-call context endpoint (SPEC
+// §4.1); callcontext.Endpoint implements it. token is the caller's bearer
+// token (AGENTD_CONTEXT_TOKEN): EUNAUTHORIZED unless a call it was given
+// to runs now.
+type ContextEndpoint interface {
+	// Request performs one request on a connection (args: the request
+	// tool's arguments): EWRITENOTALLOWED for a write of a tool whose
+	// confirm is false, EFORBIDDEN when the policy refuses, ENOTFOUND,
+	// EINVALID, EUNAVAILABLE as on the durable path.
+	Request(ctx context.Context, token string, args json.RawMessage) (any, error)
+	// CallTool runs one call of a tool of the composite's uses.tools
+	// (EFORBIDDEN for another, or one a composite may not call).
+	// The answer is {"status": "completed"|"failed", "result"|"error"}.
+	CallTool(ctx context.Context, token, name string, args json.RawMessage) (any, error)
 }
 
 // Webhooks is the webhook outbox as operators see it; webhook.Service
@@ -139,8 +159,9 @@ type Service interface {
 	// tenant and project that matches q, and the next cursor (0 at the
 	// end). EFORBIDDEN unless p is an operator or admin key.
 	Audit(ctx context.Context, p agentd.Principal, q agentd.AuditQuery) ([]agentd.AuditEntry, int64, error)
-	// ToolSpecs are the tools the agent's model sees.
-	ToolSpecs() []agentd.ToolSpec
+	// ToolSpecs are the tools the agent's model sees in the tenant's
+	// conversations.
+	ToolSpecs(tenantID string) []agentd.ToolSpec
 	// ToolTier is a tool's base tier and server id ("per_call" for the
 	// request tool).
 	ToolTier(name string) (agentd.Tier, string)

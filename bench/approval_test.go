@@ -41,6 +41,9 @@ const approvalRules = `[
 // (the server is idle, as it is when a human decides), and the next sample
 // starts only after the run has finished.
 //
+// With AGENTD_BENCH_IDEMPOTENT=1 the tool is declared idempotent, so the
+// approval claims the call in its own commit (one commit instead of two).
+//
 // Metrics: p50/p99 of both, in ms, and their ratios (target: agentd ≤ 1.5×
 // the floor). ns/op is the wall time of one agentd+floor sample pair,
 // including the untimed preparation.
@@ -52,7 +55,8 @@ func BenchmarkApprovalLatency(b *testing.B) {
 	mark := filepath.Join(dir, "mark")
 	b.Setenv(markEnv, mark)
 
-	inst := startAgentd(b, dir, approvalRules, []toolDef{{name: "mark", command: []string{helper}, confirm: true}})
+	inst := startAgentd(b, dir, approvalRules, []toolDef{{name: "mark", command: []string{helper}, confirm: true,
+		idempotent: os.Getenv("AGENTD_BENCH_IDEMPOTENT") == "1"}})
 	fl := startFloor(b, dir, helper)
 	client := newClient()
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -42,13 +43,15 @@ func BenchmarkGroupCommit(b *testing.B) {
 	defer one.Close()
 	defer batch.Close()
 
-	var agentdT, oneT, batchT time.Duration
+	var agentdT, oneT, batchT, agentdCPU time.Duration
+	self := loadServer{pid: os.Getpid()}
 	b.ResetTimer()
 	for r := range rounds {
 		convs, drafts := benchGroupConvs(b, store, one, batch, writers)
-		t0 := time.Now()
+		c0, t0 := self.cpu(b), time.Now()
 		appendAll(b, store, drafts, per)
 		t1 := time.Now()
+		agentdCPU += self.cpu(b) - c0
 		for range per {
 			for _, c := range convs {
 				one.append(b, c, drafts[0][0].Data)
@@ -64,14 +67,16 @@ func BenchmarkGroupCommit(b *testing.B) {
 	n := float64(rounds * writers * per)
 	rate := func(d time.Duration) float64 { return n / d.Seconds() }
 	b.ReportMetric(rate(agentdT), "agentd-events/s")
+	b.ReportMetric(float64(agentdCPU.Microseconds())/n, "agentd-cpu-µs/event")
 	b.ReportMetric(rate(oneT), "one-events/s")
 	b.ReportMetric(rate(batchT), "batch64-events/s")
 	b.ReportMetric(rate(agentdT)/rate(oneT), "ratio-to-one")
 	b.ReportMetric(rate(agentdT)/rate(batchT), "ratio-to-batch64")
 	report(b, fmt.Sprintf("BenchmarkGroupCommit: %d writers × %d events, %d rounds (persisted events/s)\n"+
-		"  %-40s %12.0f\n  %-40s %12.0f\n  %-40s %12.0f\n  %-40s %12.2f\n  %-40s %12.2f\n",
+		"  %-40s %12.0f\n  %-40s %12.1f\n  %-40s %12.0f\n  %-40s %12.0f\n  %-40s %12.2f\n  %-40s %12.2f\n",
 		writers, per, rounds,
 		"agentd: store.AppendEvents, group commit", rate(agentdT),
+		"agentd: process CPU per event (µs)", float64(agentdCPU.Microseconds())/n,
 		"floor: one commit per event", rate(oneT),
 		"floor: 64 events per commit", rate(batchT),
 		"ratio agentd / one per commit", rate(agentdT)/rate(oneT),

@@ -205,6 +205,9 @@ type toolDef struct {
 	name    string
 	command []string
 	confirm bool // exposure requires-confirmation
+	// idempotent declares the tool idempotent: an approval then claims
+	// the call in its own commit (docs/loop.md).
+	idempotent bool
 }
 
 // instance is agentd wired as cmd/agentd/serve.go wires it, in-process, on
@@ -333,6 +336,9 @@ func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring 
 			"command": d.command, "env": []string{markEnv}}
 		if d.confirm {
 			def["exposure"] = map[string]string{"kind": tools.ExposureRequiresConfirmation}
+		}
+		if d.idempotent {
+			def["idempotent"] = true
 		}
 		b, _ := json.Marshal(def)
 		if err := os.WriteFile(filepath.Join(td, "tool.json"), b, 0o644); err != nil {

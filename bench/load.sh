@@ -19,6 +19,8 @@
 #   AGENTD_BENCH_PARKED   parked calls of BenchmarkParkedScale (default 2000; 100000 for the target)
 #   AGENTD_BENCH_DECISIONS decisions per server in BenchmarkParkedScale (default 20)
 #   AGENTD_BENCH_DIR      folder for the SQLite files (default: a temp folder)
+#   AGENTD_BENCH_IDEMPOTENT=1  ApprovalLatency with an idempotent tool (one commit)
+#   AGENTD_BENCH_CONVS    StreamingLoad conversations (default 500); AGENTD_BENCH_DELTAS deltas each (50)
 #   AGENTD_BENCH_WIRING   how the SSE hub is fed: direct (default, as serve.go)
 #                         or feed (from the event feed); HubWiring runs both
 #   OUT                   also write everything to this file

@@ -35,6 +35,9 @@ type RequestTool struct {
 	params json.RawMessage
 	schema *jsonschema.Schema
 	view   *confirm.Tool
+	// tenants are the tenants that see the tool: those of the connections
+	// it reaches together; nil when one of them allows every tenant.
+	tenants []string
 }
 
 // NewRequestTool returns the request tool over the connections that expose
@@ -57,6 +60,7 @@ func NewRequestTool(conns []*Connection) *RequestTool {
 		return nil
 	}
 	slices.Sort(t.names)
+	t.tenants = unionTenants(t.names, t.conns)
 	t.params = requestParameters(t.names)
 	sch, err := schema.Compile(confirm.RequestToolName, t.params)
 	if err != nil { // the schema is ours: a failure is a bug
@@ -68,6 +72,21 @@ func NewRequestTool(conns []*Connection) *RequestTool {
 		Connections: views, Validate: t.validate,
 	}
 	return t
+}
+
+// unionTenants is the tenants of the named connections together, sorted;
+// nil when one of them allows every tenant.
+func unionTenants(names []string, conns map[string]*Connection) []string {
+	var all []string
+	for _, name := range names {
+		ids := conns[name].tenants
+		if ids == nil {
+			return nil
+		}
+		all = append(all, ids...)
+	}
+	slices.Sort(all)
+	return slices.Compact(all)
 }
 
 // requestParameters is the request tool's JSON Schema.
@@ -136,7 +155,7 @@ func (t *RequestTool) ID() string { return ServerID }
 // interrupted by a crash is not re-sent).
 func (t *RequestTool) Tools() []toolset.Tool {
 	return []toolset.Tool{{Spec: t.Spec(), Confirm: t.view, LLMCallable: true,
-		Origin: ServerID + " (the request tool)"}}
+		Origin: ServerID + " (the request tool)", TenantIDs: t.tenants}}
 }
 
 // Connections returns the names of the connections the tool reaches, sorted.
@@ -237,7 +256,7 @@ func (t *OperationTool) Confirm() *confirm.Tool { return t.view }
 // idempotent (a request interrupted by a crash is not re-sent).
 func (t *OperationTool) def() toolset.Tool {
 	return toolset.Tool{Spec: t.Spec(), Confirm: t.view, LLMCallable: true,
-		Origin: fmt.Sprintf("connection %q", t.conn.Name)}
+		Origin: fmt.Sprintf("connection %q", t.conn.Name), TenantIDs: t.conn.tenants}
 }
 
 // validate checks grouped arguments against the operation's schema and

@@ -19,6 +19,7 @@ package files
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -139,8 +140,10 @@ func (s *Source) tools() []toolset.Tool {
 			Confirm: &confirm.Tool{Name: name, ServerID: ServerID, Exposure: exposure,
 				Validate: func(raw json.RawMessage) (json.RawMessage, error) { return s.validate(name, raw) }},
 			LLMCallable: true,
-			Idempotent:  !sp.writes,
-			Origin:      "the workspace file tools",
+			// write_file is atomic (write) and a call that already wrote
+			// answers so (apply): recovery may run it again.
+			Idempotent: !sp.writes || name == WriteFile,
+			Origin:     "the workspace file tools",
 			Prepare: func(ctx context.Context, raw json.RawMessage) (toolset.Preparation, error) {
 				return s.prepare(name, raw)
 			},
@@ -442,6 +445,12 @@ func (s *Source) apply(call agentd.ToolCall, a args) (json.RawMessage, error) {
 		return nil, err
 	}
 	if call.StateSHA256 != "" && ch.state != call.StateSHA256 {
+		if call.Name == WriteFile && ch.existed && bytes.Equal(ch.old, ch.new) {
+			// The file holds what was approved: this call wrote it before a
+			// crash and recovery runs it again (write_file is idempotent).
+			return json.Marshal(map[string]any{"path": a.Path, "action": "unchanged", "bytes": len(ch.new),
+				"note": "the file already holds this content"})
+		}
 		return nil, fmt.Errorf("%s changed after the approval, so nothing was written", a.Path)
 	}
 	added, removed := countLines(ch.diff())
@@ -477,48 +486,136 @@ func (s *Source) apply(call agentd.ToolCall, a args) (json.RawMessage, error) {
 // write puts the change's new content in its file, only while the path
 // still names the file the change was read from (the same identity, one
 // link, the same content) or, for a new file, nothing: the file is opened
-// first and checked, and its content read, through the descriptor it is
-// written with, so nothing swapped in or edited in place after the change
-// was computed is written over.
+// first and checked, and its content read, through a descriptor, so
+// nothing swapped in or edited in place after the change was computed is
+// written over. The new content goes to a temporary file in the same
+// folder, which then takes the file's place in one rename (a new file: one
+// link, which fails if the name was taken meanwhile), so a crash leaves the
+// old file or the new one, never part of one. A file reached through a
+// symbolic link is written in place, through the link, as before.
 func (s *Source) write(ch *change) error {
-	flag := os.O_WRONLY | nonBlock
+	perm := fs.FileMode(0o644)
 	if ch.existed {
-		flag = os.O_RDWR | nonBlock
-	} else {
-		flag |= os.O_CREATE | os.O_EXCL
-	}
-	f, err := s.root.OpenFile(ch.path, flag, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%s was created after the approval, so nothing was written", ch.path)
-	} else if err != nil {
-		return outside(ch.path, err)
-	}
-	defer f.Close()
-	if ch.existed {
-		info, err := f.Stat()
+		info, err := s.root.Lstat(ch.path)
 		if err != nil {
 			return outside(ch.path, err)
 		}
-		if id, err := regular(ch.path, info); err != nil {
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return s.writeInPlace(ch)
+		}
+		if perm, err = s.checkUnchanged(ch); err != nil {
 			return err
-		} else if id != ch.id {
-			return fmt.Errorf("%s is another file than the approval saw, so nothing was written", ch.path)
 		}
-		now, err := io.ReadAll(io.LimitReader(f, int64(len(ch.old))+1))
-		if err != nil {
-			return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
-		}
-		if !bytes.Equal(now, ch.old) {
-			return fmt.Errorf("%s changed after the approval, so nothing was written", ch.path)
-		}
-		if err := f.Truncate(0); err != nil {
-			return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
-		}
-		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
-		}
+	} else if _, err := s.root.Lstat(ch.path); err == nil {
+		return fmt.Errorf("%s was created after the approval, so nothing was written", ch.path)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return outside(ch.path, err)
 	}
-	if _, err := f.Write(ch.new); err != nil {
+	tmp, err := s.writeTemp(ch, perm)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.root.Remove(tmp) }() // gone after a rename; else what is left of a failure
+	if err := beforeReplace(); err != nil {
+		return fmt.Errorf("%s: %v", ch.path, err)
+	}
+	if ch.existed {
+		err = s.root.Rename(tmp, ch.path)
+	} else if err = s.root.Link(tmp, ch.path); errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s was created after the approval, so nothing was written", ch.path)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+	}
+	s.syncDir(ch.path)
+	return nil
+}
+
+// beforeReplace runs between the temporary file's write and the rename;
+// tests make it fail as a crash would.
+var beforeReplace = func() error { return nil }
+
+// checkUnchanged opens the change's file and checks it (checkFile); it
+// returns its mode.
+func (s *Source) checkUnchanged(ch *change) (fs.FileMode, error) {
+	f, err := s.root.OpenFile(ch.path, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return 0, outside(ch.path, err)
+	}
+	defer f.Close()
+	return checkFile(f, ch)
+}
+
+// checkFile checks that f, open at its start, is the file, with the
+// content, the change was computed from; it returns its mode.
+func checkFile(f *os.File, ch *change) (fs.FileMode, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return 0, outside(ch.path, err)
+	}
+	if id, err := regular(ch.path, info); err != nil {
+		return 0, err
+	} else if id != ch.id {
+		return 0, fmt.Errorf("%s is another file than the approval saw, so nothing was written", ch.path)
+	}
+	now, err := io.ReadAll(io.LimitReader(f, int64(len(ch.old))+1))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+	}
+	if !bytes.Equal(now, ch.old) {
+		return 0, fmt.Errorf("%s changed after the approval, so nothing was written", ch.path)
+	}
+	return info.Mode().Perm(), nil
+}
+
+// writeTemp writes the change's new content, synced, to a new temporary
+// file beside its file (".<name>.agentd-<random>.tmp") and returns its path.
+func (s *Source) writeTemp(ch *change, perm fs.FileMode) (string, error) {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := path.Join(path.Dir(ch.path), "."+path.Base(ch.path)+".agentd-"+hex.EncodeToString(rnd[:])+".tmp")
+	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return "", fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+	}
+	_, err = f.Write(ch.new)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = s.root.Remove(tmp)
+		return "", fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+	}
+	return tmp, nil
+}
+
+// syncDir makes the rename of a file in p's folder durable (best effort:
+// the file is already in place).
+func (s *Source) syncDir(p string) {
+	if d, err := s.root.Open(path.Dir(p)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// writeInPlace writes the change's new content through the descriptor it
+// checks the file with (a file reached through a symbolic link).
+func (s *Source) writeInPlace(ch *change) error {
+	f, err := s.root.OpenFile(ch.path, os.O_RDWR|nonBlock, 0)
+	if err != nil {
+		return outside(ch.path, err)
+	}
+	defer f.Close()
+	if _, err := checkFile(f, ch); err != nil {
+		return err
+	}
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
+	}
+	if _, err := f.WriteAt(ch.new, 0); err != nil {
 		return fmt.Errorf("%s: %v", ch.path, unwrapPath(err))
 	}
 	if err := f.Close(); err != nil {

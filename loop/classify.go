@@ -25,7 +25,8 @@ type classifyIn struct {
 	// tier is the call's current tier, for the hooks (execute phase).
 	tier  agentd.Tier
 	phase string
-	// def is the tool, nil when the model may not call it.
+	// def is the tool, nil when the model may not call it (nor may it
+	// when the tool is not for tenant).
 	def *toolset.Tool
 }
 
@@ -42,8 +43,8 @@ type classified struct {
 // run.
 func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 	call := confirm.Call{Name: in.name, Arguments: in.args, Delegated: in.delegated, TenantID: in.tenant}
-	if in.def != nil {
-		call.Tool = in.def.Confirm
+	if in.def != nil && in.def.ForTenant(in.tenant) {
+		call.Tool = in.def.Confirm // a tool the tenant does not see is unknown to it
 	}
 	d := confirm.Classify(call)
 	if d.Refused && (d.Invalid || call.Tool == nil) {

@@ -157,6 +157,12 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 	if d.want == agentd.StatusDenied {
 		pd.u.Error = "denied by " + d.by.KeyID
 	}
+	if d.want == agentd.StatusApproved && len(d.req.Arguments) == 0 && e.startsOnDecision(c) {
+		// One commit: the approval and the claim (startCall runs an
+		// executing call as it is).
+		pd.u.Status = agentd.StatusExecuting
+		pd.drafts = append(pd.drafts, e.toolCallStarted(c))
+	}
 	if len(d.req.Arguments) > 0 {
 		var err error
 		if pd.refusal, err = e.edit(ctx, c, d.req.Arguments, &pd.u, &pd.drafts); err != nil {
@@ -164,6 +170,19 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 		}
 	}
 	return pd, nil, nil
+}
+
+// startsOnDecision reports whether an approval of c may claim it in the
+// decision's own commit (approved → executing at once, with
+// tool_call_started) instead of a second commit: only when a restart may
+// run c again — its tool is idempotent (recovery re-runs an interrupted
+// executing call; a connection write carries Idempotency-Key: <call id>) —
+// and nothing is checked between approval and start (no hooks, no
+// Prepare: recheck would pass it as it is). Every other call keeps the
+// two commits that make "approved but certainly not started" exact.
+func (e *Engine) startsOnDecision(c *agentd.ToolCall) bool {
+	def := e.def(c.Name)
+	return def != nil && def.Idempotent && e.agent.Hooks == nil && def.Prepare == nil
 }
 
 // decided is what follows a committed decision: the log line, the
@@ -177,7 +196,7 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	if updated.Status.Terminal() {
 		e.obs.ToolCallFinished(updated.Status, updated.Tier)
 	}
-	if updated.Status == agentd.StatusApproved {
+	if updated.Status == agentd.StatusApproved || updated.Status == agentd.StatusExecuting {
 		e.startCall(*updated)
 	} else {
 		e.wakeRun(c.RunID)

@@ -129,6 +129,9 @@ type runState struct {
 	// delegated caches the conversation's delegated flag (immutable) once
 	// the driver has read it.
 	delegated *bool
+	// hist is the conversation's history as the driver last read it
+	// (history.go); only the driver's goroutine uses it.
+	hist *historyCache
 	// traced is the run as its tool spans read it once (its trace context
 	// is immutable): runTrace.
 	traceOnce sync.Once
@@ -163,8 +166,12 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	return e
 }
 
-// ToolSpecs returns the tools the model sees now.
-func (e *Engine) ToolSpecs() []agentd.ToolSpec { return e.tools.now().specs }
+// ToolSpecs returns the tools the model of a tenant's conversations sees
+// now: every tool but those of connections and MCP servers whose
+// tenant_ids do not list it.
+func (e *Engine) ToolSpecs(tenantID string) []agentd.ToolSpec {
+	return e.tools.now().specsFor(tenantID)
+}
 
 // Start recovers state left by a previous process (SPEC §8) and starts the
 // background expiry of parked calls (unless Options.ExpireEvery is

@@ -484,6 +484,11 @@ func TestImportRules(t *testing.T) {
 		"github.com/agentd-dev/agentd/loop": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/hooks", "github.com/agentd-dev/agentd/files",
 			"github.com/agentd-dev/agentd/mcp", "github.com/modelcontextprotocol/go-sdk/mcp", "os/exec"},
 		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "os/exec"},
+		// The context endpoint holds tokens and rules; the registry and the
+		// connections are handed to it, and the API serves it.
+		"github.com/agentd-dev/agentd/tools/callcontext": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/tools/registry",
+			"github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "github.com/agentd-dev/agentd/api",
+			"github.com/labstack/echo/v4", "net/http", "os/exec"},
 		// The metrics are collectors over the domain's types: no store, no
 		// HTTP framework, no engine (the loop reports to them).
 		"github.com/agentd-dev/agentd/metrics": {"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/api",

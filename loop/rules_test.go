@@ -158,7 +158,7 @@ func TestHiddenToolIsRefusedAsUnknown(t *testing.T) {
 	model := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{
 		{Name: "wipe", Arguments: json.RawMessage(`{}`)}, {Name: "record", Arguments: json.RawMessage(`{}`)}}}}}
 	f := newRules(t, "", model, []toolset.Source{hidden, shown}, 5)
-	if specs := f.engine.ToolSpecs(); len(specs) != 1 || specs[0].Name != "record" {
+	if specs := f.engine.ToolSpecs(""); len(specs) != 1 || specs[0].Name != "record" {
 		t.Fatalf("the model sees %v", specs)
 	}
 	if tier, server := f.engine.ToolTier("wipe"); tier != agentd.TierNever || server != "" {

@@ -188,7 +188,7 @@ func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
 func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	ctx := rs.ctx
 	conv := run.ConversationID
-	history, err := e.history(ctx, conv)
+	history, err := e.history(ctx, rs, conv)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd
 	began := time.Now()
 	ctx, span := e.tr.chatSpan(ctx, run, e.agent.ModelName)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
-		System: e.agent.System, Messages: history, Tools: e.tools.now().specs,
+		System: e.agent.System, Messages: history, Tools: e.tools.now().specsFor(run.TenantID),
 	}, func(delta string) {
 		if delta == "" {
 			return
@@ -422,43 +422,4 @@ func lastDecisionReason(c agentd.ToolCall) string {
 		}
 	}
 	return ""
-}
-
-// history maps a conversation to model messages: each assistant message is
-// followed by exactly one tool message per call it made.
-func (e *Engine) history(ctx context.Context, convID string) ([]agentd.ModelMessage, error) {
-	msgs, err := e.store.Messages(ctx, convID)
-	if err != nil {
-		return nil, err
-	}
-	calls, err := e.store.ToolCalls(ctx, convID)
-	if err != nil {
-		return nil, err
-	}
-	byMsg := map[string][]agentd.ToolCall{}
-	for _, c := range calls {
-		byMsg[c.MessageID] = append(byMsg[c.MessageID], c)
-	}
-	out := make([]agentd.ModelMessage, 0, len(msgs)+len(calls))
-	for _, m := range msgs {
-		if m.Role == agentd.RoleUser {
-			out = append(out, agentd.ModelMessage{Role: agentd.ModelRoleUser, Content: m.Content})
-			continue
-		}
-		am := agentd.ModelMessage{Role: agentd.ModelRoleAssistant, Content: m.Content}
-		for _, c := range byMsg[m.ID] {
-			am.ToolCalls = append(am.ToolCalls, agentd.ModelToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
-		}
-		out = append(out, am)
-		for _, c := range byMsg[m.ID] {
-			content, reason := e.toolResultText(c)
-			tm := agentd.ModelMessage{Role: agentd.ModelRoleTool, Content: content, ToolCallID: c.ID, ToolName: c.Name,
-				ToolStatus: c.Status, ToolReason: reason}
-			if c.Status == agentd.StatusCompleted {
-				tm.ToolResult = c.Result
-			}
-			out = append(out, tm)
-		}
-	}
-	return out, nil
 }

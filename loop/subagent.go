@@ -127,6 +127,9 @@ func (e *Engine) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.
 	r := &subagentRun{e: e, parent: parent, sa: sa, defs: map[string]toolset.Tool{}, deleg: conv.Delegated}
 	if sa.Tools != nil {
 		for _, d := range sa.Tools.Tools() {
+			if !d.ForTenant(parent.TenantID) {
+				continue
+			}
 			r.defs[d.Spec.Name] = d
 			r.specs = append(r.specs, d.Spec)
 		}

@@ -26,6 +26,12 @@ type toolIndex struct {
 	list  []toolset.Tool
 	specs []agentd.ToolSpec
 	defs  map[string]toolset.Tool
+	// scoped reports whether some tool is seen by some tenants only
+	// (toolset.Tool.TenantIDs).
+	scoped bool
+
+	mu      sync.Mutex
+	tenants map[string][]agentd.ToolSpec // specs by tenant, when scoped
 }
 
 // now returns the index of the set's current list.
@@ -43,9 +49,34 @@ func (v *toolView) now() *toolIndex {
 	for _, d := range list {
 		ix.specs = append(ix.specs, d.Spec)
 		ix.defs[d.Spec.Name] = d
+		ix.scoped = ix.scoped || d.TenantIDs != nil
 	}
 	v.last = ix
 	return ix
+}
+
+// specsFor is the specs of the tools the tenant sees: all of them unless
+// some tool lists its tenants.
+func (ix *toolIndex) specsFor(tenantID string) []agentd.ToolSpec {
+	if !ix.scoped {
+		return ix.specs
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if specs, ok := ix.tenants[tenantID]; ok {
+		return specs
+	}
+	specs := []agentd.ToolSpec{}
+	for _, d := range ix.list {
+		if d.ForTenant(tenantID) {
+			specs = append(specs, d.Spec)
+		}
+	}
+	if ix.tenants == nil {
+		ix.tenants = map[string][]agentd.ToolSpec{}
+	}
+	ix.tenants[tenantID] = specs
+	return specs
 }
 
 // visible is package confirm's view of the named tool, or nil when the

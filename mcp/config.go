@@ -62,6 +62,9 @@ type ServerConfig struct {
 	// Timeout bounds one tool call (timeout_ms; default
 	// agentd.DefaultMCPCallTimeout).
 	Timeout time.Duration
+	// TenantIDs are the tenants that see the server's tools (tenant_ids);
+	// nil: every tenant.
+	TenantIDs []string
 }
 
 type fileConfig struct {
@@ -77,6 +80,7 @@ type fileServer struct {
 	URL        string            `json:"url"`
 	HeadersEnv map[string]string `json:"headers_env"`
 	TimeoutMS  *int64            `json:"timeout_ms"`
+	TenantIDs  json.RawMessage   `json:"tenant_ids"`
 }
 
 // Load reads mcp.json in projectDir; no file is no servers (nil, nil).
@@ -204,5 +208,35 @@ func parseServer(s fileServer, field, dir string, getenv func(string) string) (S
 		}
 		sc.Timeout = time.Duration(ms) * time.Millisecond
 	}
+	if !jsonconf.IsNull(s.TenantIDs) {
+		ids, err := parseTenantIDs(s.TenantIDs, field+".tenant_ids")
+		if err != nil {
+			return sc, err
+		}
+		sc.TenantIDs = ids
+	}
 	return sc, nil
+}
+
+// parseTenantIDs checks a server's tenant_ids: a non-empty array of
+// distinct, non-empty tenant ids.
+func parseTenantIDs(raw json.RawMessage, field string) ([]string, error) {
+	var ids []string
+	if err := json.Unmarshal(raw, &ids); err != nil {
+		return nil, jsonconf.FieldErr(field, `must be an array of tenant ids, e.g. ["acme"]`)
+	}
+	if len(ids) == 0 {
+		return nil, jsonconf.FieldErr(field, "lists no tenant: omit it to let every tenant see the server's tools")
+	}
+	seen := map[string]bool{}
+	for i, id := range ids {
+		switch {
+		case id == "":
+			return nil, jsonconf.FieldErr(fmt.Sprintf("%s[%d]", field, i), "is empty")
+		case seen[id]:
+			return nil, jsonconf.FieldErr(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", id)
+		}
+		seen[id] = true
+	}
+	return ids, nil
 }

@@ -346,6 +346,7 @@ func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
 		Confirm:     &confirm.Tool{Name: name, ServerID: s.cfg.ID, Exposure: exposure, Validate: v},
 		LLMCallable: true,
 		Origin:      fmt.Sprintf("MCP server %q (%s)", s.cfg.ID, File),
+		TenantIDs:   s.cfg.TenantIDs,
 	}, true
 }
 

@@ -12,6 +12,9 @@ var (
 	messagesQuery      = `
 			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
 			FROM messages WHERE conversation_id = ? ORDER BY rid`
+	messagesAfterQuery = `
+			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
+			FROM messages WHERE conversation_id = ? ORDER BY rid OFFSET ?`
 )
 
 // AddMessage inserts a message and appends events, in one transaction.
@@ -49,9 +52,19 @@ func (db *DB) AddMessage(ctx context.Context, m *agentd.Message, events []agentd
 // Messages returns a conversation's messages in insertion order; an unknown
 // conversation has none.
 func (db *DB) Messages(ctx context.Context, conversationID string) ([]agentd.Message, error) {
+	return db.messages(ctx, messagesQuery, conversationID)
+}
+
+// MessagesAfter implements agentd.ConversationStore.MessagesAfter.
+func (db *DB) MessagesAfter(ctx context.Context, conversationID string, n int) ([]agentd.Message, error) {
+	return db.messages(ctx, messagesAfterQuery, conversationID, max(n, 0))
+}
+
+// messages runs query, a SELECT of a conversation's messages, with args.
+func (db *DB) messages(ctx context.Context, query string, args ...any) ([]agentd.Message, error) {
 	var msgs []agentd.Message
 	err := db.readTx(ctx, func(tx *txn) error {
-		rows, err := tx.Query(ctx, messagesQuery, conversationID)
+		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return err
 		}

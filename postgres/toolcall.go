@@ -28,7 +28,11 @@ const (
 	callByID            = `id = ?`
 	callsOfConversation = `conversation_id = ? ORDER BY created_at, step, idx, rid`
 	callsOfRun          = `run_id = ? ORDER BY step, idx, rid`
+	callsOfMessages     = `conversation_id = ? AND message_id = ANY(?) ORDER BY created_at, step, idx, rid`
 )
+
+// maxMessageIDs bounds MessageToolCalls' message ids.
+const maxMessageIDs = 1000
 
 var (
 	updateCallStatusQuery = `
@@ -170,6 +174,17 @@ func (db *DB) ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error)
 // CreatedAt, then Step, then Index, then insertion.
 func (db *DB) ToolCalls(ctx context.Context, conversationID string) ([]agentd.ToolCall, error) {
 	return db.listToolCalls(ctx, callsOfConversation, conversationID)
+}
+
+// MessageToolCalls implements agentd.ToolCallStore.MessageToolCalls.
+func (db *DB) MessageToolCalls(ctx context.Context, conversationID string, messageIDs []string) ([]agentd.ToolCall, error) {
+	if len(messageIDs) > maxMessageIDs {
+		return nil, agentd.Errorf(agentd.EINVALID, "at most %d message ids, got %d", maxMessageIDs, len(messageIDs))
+	}
+	if len(messageIDs) == 0 {
+		return nil, nil
+	}
+	return db.listToolCalls(ctx, callsOfMessages, conversationID, messageIDs)
 }
 
 // RunToolCalls returns the calls of one run, with decisions, ordered by

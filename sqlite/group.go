@@ -165,6 +165,8 @@ func (db *DB) commitGroup(batch []*txReq) {
 		return
 	}
 	defer tx.Rollback()
+	db.bound.begin(tx)
+	defer db.bound.end()
 	ran, ok := make([]*txReq, 0, len(batch)), 0
 	for _, r := range batch {
 		if r.err = r.ctx.Err(); r.err != nil {

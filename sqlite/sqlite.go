@@ -122,6 +122,9 @@ func WithReadPool(maxOpen, maxIdle int, maxIdleTime time.Duration) Option {
 //     by their context; every read releases its connection when it returns.
 //   - busy_timeout: covers the remaining lock waits (another process on the
 //     same file, WAL checkpoints).
+//   - temp_store=MEMORY: the statement journals of a group commit's
+//     savepoints (group.go) stay in memory; on a file they spilled with a
+//     write system call per page once a group passed 64 KiB.
 //   - foreign_keys=ON: references between conversations, runs, messages,
 //     tool calls, decisions and events are enforced.
 type DB struct {
@@ -133,6 +136,9 @@ type DB struct {
 	// writeStmts and readStmts are the registered statements (prepared,
 	// stmt.go) prepared on each pool.
 	writeStmts, readStmts map[string]*sql.Stmt
+	// bound is the group commit's statements bound to its transaction
+	// (stmt.go); only the commit loop uses it.
+	bound boundStmts
 	// group is the committer every write transaction goes through
 	// (group.go): writes that arrive while a commit is in flight share
 	// the next one.
@@ -164,7 +170,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 	// percent-encoded); the driver's own parameters follow the '?'.
 	uri := "file:" + (&url.URL{Path: filepath.ToSlash(abs)}).EscapedPath()
 	common := "_pragma=busy_timeout(" + strconv.FormatInt(BusyTimeout.Milliseconds(), 10) + ")" +
-		"&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)"
+		"&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=temp_store(2)"
 
 	db := &DB{path: abs}
 	// The writer is opened first: it sets WAL mode (persistent in the file)

@@ -68,6 +68,7 @@ func TestPragmas(t *testing.T) {
 			"synchronous":  "2", // FULL
 			"foreign_keys": "1",
 			"busy_timeout": fmt.Sprint(BusyTimeout.Milliseconds()),
+			"temp_store":   "2", // MEMORY
 		} {
 			got, err := pool.q(pragma)
 			if err != nil {

@@ -40,31 +40,69 @@ type querier interface {
 type stmtTx struct {
 	tx    *sql.Tx
 	stmts map[string]*sql.Stmt
+	// bound, when set, keeps the statements bound to tx for the rest of
+	// the transaction (a group commit's, which runs many bodies).
+	bound *boundStmts
 }
 
+// boundStmts are the registered statements bound to the group commit's
+// transaction (sql.Tx.StmtContext, which allocates and registers a
+// statement on each call), so that the group's many bodies bind each
+// statement once. Only the commit loop's goroutine, which runs the
+// bodies, uses it; commitGroup sets and clears it.
+type boundStmts struct {
+	tx *sql.Tx
+	m  map[*sql.Stmt]*sql.Stmt
+}
+
+// begin binds the cache to tx; end empties it when tx is over.
+func (b *boundStmts) begin(tx *sql.Tx) { b.tx = tx }
+func (b *boundStmts) end()             { b.tx = nil; clear(b.m) }
+
 // w wraps a write transaction (of writeTx).
-func (db *DB) w(tx *sql.Tx) querier { return stmtTx{tx, db.writeStmts} }
+func (db *DB) w(tx *sql.Tx) querier { return stmtTx{tx, db.writeStmts, &db.bound} }
 
 // r wraps a read transaction (of readTx).
-func (db *DB) r(tx *sql.Tx) querier { return stmtTx{tx, db.readStmts} }
+func (db *DB) r(tx *sql.Tx) querier { return stmtTx{tx, db.readStmts, nil} }
+
+// stmt returns q's prepared statement bound to the transaction, or nil when
+// q is not registered.
+func (s stmtTx) stmt(ctx context.Context, q string) *sql.Stmt {
+	st := s.stmts[q]
+	if st == nil {
+		return nil
+	}
+	if s.bound == nil || s.bound.tx != s.tx {
+		return s.tx.StmtContext(ctx, st)
+	}
+	if ts := s.bound.m[st]; ts != nil {
+		return ts
+	}
+	ts := s.tx.StmtContext(ctx, st)
+	if s.bound.m == nil {
+		s.bound.m = map[*sql.Stmt]*sql.Stmt{}
+	}
+	s.bound.m[st] = ts
+	return ts
+}
 
 func (s stmtTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if st := s.stmts[q]; st != nil {
-		return s.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	if st := s.stmt(ctx, q); st != nil {
+		return st.ExecContext(ctx, args...)
 	}
 	return s.tx.ExecContext(ctx, q, args...)
 }
 
 func (s stmtTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if st := s.stmts[q]; st != nil {
-		return s.tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	if st := s.stmt(ctx, q); st != nil {
+		return st.QueryContext(ctx, args...)
 	}
 	return s.tx.QueryContext(ctx, q, args...)
 }
 
 func (s stmtTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if st := s.stmts[q]; st != nil {
-		return s.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	if st := s.stmt(ctx, q); st != nil {
+		return st.QueryRowContext(ctx, args...)
 	}
 	return s.tx.QueryRowContext(ctx, q, args...)
 }

@@ -160,6 +160,8 @@ type stream struct {
 	last int64 // Seq of the last event sent
 	opt  Options
 	buf  []byte
+	// queued is drainQueued's buffer, reused from one write to the next.
+	queued []agentd.Event
 }
 
 func (s *stream) run(ctx context.Context, sub *Subscription, first []agentd.Event) error {
@@ -204,29 +206,63 @@ func (s *stream) run(ctx context.Context, sub *Subscription, first []agentd.Even
 				return err
 			}
 		case e := <-sub.Events():
-			switch {
-			case e.Seq <= s.last:
-				// Already sent from the log.
-			case e.Seq == s.last+1:
-				if err := s.send([]agentd.Event{e}); err != nil {
-					return err
-				}
-			default:
-				// Something between s.last and e is missing (published out
-				// of order, or not published): the log has it, since e was
-				// committed before it was published.
-				if err := s.catchUp(ctx); err != nil {
-					return err
-				}
-				if s.last < e.Seq {
-					// The log does not have e yet, so sending it would
-					// skip what precedes it for good. End the stream: the
-					// client resumes from the log after s.last.
-					return errLogBehind
-				}
+			s.queued = drainQueued(s.queued[:0], e, sub.Events())
+			err := s.deliver(ctx, s.queued)
+			clear(s.queued) // do not pin delivered events to an idle stream
+			if err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// drainMax bounds how many queued live events one write carries.
+const drainMax = 64
+
+// drainQueued returns first and the events already queued behind it on ch (at
+// most drainMax in all), without waiting, so that what is queued goes out
+// in one write.
+func drainQueued(into []agentd.Event, first agentd.Event, ch <-chan agentd.Event) []agentd.Event {
+	into = append(into, first)
+	for len(into) < drainMax {
+		select {
+		case e := <-ch:
+			into = append(into, e)
+		default:
+			return into
+		}
+	}
+	return into
+}
+
+// deliver sends the live events of batch, in one write while they follow
+// s.last without a gap. Events already sent from the log are skipped; at a
+// gap (an event published out of order, or not published) the log, which
+// holds everything committed before batch's events were published, fills
+// it first.
+func (s *stream) deliver(ctx context.Context, batch []agentd.Event) error {
+	for len(batch) > 0 {
+		n, next := 0, s.last
+		for ; n < len(batch) && batch[n].Seq <= next+1; n++ {
+			next = max(next, batch[n].Seq)
+		}
+		if err := s.send(batch[:n]); err != nil {
+			return err
+		}
+		if batch = batch[n:]; len(batch) == 0 {
+			return nil
+		}
+		if err := s.catchUp(ctx); err != nil {
+			return err
+		}
+		if s.last < batch[0].Seq {
+			// The log does not have the event yet, so sending it would
+			// skip what precedes it for good. End the stream: the client
+			// resumes from the log after s.last.
+			return errLogBehind
+		}
+	}
+	return nil
 }
 
 // errLogBehind ends a stream that received a live event its log cannot

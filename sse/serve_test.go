@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -644,4 +646,62 @@ func TestServeDataIsCompactJSON(t *testing.T) {
 	if f := s.nextEvent(t); f.Data != `{"content":"two\nlines"}` {
 		t.Fatalf("data = %q", f.Data)
 	}
+}
+
+// Live events queued while a write is in flight go out together, in one
+// write and one flush, in order.
+func TestServeDrainsQueuedEventsIntoOneWrite(t *testing.T) {
+	checkLeaks(t)
+	log := newMemLog()
+	hub := NewHub()
+	w := &gatedWriter{recordingWriter: recordingWriter{header: http.Header{}}, entered: make(chan struct{}), release: make(chan struct{})}
+	tick := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- Serve(ctx, w, hub, log, testConv, 0, Options{Tick: tick}) }()
+	tick <- time.Now() // Serve is in its loop
+	hub.Publish(log.commit(testConv, agentd.EventMessage))
+	<-w.entered // the first event's write is in flight
+	for range 4 {
+		hub.Publish(log.commit(testConv, agentd.EventMessage))
+	}
+	close(w.release)
+	tick <- time.Now() // the queued events were handled before this tick
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Serve = %v", err)
+	}
+	var writes []string
+	for _, c := range w.calls() {
+		if strings.HasPrefix(c, "write ") && !strings.Contains(c, "ping") {
+			writes = append(writes, c)
+		}
+	}
+	if len(writes) != 2 || strings.Count(writes[0], "id: ") != 1 || strings.Count(writes[1], "id: ") != 4 {
+		t.Fatalf("writes: %q, want the first event alone then the four queued in one", writes)
+	}
+	for i, id := range []string{"id: 2", "id: 3", "id: 4", "id: 5"} {
+		if j := strings.Index(writes[1], id); j < 0 || (i > 0 && j < strings.Index(writes[1], "id: "+strconv.Itoa(i+1))) {
+			t.Fatalf("second write %q lacks %q in order", writes[1], id)
+		}
+	}
+}
+
+// gatedWriter is a recordingWriter whose first write blocks until release
+// is closed, saying so on entered.
+type gatedWriter struct {
+	recordingWriter
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (w *gatedWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("id: ")) {
+		w.once.Do(func() {
+			close(w.entered)
+			<-w.release
+		})
+	}
+	return w.recordingWriter.Write(p)
 }

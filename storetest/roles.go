@@ -52,7 +52,7 @@ func RunHealth(t *testing.T, open func(t *testing.T) agentd.Store) {
 }
 
 // RunConversations tests the ConversationStore role: CreateConversation,
-// Conversation (with its LastSeq), AddMessage and Messages (run.go,
+// Conversation (with its LastSeq), AddMessage, Messages and MessagesAfter (run.go,
 // toolcall.go).
 func RunConversations(t *testing.T, open func(t *testing.T) agentd.Store) {
 	runCases(t, open, []testCase{
@@ -60,6 +60,7 @@ func RunConversations(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"Conversation/Errors", testConversationErrors},
 		{"Conversation/LastSeq", testConversationLastSeq},
 		{"Messages/Order", testMessagesOrder},
+		{"MessagesAfter", testMessagesAfter},
 		{"AddMessage/Errors", testAddMessageErrors},
 	})
 }
@@ -85,7 +86,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 }
 
 // RunToolCalls tests the ToolCallStore role: CreateToolCalls, the reads of
-// calls (ToolCall, ToolCalls, RunToolCalls, ToolCallsByStatus,
+// calls (ToolCall, ToolCalls, RunToolCalls, MessageToolCalls, ToolCallsByStatus,
 // DueToolCalls), UpdateToolCall and UpdateToolCalls, the pending list
 // (PendingToolCalls, ParkedCount) with its tenant scope, and NextDeadline
 // (toolcall.go, audit.go, drive.go, scope.go), and conditional transitions
@@ -98,6 +99,7 @@ func RunToolCalls(t *testing.T, b Backend) {
 		{"CreateToolCalls/Errors", testCreateToolCallsErrors},
 		{"ToolCalls/Order", testToolCallsOrder},
 		{"RunToolCalls/Order", testRunToolCallsOrder},
+		{"MessageToolCalls", testMessageToolCalls},
 		{"ToolCallsByStatus", testToolCallsByStatus},
 		{"DueToolCalls", testDueToolCalls},
 		{"NextDeadline", testNextDeadline},

@@ -55,6 +55,86 @@ func testMessagesOrder(t *testing.T, s agentd.Store) {
 	}
 }
 
+// MessagesAfter skips a conversation's first n messages, in insertion
+// order, and only its own.
+func testMessagesAfter(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv, other := newConversation(t, s), newConversation(t, s)
+	var want []string
+	for i := range 5 {
+		// Ids sort against insertion order: only insertion order passes.
+		m := &agentd.Message{ID: fmt.Sprintf("msg_%d", 9-i), ConversationID: conv.ID, Role: agentd.RoleUser, Content: fmt.Sprint(i), CreatedAt: t0}
+		_, err := s.AddMessage(ctx, m, nil)
+		noErr(t, err, "AddMessage")
+		want = append(want, m.ID)
+		_, err = s.AddMessage(ctx, &agentd.Message{ID: fmt.Sprintf("msg_other_%d", i), ConversationID: other.ID, Role: agentd.RoleUser, CreatedAt: t0}, nil)
+		noErr(t, err, "AddMessage other")
+	}
+	for _, tc := range []struct {
+		n    int
+		want []string
+	}{{-1, want}, {0, want}, {3, want[3:]}, {4, want[4:]}, {5, nil}, {9, nil}} {
+		msgs, err := s.MessagesAfter(ctx, conv.ID, tc.n)
+		noErr(t, err, "MessagesAfter")
+		var got []string
+		for _, m := range msgs {
+			got = append(got, m.ID)
+		}
+		wantIDs(t, fmt.Sprintf("MessagesAfter %d", tc.n), got, tc.want...)
+	}
+	msgs, err := s.MessagesAfter(ctx, conv.ID, 4)
+	noErr(t, err, "MessagesAfter")
+	if len(msgs) != 1 || msgs[0].Content != "4" || msgs[0].ConversationID != conv.ID {
+		t.Errorf("MessagesAfter 4 = %+v", msgs)
+	}
+}
+
+// MessageToolCalls lists the calls of the messages named, in ToolCalls'
+// order, of the conversation named only; its ids are bounded.
+func testMessageToolCalls(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+	msg := func(c *agentd.Conversation) string {
+		m := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c.ID, Role: agentd.RoleAssistant, CreatedAt: t0}
+		_, err := s.AddMessage(ctx, m, nil)
+		noErr(t, err, "AddMessage")
+		return m.ID
+	}
+	m1, m2, m3 := msg(conv), msg(conv), msg(conv)
+	call := func(r *agentd.Run, m string, step, index int) *agentd.ToolCall {
+		c := newCall(r, step, index, agentd.StatusCompleted)
+		c.MessageID = m
+		return c
+	}
+	a1, a0, b0, c0 := call(run, m1, 1, 1), call(run, m1, 1, 0), call(run, m2, 2, 0), call(run, m3, 3, 0)
+	createCalls(t, s, a1, a0, b0, c0)
+	otherConv := newConversation(t, s)
+	otherMsg := msg(otherConv)
+	createCalls(t, s, call(startRun(t, s, otherConv), otherMsg, 1, 0))
+
+	for _, tc := range []struct {
+		what string
+		ids  []string
+		want []string
+	}{
+		{"one message", []string{m2}, []string{b0.ID}},
+		{"two messages, named in any order", []string{m3, m1}, []string{a0.ID, a1.ID, c0.ID}},
+		{"another conversation's message", []string{otherMsg}, nil},
+		{"no message", nil, nil},
+	} {
+		calls, err := s.MessageToolCalls(ctx, conv.ID, tc.ids)
+		noErr(t, err, "MessageToolCalls "+tc.what)
+		wantIDs(t, "MessageToolCalls "+tc.what, ids(calls), tc.want...)
+	}
+	many := make([]string, 1001)
+	for i := range many {
+		many[i] = m1
+	}
+	_, err := s.MessageToolCalls(ctx, conv.ID, many)
+	wantCode(t, err, agentd.EINVALID)
+}
+
 func testAddMessageErrors(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	conv := newConversation(t, s)

@@ -35,6 +35,11 @@ type toolFile struct {
 	Env         []string        `json:"env"`
 	TimeoutMS   *int64          `json:"timeout_ms"`
 	Idempotent  bool            `json:"idempotent"`
+	Uses        json.RawMessage `json:"uses"`
+}
+
+type usesFile struct {
+	Tools []string `json:"tools"`
 }
 
 type exposureFile struct {
@@ -133,6 +138,9 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		return nil, "", err
 	}
 	t.Env = f.Env
+	if t.Uses, err = parseUses(f.Uses, t.Name); err != nil {
+		return nil, "", err
+	}
 	if f.TimeoutMS != nil {
 		ms := *f.TimeoutMS
 		if ms <= 0 || time.Duration(ms)*time.Millisecond > maxTimeout {
@@ -228,6 +236,37 @@ func parseConfirm(raw json.RawMessage) (confirm string, never bool, err error) {
 	default:
 		return "", false, jsonconf.FieldErr("confirm", `must be false, true, "review" or "never", got %s`, bytes.TrimSpace(raw))
 	}
+}
+
+// parseUses checks tool.json's "uses": {"tools": [NAME, …]}, the tools
+// the command may call (each a tool name, listed once, not the tool
+// itself). Whether each may be a composite's child is the registry's
+// check, which knows every source.
+func parseUses(raw json.RawMessage, self string) ([]string, error) {
+	if jsonconf.IsNull(raw) {
+		return nil, nil
+	}
+	var u usesFile
+	if err := jsonconf.DecodeStrict(raw, &u, "uses"); err != nil {
+		return nil, err
+	}
+	if len(u.Tools) == 0 {
+		return nil, jsonconf.FieldErr("uses.tools", `must list the tools the command calls, e.g. ["lookup_order"]`)
+	}
+	seen := map[string]bool{}
+	for i, name := range u.Tools {
+		field := fmt.Sprintf("uses.tools[%d]", i)
+		switch {
+		case !namePattern.MatchString(name):
+			return nil, jsonconf.FieldErr(field, "must be a tool name, got %q", name)
+		case name == self:
+			return nil, jsonconf.FieldErr(field, "a tool cannot use itself")
+		case seen[name]:
+			return nil, jsonconf.FieldErr(field, "%q is listed twice", name)
+		}
+		seen[name] = true
+	}
+	return u.Tools, nil
 }
 
 // checkEnv checks tool.json's "env": valid variable names, each once.

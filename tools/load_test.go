@@ -167,6 +167,12 @@ func TestLoadDirErrors(t *testing.T) {
 		{"timeout too long", `{"name": "x", "command": ["./run.sh"], "timeout_ms": 600001}`, `tools/x/tool.json: field "timeout_ms": must be between 1 and 600000`},
 		{"timeout fraction", `{"name": "x", "command": ["./run.sh"], "timeout_ms": 1.5}`, `tools/x/tool.json: field "timeout_ms": must be an integer, got number 1.5`},
 		{"idempotent type", `{"name": "x", "command": ["./run.sh"], "idempotent": "true"}`, `tools/x/tool.json: field "idempotent": must be a boolean, got string`},
+		{"uses not object", `{"name": "x", "command": ["./run.sh"], "uses": ["a"]}`, `tools/x/tool.json: field "uses": must be an object`},
+		{"uses unknown", `{"name": "x", "command": ["./run.sh"], "uses": {"connections": ["a"]}}`, `tools/x/tool.json: field "uses.connections": unknown field`},
+		{"uses empty", `{"name": "x", "command": ["./run.sh"], "uses": {"tools": []}}`, `tools/x/tool.json: field "uses.tools": must list the tools the command calls`},
+		{"uses bad name", `{"name": "x", "command": ["./run.sh"], "uses": {"tools": ["a b"]}}`, `tools/x/tool.json: field "uses.tools[0]": must be a tool name, got "a b"`},
+		{"uses itself", `{"name": "x", "command": ["./run.sh"], "uses": {"tools": ["a", "x"]}}`, `tools/x/tool.json: field "uses.tools[1]": a tool cannot use itself`},
+		{"uses twice", `{"name": "x", "command": ["./run.sh"], "uses": {"tools": ["a", "a"]}}`, `tools/x/tool.json: field "uses.tools[1]": "a" is listed twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

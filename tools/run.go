@@ -43,6 +43,12 @@ type request struct {
 // (compacted), else the trimmed text as a JSON string; the errors are
 // RunProcess's, naming the tool.
 func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (json.RawMessage, error) {
+	return t.run(ctx, callID, args, nil)
+}
+
+// run is Run with extra variables ("NAME=value") in the command's
+// environment: its context endpoint's.
+func (t *Tool) run(ctx context.Context, callID string, args json.RawMessage, extra []string) (json.RawMessage, error) {
 	input := args
 	if len(bytes.TrimSpace(input)) == 0 {
 		input = json.RawMessage("{}")
@@ -56,7 +62,7 @@ func (t *Tool) Run(ctx context.Context, callID string, args json.RawMessage) (js
 		timeout = defaultTimeout
 	}
 	out, err := RunProcess(ctx, Process{Name: fmt.Sprintf("tool %q", t.Name), Command: t.Command, Dir: t.Dir, Env: t.Env,
-		Stdin: payload, Timeout: timeout})
+		Extra: extra, Stdin: payload, Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +92,10 @@ type Process struct {
 	Command []string
 	Dir     string
 	// Env names the server environment variables passed to the command.
-	Env     []string
+	Env []string
+	// Extra are more variables, "NAME=value", set as given (a command
+	// tool's context endpoint).
+	Extra   []string
 	Stdin   []byte
 	Timeout time.Duration
 }
@@ -152,7 +161,7 @@ func (p Process) command(ctx context.Context, stdin *os.File) *exec.Cmd {
 	}
 	cmd := exec.CommandContext(ctx, prog, p.Command[1:]...)
 	cmd.Dir = p.Dir
-	cmd.Env = environ(p.Env)
+	cmd.Env = append(environ(p.Env), p.Extra...)
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 		// The span of the traced call or run (docs/observability.md).
 		cmd.Env = append(cmd.Env, "TRACEPARENT="+tracing.Format(sc))

@@ -21,12 +21,32 @@ const ServerID = "tools"
 type Source struct {
 	tools map[string]*Tool
 	defs  []toolset.Tool // sorted by name
+	ctx   Context        // nil: calls get no context endpoint
 }
+
+// Context opens a running call's per-call context endpoint (SPEC §4.1;
+// callcontext.Endpoint is one): the variables of the command's
+// environment, AGENTD_CONTEXT_URL and AGENTD_CONTEXT_TOKEN, and a function
+// that closes it when the call ends. writes is the tool's confirm (true or
+// "review"), uses its uses.tools.
+type Context interface {
+	Open(call agentd.ToolCall, writes bool, uses []string) (env []string, closeFn func())
+}
+
+// SourceOption configures NewSource.
+type SourceOption func(*Source)
+
+// WithContext gives every call of the source's tools a context endpoint
+// opened by c for as long as the call runs.
+func WithContext(c Context) SourceOption { return func(s *Source) { s.ctx = c } }
 
 // NewSource returns the source of the tools ts (as LoadDir returns them,
 // by name), llm_callable or not.
-func NewSource(ts map[string]*Tool) *Source {
+func NewSource(ts map[string]*Tool, opts ...SourceOption) *Source {
 	s := &Source{tools: make(map[string]*Tool, len(ts))}
+	for _, o := range opts {
+		o(s)
+	}
 	names := make([]string, 0, len(ts))
 	for name, t := range ts {
 		s.tools[name] = t
@@ -42,6 +62,7 @@ func NewSource(ts map[string]*Tool) *Source {
 			LLMCallable: t.LLMCallable,
 			Idempotent:  t.Idempotent,
 			Origin:      fmt.Sprintf("%s (tools/%s/tool.json)", ServerID, t.Name),
+			Uses:        t.Uses,
 		})
 	}
 	return s
@@ -54,12 +75,18 @@ func (s *Source) ID() string { return ServerID }
 func (s *Source) Tools() []toolset.Tool { return s.defs }
 
 // Execute runs the command of the tool call.Name names with call.ID and
-// the effective arguments (see Tool.Run, whose errors it returns). A name
-// the source does not have is an error, and nothing runs.
+// the effective arguments (see Tool.Run, whose errors it returns), with
+// its context endpoint open while it runs (WithContext). A name the
+// source does not have is an error, and nothing runs.
 func (s *Source) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
 	t, ok := s.tools[call.Name]
 	if !ok {
 		return nil, fmt.Errorf("tool %q is not one of the project's command tools", call.Name)
 	}
-	return t.Run(ctx, call.ID, call.Arguments)
+	if s.ctx == nil {
+		return t.Run(ctx, call.ID, call.Arguments)
+	}
+	env, closeCtx := s.ctx.Open(call, t.Confirm != "", t.Uses)
+	defer closeCtx()
+	return t.run(ctx, call.ID, call.Arguments, env)
 }

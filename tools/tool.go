@@ -76,6 +76,9 @@ type Tool struct {
 	Idempotent bool
 	// Dir is the tool's folder; the command runs there.
 	Dir string
+	// Uses are the tools the command may call through its context
+	// endpoint (tool.json uses.tools): the tool is a composite. Nil: none.
+	Uses []string
 
 	schema *jsonschema.Schema // compiled Parameters; nil means compile on use
 }

@@ -14,6 +14,7 @@ package toolset
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
@@ -50,6 +51,21 @@ type Tool struct {
 	// that cannot apply. Nil for tools whose calls depend on their
 	// arguments alone.
 	Prepare func(ctx context.Context, args json.RawMessage) (Preparation, error)
+	// TenantIDs are the tenants that see the tool (its connection's or
+	// MCP server's tenant_ids); nil: every tenant. A tenant not listed
+	// does not find the tool in its model's tool list or in GET /v1/tools,
+	// and a call of it from that tenant is a call of an unknown tool.
+	TenantIDs []string
+	// Uses are the tools a composite's handler may call through its
+	// per-call context endpoint (tool.json uses.tools); nil for a tool
+	// that is not a composite. The registry refuses at load a composite
+	// that uses a requires-confirmation or connection tool.
+	Uses []string
+}
+
+// ForTenant reports whether the tenant sees the tool (TenantIDs).
+func (t Tool) ForTenant(tenantID string) bool {
+	return t.TenantIDs == nil || slices.Contains(t.TenantIDs, tenantID)
 }
 
 // Preparation is what a tool source's Prepare contributes to a call's

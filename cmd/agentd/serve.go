@@ -33,6 +33,7 @@ import (
 	"github.com/agentd-dev/agentd/project"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
+	"github.com/agentd-dev/agentd/tools/callcontext"
 	"github.com/agentd-dev/agentd/tools/registry"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/agentd-dev/agentd/webhook"
@@ -74,12 +75,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("open store: %w", err)
 	}
 	done.add(func() { store.Close() })
-	handler, hub, err := wireServer(ctx, lp, store, log, &done)
+	// Listening before the engine starts: a command tool that recovery
+	// runs gets its context endpoint's URL (docs/runtime.md).
+	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return err
 	}
-
-	ln, err := net.Listen("tcp", cfg.addr)
+	done.add(func() { _ = ln.Close() })
+	lp.context.SetURL(contextURL(ln.Addr()))
+	handler, hub, err := wireServer(ctx, lp, store, log, &done)
 	if err != nil {
 		return err
 	}
@@ -135,6 +139,8 @@ type servedProject struct {
 	demoAPI   string // the demo billing API's base URL, when serving the demo
 	// mcp are the MCP servers of mcp.json, started (docs/mcp.md).
 	mcp []*mcp.Server
+	// context is the command tools' per-call context endpoint.
+	context *callcontext.Endpoint
 	// tracer is nil when traces are off (otel.go); traceContent records
 	// message text and tool arguments in spans.
 	tracer       trace.TracerProvider
@@ -166,12 +172,12 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 		}
 		done.add(func() { workspace.Close() })
 	}
-	lp := &servedProject{proj: proj}
+	lp := &servedProject{proj: proj, context: callcontext.New(log)}
 	if lp.model, err = newModel(proj, getenv); err != nil {
 		return nil, err
 	}
 	lp.mcp = startMCP(proj, log, done)
-	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.mcp, lp.model, getenv); err != nil {
+	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.mcp, lp.model, getenv, lp.context); err != nil {
 		return nil, fmt.Errorf("load project: %w", err)
 	}
 	if usingDemo {
@@ -218,6 +224,11 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
 	}
+	var durable *connections.Durable
+	if len(proj.Connections) > 0 {
+		durable = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
+	}
+	wireContext(lp.context, lp, durable) // before the engine starts: recovery may run tools
 	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
 		Tracer: lp.tracer, TraceContent: lp.traceContent})
 	if err := engine.Start(ctx); err != nil {
@@ -234,9 +245,10 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	if len(lp.mcp) > 0 {
 		cfg.MCPServers = mcpStatus(lp.mcp)
 	}
-	if len(proj.Connections) > 0 {
-		cfg.Connections = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
+	if durable != nil {
+		cfg.Connections = durable
 	}
+	cfg.Context = lp.context
 	return api.New(engine, hub, store, cfg).Handler(), hub, nil
 }
 
@@ -376,8 +388,9 @@ func or(a, b string) string {
 // tools (never the task tool: subagents cannot start subagents). Its
 // errors are load errors: a name two sources define, an agent.json "tools"
 // entry no source has or the model may not see.
-func toolRegistry(proj *project.Project, workspace *files.Source, servers []*mcp.Server, parent agentd.Model, getenv func(string) string) (*registry.Toolset, []*loop.Subagent, error) {
-	sources := append([]toolset.Source{tools.NewSource(proj.Tools)}, connections.Sources(proj.Connections)...)
+func toolRegistry(proj *project.Project, workspace *files.Source, servers []*mcp.Server, parent agentd.Model, getenv func(string) string,
+	ctxEndpoint tools.Context) (*registry.Toolset, []*loop.Subagent, error) {
+	sources := append([]toolset.Source{tools.NewSource(proj.Tools, tools.WithContext(ctxEndpoint))}, connections.Sources(proj.Connections)...)
 	if workspace != nil {
 		sources = append(sources, workspace)
 	}

@@ -234,7 +234,7 @@ func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta f
 	}
 	resp := &agentd.ModelResponse{Text: FallbackText, StopReason: StopEndTurn}
 	if r := m.match(last); r != nil {
-		resp.Text = fill(r.text, last)
+		resp.Text = fill(r.text, last, req.Tools)
 		prior := 0
 		for _, msg := range req.Messages {
 			prior += len(msg.ToolCalls)
@@ -285,8 +285,9 @@ func (m *Model) match(msg agentd.ModelMessage) *rule {
 }
 
 // fill replaces {{status}}, {{result}} and {{reason}} with the fields of a
-// tool result message; they are empty for other messages.
-func fill(text string, msg agentd.ModelMessage) string {
+// tool result message (they are empty for other messages) and {{tools}}
+// with the names of the tools the model was offered, comma-separated.
+func fill(text string, msg agentd.ModelMessage, tools []agentd.ToolSpec) string {
 	if !strings.Contains(text, "{{") {
 		return text
 	}
@@ -297,7 +298,12 @@ func fill(text string, msg agentd.ModelMessage) string {
 			result = string(msg.ToolResult)
 		}
 	}
-	return strings.NewReplacer("{{status}}", status, "{{result}}", result, "{{reason}}", reason).Replace(text)
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return strings.NewReplacer("{{status}}", status, "{{result}}", result, "{{reason}}", reason,
+		"{{tools}}", strings.Join(names, ",")).Replace(text)
 }
 
 var wordPattern = regexp.MustCompile(`\S+`)

@@ -26,6 +26,7 @@ import (
 	"sync"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/toolset"
 )
@@ -44,6 +45,8 @@ type Registry struct {
 // snapshot is the registry's tools at one time. It is immutable.
 type snapshot struct {
 	tools map[string]entry
+	// changing are the IDs of the toolset.Changing sources.
+	changing []string
 }
 
 type entry struct {
@@ -77,8 +80,46 @@ func New(sources ...toolset.Source) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := snap.checkComposites(); err != nil {
+		return nil, err
+	}
 	r.snap, r.versions = snap, r.currentVersions()
 	return r, nil
+}
+
+// checkComposites refuses a composite (toolset.Tool.Uses) that uses a tool
+// it may not call (confirm.CompositeRefusal), naming both, or a tool no
+// source defines now — unless a source whose tools change (an MCP server)
+// may define it later: the context endpoint checks again at call time.
+func (snap *snapshot) checkComposites() error {
+	names := make([]string, 0, len(snap.tools))
+	for name := range snap.tools {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		parent := snap.tools[name]
+		for i, child := range parent.def.Uses {
+			e, ok := snap.tools[child]
+			switch {
+			case !ok && !snap.changingMayDefine(child):
+				return fmt.Errorf("%s: field \"uses.tools[%d]\": composite %q uses %q, which no tool source defines", origin(parent), i, name, child)
+			case !ok:
+				continue
+			}
+			if why := confirm.CompositeRefusal(e.def.Confirm); why != "" {
+				return fmt.Errorf("%s: field \"uses.tools[%d]\": composite %q may not use %q (%s): %s", origin(parent), i, name, child, origin(e), why)
+			}
+		}
+	}
+	return nil
+}
+
+// changingMayDefine reports whether a toolset.Changing source may define
+// the name later: it is <source id>__<tool> of one.
+func (snap *snapshot) changingMayDefine(name string) bool {
+	id, _, ok := strings.Cut(name, "__")
+	return ok && slices.Contains(snap.changing, id)
 }
 
 // build lists every source's tools, in the order given to New; strict
@@ -93,6 +134,9 @@ func (r *Registry) build(strict bool) (*snapshot, error) {
 	}
 	snap := &snapshot{tools: map[string]entry{}}
 	for _, src := range ordered {
+		if changing(src) == 1 {
+			snap.changing = append(snap.changing, src.ID())
+		}
 		for _, def := range src.Tools() {
 			if err := snap.add(src, def); err != nil && strict {
 				return nil, err
@@ -239,6 +283,9 @@ func (s *Toolset) pick(snap *snapshot) []toolset.Tool {
 	return defs
 }
 
+// Registry is the registry the toolset is a view of.
+func (s *Toolset) Registry() *Registry { return s.reg }
+
 // Tools lists the tools the model sees, sorted by name: the same slice
 // until a Changing source's tools change.
 func (s *Toolset) Tools() []toolset.Tool {
@@ -259,7 +306,18 @@ func (s *Toolset) Tools() []toolset.Tool {
 // classified for another source (its ServerID) than the one that defines
 // the name now.
 func (s *Toolset) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
-	e, ok := s.reg.now().tools[call.Name]
+	return s.reg.Execute(ctx, call)
+}
+
+// Tool returns the registry's tool of that name now, llm_callable or not.
+func (r *Registry) Tool(name string) (toolset.Tool, bool) {
+	e, ok := r.now().tools[name]
+	return e.def, ok
+}
+
+// Execute runs a call of any tool of the registry, as Toolset.Execute does.
+func (r *Registry) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
+	e, ok := r.now().tools[call.Name]
 	if !ok {
 		return nil, fmt.Errorf("tool %q is not registered", call.Name)
 	}

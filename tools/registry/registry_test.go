@@ -253,3 +253,33 @@ func TestChangingSource(t *testing.T) {
 		t.Errorf("back again: %v", got)
 	}
 }
+
+// A composite (toolset.Tool.Uses) that uses a requires-confirmation or a
+// connection tool, or one no source defines, does not load; the error
+// names both tools. A tool an MCP-like source may define later loads.
+func TestComposites(t *testing.T) {
+	composite := func(uses ...string) toolset.Tool {
+		d := tool("tools", "report", "tools (tools/report/tool.json)", false)
+		d.Uses = uses
+		return d
+	}
+	pay := tool("tools", "pay", "tools (tools/pay/tool.json)", false)
+	pay.Confirm.Exposure = confirm.ExposureRequiresConfirmation
+	op := tool("billing", "billing__createRefund", `connection "billing"`, false)
+	op.Confirm.Kind = confirm.KindOperation
+	lookup := tool("tools", "lookup", "", true)
+	for _, tc := range []struct {
+		uses []string
+		want string
+	}{
+		{[]string{"lookup", "pay"}, `tools (tools/report/tool.json): field "uses.tools[1]": composite "report" may not use "pay" (tools (tools/pay/tool.json)): it requires confirmation`},
+		{[]string{"billing__createRefund"}, `tools (tools/report/tool.json): field "uses.tools[0]": composite "report" may not use "billing__createRefund" (connection "billing"): it is a connection tool`},
+		{[]string{"nope"}, `tools (tools/report/tool.json): field "uses.tools[0]": composite "report" uses "nope", which no tool source defines`},
+		{[]string{"lookup", "notes__later"}, ""},
+	} {
+		_, err := New(src("tools", composite(tc.uses...), pay, lookup), src("billing", op), &changingSource{source: src("notes")})
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && !strings.HasPrefix(got, tc.want)) {
+			t.Errorf("uses %v: %v, want %q", tc.uses, err, tc.want)
+		}
+	}
+}

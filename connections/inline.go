@@ -1,0 +1,76 @@
+package connections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
+	"github.com/google/uuid"
+)
+
+// Inline performs one request a command tool makes through its per-call
+// context endpoint, POST $AGENTD_CONTEXT_URL/request (SPEC §4.1): args are
+// the request tool's arguments, caller is the call's tenant and project
+// (KeyID names the call, for the audit log), and writes is the tool's
+// confirm (true or "review": writes run without a prompt; false: only
+// reads run). Nothing parks here: a confirm-tier write of a tool allowed to
+// write is sent, review and never are refused like everywhere else.
+//
+// Errors: ENOTFOUND (no such connection, or one whose tenant_ids do not
+// list the caller's tenant), EINVALID (bad arguments), EWRITENOTALLOWED (a
+// write by a tool whose confirm is false), EFORBIDDEN (refused by the
+// policy: review, never, a write declared as a read), EUNAVAILABLE (the
+// downstream request failed). Every answer is in the audit log as a
+// connection_request.
+func (d *Durable) Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, writes bool) (Result, error) {
+	var named struct {
+		Connection string `json:"connection"`
+	}
+	_ = json.Unmarshal(args, &named)
+	out, dec, err := d.inline(ctx, named.Connection, args, caller, writes)
+	if d != nil && d.audit != nil {
+		d.record(ctx, named.Connection, args, caller, dec, out, false, err)
+	}
+	return out, err
+}
+
+func (d *Durable) inline(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, writes bool) (Result, *confirm.Classification, error) {
+	var conn *Connection
+	if d != nil && d.tool != nil {
+		conn = d.tool.conns[name]
+	}
+	if conn == nil || !conn.Confirm().AllowsTenant(caller.TenantID) {
+		return Result{}, nil, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
+	}
+	dec := confirm.Classify(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Confirm(),
+		TenantID: caller.TenantID, Mode: confirm.ModeDurable})
+	switch {
+	case dec.Invalid:
+		return Result{}, &dec, agentd.Errorf(agentd.EINVALID, "%s", dec.Why)
+	case dec.Refused:
+		return Result{}, &dec, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, dec.Why)
+	}
+	tg := dec.Target
+	if tg.Intent != confirm.IntentRead && !writes {
+		return Result{}, &dec, agentd.Errorf(agentd.EWRITENOTALLOWED,
+			`%s %s on connection %q is a write, and this tool's confirm is false: only reads run (set "confirm": true in its tool.json to let it write)`,
+			tg.Method, tg.Path, tg.Connection)
+	}
+	key := ""
+	if tg.Write() {
+		key = uuid.NewString()
+	}
+	resp, err := conn.Do(ctx, tg, key)
+	if err != nil {
+		var re *RedirectError
+		if errors.As(err, &re) {
+			return Result{}, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
+		}
+		return Result{}, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
+	}
+	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
+	r.Body = shapeBody(resp, conn.maxResponse)
+	return r, &dec, nil
+}

@@ -1,0 +1,84 @@
+package loop_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/tools"
+)
+
+// readStore is the SQLite store recording how the engine reads histories.
+type readStore struct {
+	*sqlite.DB
+	mu    sync.Mutex
+	after []int // MessagesAfter's n, call by call
+	whole int   // Messages and ToolCalls calls
+}
+
+func (s *readStore) MessagesAfter(ctx context.Context, conv string, n int) ([]agentd.Message, error) {
+	s.mu.Lock()
+	s.after = append(s.after, n)
+	s.mu.Unlock()
+	return s.DB.MessagesAfter(ctx, conv, n)
+}
+
+func (s *readStore) Messages(ctx context.Context, conv string) ([]agentd.Message, error) {
+	s.mu.Lock()
+	s.whole++
+	s.mu.Unlock()
+	return s.DB.Messages(ctx, conv)
+}
+
+func (s *readStore) ToolCalls(ctx context.Context, conv string) ([]agentd.ToolCall, error) {
+	s.mu.Lock()
+	s.whole++
+	s.mu.Unlock()
+	return s.DB.ToolCalls(ctx, conv)
+}
+
+// A run's next model step reads only what is new in its conversation: the
+// messages after those it read before (the step's own assistant message),
+// with their calls; the model still gets the whole history, results
+// included.
+func TestHistoryReadIncrementally(t *testing.T) {
+	ts, _ := writeTools(t)
+	db, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	mustOK(t, err)
+	st := &readStore{DB: db}
+	rec := newRecorder()
+	model := &stepModel{replies: []agentd.ModelResponse{
+		{Text: "recording", ToolCalls: []agentd.ModelToolCall{{Name: "record", Arguments: json.RawMessage(`{}`)}}},
+		{Text: "again", ToolCalls: []agentd.ModelToolCall{{Name: "record", Arguments: json.RawMessage(`{}`)}}},
+		{Text: "done"},
+	}}
+	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: model, Tools: registered(t, tools.NewSource(ts)), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
+		loop.Options{ExpireEvery: -1})
+	mustOK(t, e.Start(context.Background()))
+	t.Cleanup(func() { e.Close(); db.Close() })
+	p := agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}
+	conv, err := e.CreateConversation(context.Background(), p, "", nil)
+	mustOK(t, err)
+	_, err = e.Send(context.Background(), p, conv.ID, "go")
+	mustOK(t, err)
+	rec.wait(t, agentd.EventRunFinished, 1)
+
+	st.mu.Lock()
+	after, whole := slices.Clone(st.after), st.whole
+	st.mu.Unlock()
+	if !slices.Equal(after, []int{0, 1, 2}) || whole != 0 {
+		t.Errorf("reads: MessagesAfter %v and %d whole reads, want [0 1 2] and none", after, whole)
+	}
+	last := model.request(2).Messages
+	if n := len(last); n != 5 || last[2].ToolStatus != agentd.StatusCompleted || last[4].ToolStatus != agentd.StatusCompleted ||
+		last[3].Content != "again" || len(last[3].ToolCalls) != 1 {
+		t.Errorf("third step's history %+v, want user, two assistant steps each with its completed result", last)
+	}
+}
