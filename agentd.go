@@ -192,6 +192,13 @@ type Run struct {
 	RequestedBy string    `json:"requested_by,omitempty"`
 	CreatedAt   time.Time `json:"created_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
+	// TraceParent is the W3C traceparent of the run's span when traces are
+	// on (docs/observability.md), empty otherwise; TraceCaller is the span
+	// ID of the caller's traceparent the run continues, empty for a root.
+	// Kept with the run so that a span ended after a restart joins its
+	// run's trace.
+	TraceParent string `json:"-"`
+	TraceCaller string `json:"-"`
 }
 
 // ToolCall is one model-selected call and everything decided about it.

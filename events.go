@@ -46,6 +46,10 @@ type RunStartedPayload struct {
 	EventHeader
 	RunID         string `json:"run_id" event:"required"`
 	CorrelationID string `json:"correlation_id" event:"required"`
+	// TraceID is the W3C trace id (32 hex digits) of the run's trace, for
+	// a link to a trace viewer; absent when traces are off
+	// (docs/observability.md).
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // TextDeltaPayload is the data of text_delta: a piece of the assistant text

@@ -49,6 +49,9 @@ type eventFixture struct {
 func eventFixtures() []eventFixture {
 	return []eventFixture{
 		{"run_started", func() EventPayload { return &RunStartedPayload{RunID: tRun, CorrelationID: tCorr} }},
+		{"run_started_traced", func() EventPayload {
+			return &RunStartedPayload{RunID: tRun, CorrelationID: tCorr, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
+		}},
 		{"text_delta", func() EventPayload {
 			return &TextDeltaPayload{RunID: tRun, MessageID: tMsg, Delta: "Refunding <order> & co"}
 		}},

@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // waitLimit bounds every wait for something that must happen. It is a
@@ -320,6 +321,13 @@ func startAgentdWired(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 // serve.go starts it.
 func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring string, endpoints []webhook.Endpoint) *instance {
 	tb.Helper()
+	return startAgentdTraced(tb, dir, rules, defs, wiring, endpoints, nil)
+}
+
+// startAgentdTraced is startAgentdHooks with the engine's tracer provider
+// (nil: traces off, as cmd/agentd runs without an OTEL_* variable).
+func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring string, endpoints []webhook.Endpoint, tp trace.TracerProvider) *instance {
+	tb.Helper()
 	toolsDir := filepath.Join(dir, "tools")
 	for _, d := range defs {
 		td := filepath.Join(toolsDir, d.name)
@@ -385,7 +393,7 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 	}
 	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolset,
-	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount)})
+	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount), Tracer: tp})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}

@@ -72,6 +72,9 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	var result json.RawMessage
 	var runErr error
 	var took time.Duration
+	var status agentd.CallStatus // the span's, once known
+	var errMsg string
+	hookCtx := rs.ctx // the tool's span, when traced: the postToolUse hooks run in it
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else if c.Name == TaskTool && c.ServerID == SubagentsServerID {
@@ -79,8 +82,11 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		result, runErr = e.runSubagent(rs.ctx, c)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
+		ctx, span := e.tr.toolSpan(rs.ctx, e.runTrace(rs, c.RunID), c)
+		defer func() { endTool(span, status, errMsg) }()
+		hookCtx = ctx
 		began := time.Now()
-		result, runErr = t.Execute(rs.ctx, c)
+		result, runErr = t.Execute(ctx, c)
 		took = time.Since(began)
 	}
 	if e.ctx.Err() != nil {
@@ -97,6 +103,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		u.Status, u.Error = agentd.StatusFailed, runErr.Error()
 	}
 	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
+	status, errMsg = u.Status, u.Error
 	log.Info().Str("status", string(u.Status)).Msg("tool finished")
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
@@ -110,7 +117,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	e.obs.ToolExecuted(c.Name, u.Status, took)
 	e.obs.ToolCallFinished(u.Status, c.Tier)
 	if e.agent.Hooks != nil {
-		if err := e.agent.Hooks.PostToolUse(rs.ctx, hookCall(c, toolset.PhaseExecute), u.Status, u.Result, u.Error); err != nil {
+		if err := e.agent.Hooks.PostToolUse(hookCtx, hookCall(c, toolset.PhaseExecute), u.Status, u.Result, u.Error); err != nil {
 			log.Warn().Err(err).Msg("postToolUse hook failed")
 		}
 	}

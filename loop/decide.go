@@ -240,6 +240,9 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	} else {
 		e.wakeRun(c.RunID)
 	}
+	// After the call is on its way: the span's read of the run is not on
+	// the path from the approval to the tool's start.
+	e.tr.waitSpan(e.traceRun(e.ctx, c.RunID), *c, dec.Decision, dec.DecidedBy, dec.Via, pd.u.Now)
 }
 
 // decideRetries bounds how often a decision is planned again after it lost

@@ -22,6 +22,7 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Publisher receives committed events, in sequence order per conversation.
@@ -51,6 +52,8 @@ type Agent struct {
 	// Subagents are the subagents the task tool (TaskSource, listed in
 	// Tools) starts.
 	Subagents []*Subagent
+	// ModelName names the model in traces (gen_ai.request.model).
+	ModelName string
 }
 
 // Options are the optional dependencies of an Engine.
@@ -72,6 +75,14 @@ type Options struct {
 	MaxResultBytes int
 	// Observer is told what the engine does, for metrics (nil: nobody).
 	Observer Observer
+	// Tracer receives the spans of runs, model steps, tool calls and
+	// approval waits (trace.go, docs/observability.md); nil: no traces, and
+	// no cost. Its SDK must use tracing.IDGenerator, so that a run's span,
+	// recorded when the run ends, keeps the IDs its children named.
+	Tracer trace.TracerProvider
+	// TraceContent records message text and tool arguments in spans
+	// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT); off by default.
+	TraceContent bool
 }
 
 // Engine runs the agent loop for every conversation of one agent.
@@ -83,6 +94,7 @@ type Engine struct {
 	log   zerolog.Logger
 	opts  Options
 	obs   Observer
+	tr    *tracer // nil: traces off
 
 	// tools is the view of the tools the model sees (tools.go), rebuilt
 	// when the agent's toolset.Set lists others.
@@ -123,6 +135,10 @@ type runState struct {
 	// hist is the conversation's history as the driver last read it
 	// (history.go); only the driver's goroutine uses it.
 	hist *historyCache
+	// traced is the run as its tool spans read it once (its trace context
+	// is immutable): runTrace.
+	traceOnce sync.Once
+	traced    *agentd.Run
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -147,7 +163,7 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	}
 	e := &Engine{
 		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
-		runs: map[string]*runState{}, tools: toolView{set: agent.Tools},
+		runs: map[string]*runState{}, tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e

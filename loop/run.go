@@ -154,14 +154,16 @@ func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 	if errMsg != "" {
 		reason += ": " + errMsg
 	}
+	now := e.clock.Now()
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
-			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: e.clock.Now(),
+			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: now,
 		}, []agentd.EventDraft{e.event(run.ConversationID, p)})
 		return evs, err
 	})
 	if err == nil {
 		e.obs.RunFinished(status)
+		e.tr.runSpan(run, e.agent.Name, status, errMsg, now)
 	} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
 		e.log.Error().Err(err).Str("run_id", run.ID).Msg("finish run")
 	}
@@ -245,6 +247,7 @@ func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
 // and observes how long the model took.
 func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
 	began := time.Now()
+	ctx, span := e.tr.chatSpan(ctx, run, e.agent.ModelName)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
 		System: e.agent.System, Messages: history, Tools: e.tools.now().specsFor(run.TenantID),
 	}, func(delta string) {
@@ -257,6 +260,7 @@ func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd
 			e.log.Error().Err(err).Msg("append text delta")
 		}
 	})
+	e.tr.endChat(span, resp, err)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/tracing"
 )
 
 // MaxMessageBytes bounds a user message.
@@ -122,11 +123,12 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 		ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
 		CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunRunning, RequestedBy: p.KeyID, CreatedAt: now, UpdatedAt: now,
 	}
+	e.tr.startTrace(ctx, run)
 	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 		Role: agentd.RoleUser, Content: content, CreatedAt: now}
 	err = e.commit(conv.ID, func() ([]agentd.Event, error) {
 		return e.store.StartRun(ctx, run, msg, []agentd.EventDraft{e.event(conv.ID, &agentd.RunStartedPayload{
-			RunID: run.ID, CorrelationID: run.CorrelationID,
+			RunID: run.ID, CorrelationID: run.CorrelationID, TraceID: tracing.TraceID(run.TraceParent),
 		})})
 	})
 	if err != nil {
@@ -213,10 +215,12 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 	for _, c := range cancelled {
 		if c.Status == agentd.StatusRequiresConfirmation {
 			e.obs.Decided(agentd.DecisionCancelled, agentd.ViaCancel, now.Sub(c.UpdatedAt))
+			e.tr.waitSpan(updated, c, agentd.DecisionCancelled, by.KeyID, agentd.ViaCancel, now)
 		}
 		e.obs.ToolCallFinished(agentd.StatusCancelled, c.Tier)
 	}
 	e.obs.RunFinished(agentd.RunCancelled)
+	e.tr.runSpan(updated, e.agent.Name, agentd.RunCancelled, "", now)
 	return updated, nil
 }
 
@@ -283,6 +287,7 @@ func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
 	if err == nil {
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("approval expired")
 		e.obs.Decided(agentd.DecisionExpired, agentd.ViaDeadline, now.Sub(c.UpdatedAt))
+		e.tr.waitSpan(e.traceRun(ctx, c.RunID), c, agentd.DecisionExpired, dec.DecidedBy, agentd.ViaDeadline, now)
 		e.obs.ToolCallFinished(agentd.StatusExpired, c.Tier)
 		e.wakeRun(c.RunID)
 	}

@@ -29,9 +29,11 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/toolset"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Server states, as Status reports them.
@@ -386,7 +388,13 @@ func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: t.Name, Arguments: args})
+	params := &sdk.CallToolParams{Name: t.Name, Arguments: args}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		// The tool's span as _meta.traceparent, the W3C trace context
+		// convention MCP servers read (docs/observability.md).
+		params.Meta = sdk.Meta{"traceparent": tracing.Format(sc)}
+	}
+	res, err := sess.CallTool(ctx, params)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("MCP server %q: tool %q timed out after %s", s.cfg.ID, call.Name, s.cfg.Timeout)

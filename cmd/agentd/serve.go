@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const defaultAddr = "127.0.0.1:8787"
@@ -60,6 +61,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	lp, err := loadServeProject(cfg, getenv, log, &done)
 	if err != nil {
+		return err
+	}
+	if lp.tracer, lp.traceContent, err = startTracing(getenv, log, &done); err != nil {
 		return err
 	}
 	keys := lp.proj.Server.APIKeys
@@ -137,6 +141,10 @@ type servedProject struct {
 	mcp []*mcp.Server
 	// context is the command tools' per-call context endpoint.
 	context *callcontext.Endpoint
+	// tracer is nil when traces are off (otel.go); traceContent records
+	// message text and tool arguments in spans.
+	tracer       trace.TracerProvider
+	traceContent bool
 }
 
 // loadServeProject loads the project (writing the embedded demo into the
@@ -204,7 +212,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg)
+	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg, lp.tracer != nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,7 +230,8 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 		durable = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
 	}
 	wireContext(lp.context, lp, durable) // before the engine starts: recovery may run tools
-	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
+	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
+		Tracer: lp.tracer, TraceContent: lp.traceContent})
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -282,10 +291,11 @@ func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
 // startWebhooks starts the webhook outbox's dispatcher and delivery workers
 // for the project's endpoints (none: it does nothing). It must run before
 // the loop starts, so that the dispatcher's first cursor precedes every
-// event the loop commits. reg, when set, gets its metrics.
+// event the loop commits. reg, when set, gets its metrics; traces puts the
+// runs' trace context in the payloads.
 func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, feed agentd.Feed,
-	log zerolog.Logger, reg prometheus.Registerer) (*webhook.Service, error) {
-	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg})
+	log zerolog.Logger, reg prometheus.Registerer, traces bool) (*webhook.Service, error) {
+	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg, Traces: traces})
 	if err != nil {
 		return nil, err
 	}
