@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -153,4 +156,76 @@ func TestReplicasConcurrentApprovals(t *testing.T) {
 		t.Fatalf("%d confirmation_resolved and %d tool_call_started events, want 1 each: %v", resolved, started, types(stB.seen))
 	}
 	checkContiguous(t, "B's stream", stB.seen, 1)
+}
+
+// aisdkFrames reads an AI SDK UI message stream to its end and returns its
+// chunks' types ([DONE] included).
+func aisdkFrames(t *testing.T, resp *http.Response) []string {
+	t.Helper()
+	defer resp.Body.Close()
+	var out []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if line == "[DONE]" {
+			out = append(out, line)
+			continue
+		}
+		var f struct{ Type string }
+		if err := json.Unmarshal([]byte(line), &f); err != nil {
+			t.Fatalf("chunk %q: %v", line, err)
+		}
+		out = append(out, f.Type)
+	}
+	return out
+}
+
+// The chat protocols' streams read the same hub and log: an AI SDK chat
+// started on replica A, whose run holds a tool for a moment, is resumed
+// (GET /v1/ai-sdk/chat/{id}/stream, the SDK's reconnectToStream) on
+// replica B, which replays the run and follows it live, with the events A
+// commits, to the model's last answer and the end of the message.
+func TestReplicasAISDKResume(t *testing.T) {
+	rs, _ := startReplicas(t)
+	a, b := rs[0], rs[1]
+	// Both streams end with the run: a stream that does not is cut at waitLimit.
+	ctx, cancel := context.WithTimeout(t.Context(), waitLimit)
+	defer cancel()
+	for attempt := range 5 {
+		chat := fmt.Sprintf("chat-replicas-%d", attempt)
+		body := fmt.Sprintf(`{"id":%q,"messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hang"}]}]}`, chat)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.Base+"/v1/ai-sdk/chat", strings.NewReader(body))
+		must(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		onA, err := streamClient.Do(req)
+		must(t, err)
+		if onA.StatusCode != http.StatusOK {
+			t.Fatalf("POST /v1/ai-sdk/chat on A: %s", onA.Status)
+		}
+		get, err := http.NewRequestWithContext(ctx, http.MethodGet, b.Base+"/v1/ai-sdk/chat/"+chat+"/stream", nil)
+		must(t, err)
+		onB, err := streamClient.Do(get)
+		must(t, err)
+		if onB.StatusCode == http.StatusNoContent { // the run ended before B was asked: try again
+			onB.Body.Close()
+			aisdkFrames(t, onA)
+			continue
+		}
+		if onB.StatusCode != http.StatusOK {
+			t.Fatalf("GET the chat's stream on B: %s", onB.Status)
+		}
+		fromA, fromB := aisdkFrames(t, onA), aisdkFrames(t, onB)
+		if fmt.Sprint(fromB) != fmt.Sprint(fromA) {
+			t.Fatalf("B's resumed stream %v\nA's stream %v", fromB, fromA)
+		}
+		if got := strings.Join(fromB, " "); !strings.Contains(got, "tool-output-error") || !strings.HasSuffix(got, "text-end finish-step finish [DONE]") {
+			t.Fatalf("B's stream does not follow the run to its end: %s", got)
+		}
+		return
+	}
+	t.Fatal("the run ended before its stream was asked for on B, five times")
 }
