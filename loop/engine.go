@@ -69,11 +69,21 @@ type Options struct {
 	MaxResultBytes int
 	// Observer is told what the engine does, for metrics (nil: nobody).
 	Observer Observer
+	// Lease, when > 0, is how long a run lease lasts, for replicas sharing
+	// the store (lease.go, docs/scale-out.md): a driver takes its run's
+	// lease before it acts and leaves a run another owner holds; leases
+	// are renewed every Lease/3 and released when the driver exits; start
+	// and every Lease/3 take over the runs whose lease expired. 0 (one
+	// process, SQLite): no leases, recovery at start takes everything.
+	Lease time.Duration
+	// Owner names this engine's leases (default: a new random id).
+	Owner string
 }
 
 // Engine runs the agent loop for every conversation of one agent.
 type Engine struct {
 	store Store
+	owner string // of the run leases (Options.Owner)
 	pub   Publisher
 	agent *Agent
 	clock agentd.Clock
@@ -117,6 +127,9 @@ type runState struct {
 	// delegated caches the conversation's delegated flag (immutable) once
 	// the driver has read it.
 	delegated *bool
+	// leased: the engine holds the run's lease for this driver (lease.go);
+	// guarded by Engine.mu.
+	leased bool
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -139,8 +152,11 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	if agent.MaxTurns <= 0 {
 		agent.MaxTurns = agentd.DefaultMaxTurns
 	}
+	if opts.Owner == "" {
+		opts.Owner = agentd.NewID("lease")
+	}
 	e := &Engine{
-		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
+		store: store, owner: opts.Owner, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
 		runs: map[string]*runState{}, tools: toolView{set: agent.Tools},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -165,6 +181,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if expiry {
 		e.startExpiry()
+	}
+	if e.leasing() {
+		e.startLeases()
 	}
 	return nil
 }
@@ -237,6 +256,7 @@ func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
 			}
 			e.mu.Unlock()
 			cancel()
+			e.releaseLease(rs)
 		}()
 		if asleep {
 			select {

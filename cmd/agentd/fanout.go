@@ -23,11 +23,20 @@ type fanoutConfig struct {
 	// poll is the feed's catch-up read, the bound on how late an event is
 	// seen when a notification is lost or notify is off.
 	poll time.Duration
+	// lease is the run lease (--run-lease, agentd.DefaultRunLease).
+	lease time.Duration
 }
 
-// parseFanout reads --feed-notify and --feed-poll's values.
-func parseFanout(notify, poll string) (fanoutConfig, error) {
-	c := fanoutConfig{notify: true, poll: feed.DefaultPoll}
+// parseFanout reads --feed-notify, --feed-poll and --run-lease's values.
+func parseFanout(notify, poll, lease string) (fanoutConfig, error) {
+	c := fanoutConfig{notify: true, poll: feed.DefaultPoll, lease: agentd.DefaultRunLease}
+	if lease != "" {
+		d, err := time.ParseDuration(lease)
+		if err != nil || d < time.Second || d > time.Hour {
+			return c, fmt.Errorf("--run-lease must be a duration from 1s to 1h, got %q", lease)
+		}
+		c.lease = d
+	}
 	if notify != "" {
 		v, err := strconv.ParseBool(notify)
 		if err != nil {
@@ -43,6 +52,16 @@ func parseFanout(notify, poll string) (fanoutConfig, error) {
 		c.poll = d
 	}
 	return c, nil
+}
+
+// runLease is the engine's run lease: cfg's on a store replicas share
+// (PostgreSQL), none on SQLite (one process: recovery at start takes every
+// run, as before).
+func runLease(store agentd.Store, cfg fanoutConfig) time.Duration {
+	if _, ok := store.(*postgres.DB); ok {
+		return cfg.lease
+	}
+	return 0
 }
 
 // startFanout feeds the hub from the event feed when the store is shared

@@ -109,10 +109,11 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	database := fs.String("database", getenv("AGENTD_DATABASE_URL"), "PostgreSQL database URL, postgres://… (default: the SQLite file under --data)")
 	notify := fs.String("feed-notify", getenv("AGENTD_FEED_NOTIFY"), "PostgreSQL: LISTEN for other replicas' events (default true)")
 	poll := fs.String("feed-poll", getenv("AGENTD_FEED_POLL"), "how often the event feed re-reads the store without a wake-up (default 1s)")
+	lease := fs.String("run-lease", getenv("AGENTD_RUN_LEASE"), "PostgreSQL: how long a replica's lease of a run lasts (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, errUsage
 	}
-	fan, err := parseFanout(*notify, *poll)
+	fan, err := parseFanout(*notify, *poll, *lease)
 	if err != nil {
 		return serveConfig{}, err
 	}
@@ -223,7 +224,8 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
 	}
-	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
+	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
+		Lease: runLease(store, fan)})
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err
 	}

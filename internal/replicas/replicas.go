@@ -89,17 +89,19 @@ func Start(tb testing.TB, o Options) []*Replica {
 	if o.N <= 0 {
 		o.N = 3
 	}
-	bin := Binary(tb)
 	rs := make([]*Replica, o.N)
 	for i := range rs {
-		rs[i] = start(tb, bin, string(rune('A'+i)), o)
+		rs[i] = Add(tb, string(rune('A'+i)), o)
 	}
 	return rs
 }
 
-// start starts one replica and waits for its "agentd listening on" line.
-func start(tb testing.TB, bin, name string, o Options) *Replica {
+// Add starts one more replica named name with o (o.N is not used), as
+// Start does, and returns it once it listens: its engine has recovered
+// what it found in the store by then.
+func Add(tb testing.TB, name string, o Options) *Replica {
 	tb.Helper()
+	bin := Binary(tb)
 	args := append([]string{"serve", "--project", o.Project, "--addr", "127.0.0.1:0", "--data", tb.TempDir(), "--database", o.DatabaseURL}, o.Args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), o.Env...)

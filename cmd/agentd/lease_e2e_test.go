@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd/internal/pgtest"
+	"github.com/agentd-dev/agentd/internal/replicas"
+)
+
+// gatedProject is writeProject's project with one more tool, "slow", which
+// logs "slow-start", waits until the file $AGENTD_TEST_GATE exists, logs
+// "slow" and succeeds; "slow …" makes the model call it. It returns the
+// project, its execution log and the gate's path.
+func gatedProject(t *testing.T) (dir, execLog, gate string) {
+	t.Helper()
+	dir, execLog = writeProject(t, projectOpts{})
+	gate = filepath.Join(t.TempDir(), "gate")
+	td := filepath.Join(dir, "tools", "slow")
+	must(t, os.MkdirAll(td, 0o755))
+	must(t, os.WriteFile(filepath.Join(td, "run.sh"), []byte(`#!/bin/sh
+cat >/dev/null; echo "slow-start" >> "$AGENTD_TEST_LOG"
+while [ ! -f "$AGENTD_TEST_GATE" ]; do sleep 0.05; done
+echo "slow" >> "$AGENTD_TEST_LOG"; printf '{"ok":true}'
+`), 0o755))
+	must(t, os.WriteFile(filepath.Join(td, "tool.json"), []byte(`{"name":"slow","description":"test tool slow","command":["/bin/sh","./run.sh"],
+		"env":["AGENTD_TEST_LOG","AGENTD_TEST_GATE"],"timeout_ms":120000}`), 0o644))
+	agent, err := os.ReadFile(filepath.Join(dir, "agent.json"))
+	must(t, err)
+	rules := `"rules":[{"when":{"user":"(?i)^slow"},"reply":{"tool_calls":[{"name":"slow","arguments":{}}]}},` +
+		`{"when":{"tool_result":"slow"},"reply":{"text":"slow {{status}}: {{reason}}"}},`
+	must(t, os.WriteFile(filepath.Join(dir, "agent.json"), []byte(strings.Replace(string(agent), `"rules":[`, rules, 1)), 0o644))
+	return dir, execLog, gate
+}
+
+// waitLogged waits until the execution log has line n times.
+func waitLogged(t *testing.T, execLog, line string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for execCount(t, execLog, line) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%q not logged %d times in time", line, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A replica that starts while another runs a tool leaves that call alone:
+// the run's lease is live, so its recovery does not fail the call as
+// "outcome unknown" (as a lone process's restart does); the call finishes
+// on the replica that started it and the run completes.
+func TestReplicaStartLeavesLiveCalls(t *testing.T) {
+	u := pgtest.NewDatabase(t, "")
+	dir, execLog, gate := gatedProject(t)
+	o := replicas.Options{Project: dir, DatabaseURL: u, Env: []string{"AGENTD_TEST_LOG=" + execLog, "AGENTD_TEST_GATE=" + gate}}
+	a := replicas.Add(t, "A", o)
+	conv, st := newConversation(t, a.Base, "")
+	send(t, a.Base, "", conv, "slow please")
+	waitLogged(t, execLog, "slow-start", 1)
+
+	d := replicas.Add(t, "D", o) // listening: its recovery is done
+	must(t, os.WriteFile(gate, nil, 0o644))
+	res := st.waitFor("tool_call_result", nil)
+	if res.Data["status"] != "completed" {
+		t.Fatalf("the running call, after replica D started: %s\nD's log:\n%s", res.Raw, d.Logs())
+	}
+	if fin := st.waitFor("run_finished", nil); fin.Data["status"] != "completed" {
+		t.Fatalf("run_finished %s", fin.Raw)
+	}
+	if n := execCount(t, execLog, "slow-start"); n != 1 {
+		t.Fatalf("slow started %d times, want 1", n)
+	}
+}
+
+// Issue 20, acceptance 4 (the executing part): kill -9 the replica that
+// runs a call; once its lease (--run-lease 2s here) expires another
+// replica takes the run over: the call, which may or may not have done its
+// work, fails as "outcome unknown" — never runs twice — and the run goes
+// on to its end, seen on a stream from a surviving replica.
+func TestReplicaKilledRunTakenOver(t *testing.T) {
+	u := pgtest.NewDatabase(t, "")
+	dir, execLog, gate := gatedProject(t)
+	rs := replicas.Start(t, replicas.Options{N: 3, Project: dir, DatabaseURL: u, Args: []string{"--run-lease", "2s"},
+		Env: []string{"AGENTD_TEST_LOG=" + execLog, "AGENTD_TEST_GATE=" + gate}})
+	a, b := rs[0], rs[1]
+	conv, _ := newConversation(t, a.Base, "")
+	st := openStream(t, b.Base, "", conv, 0)
+	send(t, a.Base, "", conv, "slow please")
+	waitLogged(t, execLog, "slow-start", 1)
+	st.waitFor("tool_call_started", nil)
+	a.Kill()
+	must(t, os.WriteFile(gate, nil, 0o644)) // a second run of the tool would finish now
+
+	res := st.waitFor("tool_call_result", nil)
+	if res.Data["status"] != "failed" || !strings.Contains(str(res.Data, "error"), "outcome is unknown") {
+		t.Fatalf("the killed replica's call: %s", res.Raw)
+	}
+	if fin := st.waitFor("run_finished", nil); fin.Data["status"] != "completed" {
+		t.Fatalf("run_finished %s", fin.Raw)
+	}
+	if n := execCount(t, execLog, "slow-start"); n != 1 {
+		t.Fatalf("slow started %d times, want 1", n)
+	}
+}
