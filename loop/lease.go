@@ -60,8 +60,9 @@ func (e *Engine) releaseLease(rs *runState) {
 // startLeases starts the one goroutine that, every Lease/3, renews the
 // leases of the runs this engine drives (cancelling a driver whose lease
 // another replica took: it had expired), wakes every driver so that one
-// waiting for a call another replica runs reads the store again, and takes
-// over the runs whose owner's lease expired (takeover).
+// waiting for a call another replica runs reads the store again, takes
+// over the runs whose owner's lease expired (takeover) and asks for an
+// expiry pass.
 func (e *Engine) startLeases() {
 	every := e.opts.Lease / 3
 	e.wg.Go(func() {
@@ -77,6 +78,10 @@ func (e *Engine) startLeases() {
 			if err := e.takeover(e.ctx); err != nil && e.ctx.Err() == nil {
 				e.log.Error().Err(err).Msg("take over runs whose lease expired")
 			}
+			// Another replica's parked calls arm no timer here: an expiry
+			// pass every Lease/3 expires their deadlines (each once: the
+			// expiry is a conditional update) when their replica is gone.
+			e.deadline.signal()
 		}
 	})
 }
