@@ -281,7 +281,12 @@ func (e *Engine) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
 	e.mu.Unlock()
 	if held {
 		if err := e.store.ReleaseRun(rs.ctx, rs.id, e.owner); err != nil {
-			return false, true // read again from the top, which takes the lease again
+			// Still held (say, shutdown cancelled rs.ctx): the top takes it
+			// again, or the driver's exit releases it (releaseLease).
+			e.mu.Lock()
+			rs.leased = true
+			e.mu.Unlock()
+			return false, true
 		}
 	}
 	calls, err := e.stepCalls(rs.ctx, run)
