@@ -53,6 +53,14 @@ func Binary(tb testing.TB) string {
 	return binPath
 }
 
+// RemoveBinary deletes the binary Binary built, if any; call it from
+// TestMain after m.Run.
+func RemoveBinary() {
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+}
+
 // Options says what replicas Start runs.
 type Options struct {
 	// N is the number of replicas (default 3).
