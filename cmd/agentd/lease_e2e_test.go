@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +104,67 @@ func TestReplicaKilledRunTakenOver(t *testing.T) {
 	}
 	if n := execCount(t, execLog, "slow-start"); n != 1 {
 		t.Fatalf("slow started %d times, want 1", n)
+	}
+}
+
+// Issue 20, acceptance 4: kill -9 replica A while it drives a run with a
+// parked call (pay, its deadline 8 s away) and an approved-but-unstarted
+// call (record, held approved by a preToolUse hook's execute phase, which
+// runs between the approval and the claim). Once A's lease (2 s here)
+// expired another replica runs the unstarted call once; the parked one
+// stays pending with its deadline, then its expiry, due while A is dead,
+// fires once; the run goes on to its end.
+func TestReplicaKilledWithParkedAndApproved(t *testing.T) {
+	u := pgtest.NewDatabase(t, "")
+	dir, execLog := writeProject(t, projectOpts{approvalTimeout: "8s"})
+	gate := filepath.Join(t.TempDir(), "gate")
+	hd := filepath.Join(dir, "hooks", "gate")
+	must(t, os.MkdirAll(hd, 0o755))
+	must(t, os.WriteFile(filepath.Join(hd, "gate.sh"), []byte(`#!/bin/sh
+input=$(cat)
+case "$input" in *'"phase":"execute"'*)
+  echo "hook-execute" >> "$AGENTD_TEST_LOG"
+  while [ ! -f "$AGENTD_TEST_GATE" ]; do sleep 0.05; done;;
+esac
+`), 0o755))
+	must(t, os.WriteFile(filepath.Join(hd, "hook.json"), []byte(`{"points":["preToolUse"],"matcher":"record","command":["/bin/sh","./gate.sh"],
+		"env":["AGENTD_TEST_LOG","AGENTD_TEST_GATE"],"timeout_ms":120000}`), 0o644))
+	rs := replicas.Start(t, replicas.Options{N: 3, Project: dir, DatabaseURL: u, Args: []string{"--run-lease", "2s"},
+		Env: []string{"AGENTD_TEST_LOG=" + execLog, "AGENTD_TEST_GATE=" + gate}})
+	a, b := rs[0], rs[1]
+	conv, _ := newConversation(t, a.Base, "")
+	st := openStream(t, b.Base, "", conv, 0)
+	send(t, a.Base, "", conv, "both please")
+	cr := st.waitFor("confirmation_required", nil)
+	payID := str(cr.Data, "tool_call_id")
+	waitLogged(t, execLog, "hook-execute", 1) // record is approved, its hook holds it before the claim
+	_, before := call(t, http.MethodGet, b.Base+"/v1/tool-calls/"+payID, "", "")
+	a.Kill()
+	must(t, os.WriteFile(gate, nil, 0o644))
+
+	res := st.waitFor("tool_call_result", nil)
+	if res.Data["tool_name"] != "record" || res.Data["status"] != "completed" {
+		t.Fatalf("first result after A died: %s", res.Raw)
+	}
+	status, after := call(t, http.MethodGet, b.Base+"/v1/tool-calls/"+payID, "", "")
+	if status != 200 || after["status"] != "requires_confirmation" || after["requires_approval_at"] != before["requires_approval_at"] {
+		t.Fatalf("the parked call after the takeover: %d %v (before: %v)", status, after, before)
+	}
+	exp := st.waitFor("confirmation_resolved", nil)
+	if str(exp.Data, "tool_call_id") != payID || exp.Data["decision"] != "expired" {
+		t.Fatalf("the parked call's end: %s", exp.Raw)
+	}
+	st.waitFor("run_finished", nil)
+	if n := execCount(t, execLog, "record"); n != 1 {
+		t.Fatalf("record ran %d times, want 1", n)
+	}
+	resolved := 0
+	for _, ev := range st.seen {
+		if ev.Type == "confirmation_resolved" && str(ev.Data, "tool_call_id") == payID {
+			resolved++
+		}
+	}
+	if resolved != 1 || execCount(t, execLog, "pay") != 0 {
+		t.Fatalf("pay: %d confirmation_resolved, ran %d times; want 1 and 0: %v", resolved, execCount(t, execLog, "pay"), types(st.seen))
 	}
 }
