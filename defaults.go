@@ -31,4 +31,9 @@ const (
 	// DefaultMCPResultBytes bounds the text of one MCP tool result the
 	// model reads; a longer one is cut, and says so.
 	DefaultMCPResultBytes = 64 << 10
+	// DefaultRunLease is how long a replica's lease of a run lasts on a
+	// store shared by replicas (PostgreSQL; docs/scale-out.md): renewed
+	// every third of it while the replica drives the run, so another
+	// replica takes over a dead one's runs about this long after it died.
+	DefaultRunLease = 15 * time.Second
 )

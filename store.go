@@ -121,6 +121,18 @@ type RunStore interface {
 	// r.Calls, sets the run's Step to r.Step and its status to running, adds
 	// r.Usage to the run's usage, and appends events.
 	RecordStep(ctx context.Context, r StepRecord, events []EventDraft) ([]Event, error)
+
+	// LeaseRun takes or renews owner's lease of an active run until
+	// until, for replicas sharing the store (docs/scale-out.md): it
+	// reports true when the run is active and its lease was free, expired
+	// (its until not after now) or owner's already; false, writing
+	// nothing, when another owner's lease is live, the run is not active
+	// or there is no such run. EINVALID for an empty owner or until not
+	// after now.
+	LeaseRun(ctx context.Context, runID, owner string, now, until time.Time) (bool, error)
+	// ReleaseRun frees owner's lease of a run; it does nothing when the
+	// lease is another owner's or free. EINVALID for an empty owner.
+	ReleaseRun(ctx context.Context, runID, owner string) error
 }
 
 // ToolCallStore holds tool calls, their conditional state transitions

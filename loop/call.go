@@ -28,6 +28,9 @@ func (e *Engine) startCall(c agentd.ToolCall) {
 		if e.ctx.Err() != nil {
 			return // shutting down: the next start finds it where it is
 		}
+		// With leases, hold the run's lease while the call runs when no
+		// live replica holds it (if one does, it covers the call).
+		_, _ = e.takeLease(rs.ctx, rs)
 		if c.Status == agentd.StatusApproved {
 			if !e.recheck(rs.ctx, c) {
 				return // refused or parked again: nothing runs on this approval

@@ -83,11 +83,21 @@ type Options struct {
 	// TraceContent records message text and tool arguments in spans
 	// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT); off by default.
 	TraceContent bool
+	// Lease, when > 0, is how long a run lease lasts, for replicas sharing
+	// the store (lease.go, docs/scale-out.md): a driver takes its run's
+	// lease before it acts and leaves a run another owner holds; leases
+	// are renewed every Lease/3 and released when the driver exits; start
+	// and every Lease/3 take over the runs whose lease expired. 0 (one
+	// process, SQLite): no leases, recovery at start takes everything.
+	Lease time.Duration
+	// Owner names this engine's leases (default: a new random id).
+	Owner string
 }
 
 // Engine runs the agent loop for every conversation of one agent.
 type Engine struct {
 	store Store
+	owner string // of the run leases (Options.Owner)
 	pub   Publisher
 	agent *Agent
 	clock agentd.Clock
@@ -139,6 +149,9 @@ type runState struct {
 	// is immutable): runTrace.
 	traceOnce sync.Once
 	traced    *agentd.Run
+	// leased: the engine holds the run's lease for this driver (lease.go);
+	// guarded by Engine.mu.
+	leased bool
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -161,8 +174,11 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	if agent.MaxTurns <= 0 {
 		agent.MaxTurns = agentd.DefaultMaxTurns
 	}
+	if opts.Owner == "" {
+		opts.Owner = agentd.NewID("lease")
+	}
 	e := &Engine{
-		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
+		store: store, owner: opts.Owner, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
 		runs: map[string]*runState{}, tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
@@ -191,6 +207,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if expiry {
 		e.startExpiry()
+	}
+	if e.leasing() {
+		e.startLeases()
 	}
 	return nil
 }
@@ -263,6 +282,7 @@ func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
 			}
 			e.mu.Unlock()
 			cancel()
+			e.releaseLease(rs)
 		}()
 		if asleep {
 			select {

@@ -21,8 +21,11 @@ func (e *Engine) drive(rs *runState) {
 	log := e.log.With().Str("run_id", rs.id).Logger()
 	failures := 0
 	for {
-		if rs.ctx.Err() != nil {
+		switch e.driveLease(rs, log, &failures) { // also ends when rs's context has
+		case leaseExit:
 			return
+		case leaseRetry:
+			continue
 		}
 		run, err := e.store.Run(rs.ctx, rs.id)
 		if err != nil {
@@ -57,7 +60,7 @@ func (e *Engine) drive(rs *runState) {
 					e.markWaiting(rs.ctx, run, parked)
 				}
 				if len(parked) == len(unresolved) {
-					exit, woken := e.retireDriver(rs)
+					exit, woken := e.retire(rs, run)
 					if exit {
 						return
 					} else if woken {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -322,32 +321,16 @@ func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
 // for a decision gets nothing: its calls keep their deadlines, which the
 // deadline timer covers, and a decision starts its driver.
 func (e *Engine) recover(ctx context.Context) error {
+	if e.leasing() {
+		return e.takeover(ctx) // only the runs no live replica holds
+	}
 	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
 	if err != nil {
 		return err
 	}
 	for _, c := range calls {
-		switch {
-		case c.Status == agentd.StatusApproved:
-			e.startCall(c)
-		case e.tools.now().defs[c.Name].Idempotent:
-			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
-			e.startCall(c)
-		default:
-			msg := "the server stopped while the tool was running; its outcome is unknown"
-			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-				_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting},
-					Status: agentd.StatusFailed, Error: msg, Now: e.clock.Now()},
-					[]agentd.EventDraft{e.event(c.ConversationID, &agentd.ToolCallResultPayload{
-						RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusFailed, Error: msg,
-					})})
-				return evs, err
-			})
-			if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
-				return fmt.Errorf("fail interrupted call %s: %w", c.ID, err)
-			} else if err == nil {
-				e.obs.ToolCallFinished(agentd.StatusFailed, c.Tier)
-			}
+		if err := e.recoverCall(ctx, c); err != nil {
+			return err
 		}
 	}
 	runs, err := e.store.RunsToDrive(ctx)

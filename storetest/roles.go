@@ -82,6 +82,8 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"RecordStep/Applies", testRecordStepApplies},
 		{"RecordStep/Conflict", testRecordStepConflict},
 		{"CancelRun", testCancelRun},
+		{"LeaseRun", testLeaseRun},
+		{"LeaseRun/Concurrent", testLeaseRunConcurrent},
 	})
 }
 

@@ -83,7 +83,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	done.add(func() { _ = ln.Close() })
 	lp.context.SetURL(contextURL(ln.Addr()))
-	handler, hub, err := wireServer(ctx, lp, store, log, &done)
+	handler, hub, err := wireServer(ctx, lp, store, cfg.fanout, log, &done)
 	if err != nil {
 		return err
 	}
@@ -104,6 +104,8 @@ type serveConfig struct {
 	// databaseURL, when set, names the PostgreSQL database of the store
 	// (else it is the SQLite file agentd.db under dataDir).
 	databaseURL string
+	// fanout: how other replicas' events reach this one (fanout.go).
+	fanout fanoutConfig
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -113,10 +115,17 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	addr := fs.String("addr", or(getenv("AGENTD_ADDR"), defaultAddr), "listen address")
 	dataDir := fs.String("data", or(getenv("AGENTD_DATA"), defaultDataDir(getenv)), "data folder (SQLite database)")
 	database := fs.String("database", getenv("AGENTD_DATABASE_URL"), "PostgreSQL database URL, postgres://… (default: the SQLite file under --data)")
+	notify := fs.String("feed-notify", getenv("AGENTD_FEED_NOTIFY"), "PostgreSQL: LISTEN for other replicas' events (default true)")
+	poll := fs.String("feed-poll", getenv("AGENTD_FEED_POLL"), "how often the event feed re-reads the store without a wake-up (default 1s)")
+	lease := fs.String("run-lease", getenv("AGENTD_RUN_LEASE"), "PostgreSQL: how long a replica's lease of a run lasts (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, errUsage
 	}
-	return serveConfig{projectDir: *projectDir, addr: *addr, dataDir: *dataDir, databaseURL: *database}, nil
+	fan, err := parseFanout(*notify, *poll, *lease)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	return serveConfig{projectDir: *projectDir, addr: *addr, dataDir: *dataDir, databaseURL: *database, fanout: fan}, nil
 }
 
 // closers are what serve releases when it returns, newest first.
@@ -200,15 +209,20 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 // the one metrics registry, the webhook outbox, the engine (started: it
 // recovers what must run now) and the API, and returns the API's handler
 // and the hub (its streams end at shutdown).
-func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
+func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan fanoutConfig, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
 	proj := lp.proj
 	// The loop's commits go to the SSE hub, the streams' live path, and wake
-	// the event feed, which the webhook outbox follows; the hub does not
-	// (docs/architecture.md, "The event feed", has why and the seam for
-	// feeding it from the feed).
-	feed := feed.New(store, feed.Options{})
+	// the event feed, which the webhook outbox follows; on PostgreSQL the
+	// hub follows the feed too, for other replicas' events (startFanout;
+	// docs/architecture.md, "The event feed").
+	feed := feed.New(store, feed.Options{Poll: fan.poll})
 	done.add(feed.Close)
 	hub := sse.NewHub()
+	stopFanout, err := startFanout(ctx, store, feed, hub, fan, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	done.add(stopFanout)
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -231,7 +245,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	}
 	wireContext(lp.context, lp, durable) // before the engine starts: recovery may run tools
 	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
-		Tracer: lp.tracer, TraceContent: lp.traceContent})
+		Tracer: lp.tracer, TraceContent: lp.traceContent, Lease: runLease(store, fan)})
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err
 	}
