@@ -32,7 +32,7 @@ func (e *Engine) startCall(c agentd.ToolCall) {
 		// live replica holds it (if one does, it covers the call).
 		_, _ = e.takeLease(rs.ctx, rs)
 		if c.Status == agentd.StatusApproved {
-			if !e.recheck(rs.ctx, c) {
+			if !e.recheck(e.tr.under(rs.ctx, e.runTrace(rs, c.RunID)), c) {
 				return // refused or parked again: nothing runs on this approval
 			}
 			claimed, ok := e.claim(c)

@@ -206,7 +206,8 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	}
 	step := run.Step + 1
 	now := e.clock.Now()
-	msg, calls, drafts := e.stepOf(ctx, run, delegated, msgID, step, resp, now)
+	// Under the run's span: a preToolUse hook gets it as TRACEPARENT.
+	msg, calls, drafts := e.stepOf(e.tr.under(ctx, run), run, delegated, msgID, step, resp, now)
 	var auto []*agentd.ToolCall
 	for _, c := range calls {
 		if c.Status == agentd.StatusApproved {

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -188,6 +189,8 @@ func otelProject(t *testing.T) (dir, tpFile string, api *billing.API, rc *webhoo
 	must(t, os.WriteFile(filepath.Join(dir, "agentd.json"), b, 0o644))
 	writeHook(t, dir, "trace", map[string]any{"points": []string{"postToolUse"}},
 		"cat >/dev/null; printf '%s\\n' \"$TRACEPARENT\" >> "+filepath.Join(dir, "hook-traceparent.txt"))
+	writeHook(t, dir, "pretrace", map[string]any{"points": []string{"preToolUse"}},
+		"cat >/dev/null; printf '%s\\n' \"$TRACEPARENT\" >> "+filepath.Join(dir, "pre-traceparent.txt"))
 	return dir, tpFile, api, rc
 }
 
@@ -298,6 +301,16 @@ func TestTracesOfAnApproval(t *testing.T) {
 	if want := "00-" + callerTrace + "-" + hex.EncodeToString(tool.SpanId) + "-01\n00-" + callerTrace + "-" +
 		hex.EncodeToString(tpTool.SpanId) + "-01\n"; string(hookSaw) != want {
 		t.Errorf("the postToolUse hook's TRACEPARENT %q, want the tools' spans %q", hookSaw, want)
+	}
+
+	// A preToolUse hook runs under the run's span, when the step's calls are
+	// classified and again right before an approved call runs: three runs at
+	// least, each with the run's span (an empty line is a hook without it).
+	preSaw, _ := os.ReadFile(filepath.Join(dir, "pre-traceparent.txt"))
+	if lines := strings.Split(strings.TrimSuffix(string(preSaw), "\n"), "\n"); len(lines) < 3 || slices.ContainsFunc(lines, func(l string) bool {
+		return l != "00-"+callerTrace+"-"+runID+"-01"
+	}) {
+		t.Errorf("the preToolUse hook's TRACEPARENT %q, want the run's span %s each time", preSaw, runID)
 	}
 
 	// The webhook of the parked call carries the run's trace context, in
