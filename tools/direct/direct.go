@@ -271,10 +271,6 @@ type Tick struct {
 	TenantID, ProjectID string
 }
 
-// ScheduleKeyID is the key_id of a scheduled run's audit entries and of
-// the principal it acts as (a delegate: SPEC §4.1's delegated context).
-const ScheduleKeyID = "schedule"
-
 // Scheduled runs the tool of one claimed tick, in the durable execution
 // context as a delegate of the tick's tenant and project, with arguments
 // {} (the schema's defaults filled in), and audits it (kind schedule_run,
@@ -282,7 +278,7 @@ const ScheduleKeyID = "schedule"
 // the tool and the tick, the same on every replica. A tier other than auto
 // is refused (nothing ran): no one is there to confirm.
 func (r *Runner) Scheduled(ctx context.Context, t Tick) *Result {
-	p := agentd.Principal{TenantID: t.TenantID, ProjectID: t.ProjectID, KeyID: ScheduleKeyID, Role: agentd.RoleDelegate}
+	p := agentd.Principal{TenantID: t.TenantID, ProjectID: t.ProjectID, KeyID: agentd.ScheduleKeyID, Role: agentd.RoleDelegate}
 	a := r.begin(agentd.AuditScheduleRun, p, t.Tool)
 	at := t.At.UTC().Format(time.RFC3339Nano)
 	a.ToolCallID = agentd.PrefixToolCall + "_" + uuid.NewSHA1(tickSpace, []byte(t.Tool+"\x00"+at)).String()
