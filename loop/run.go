@@ -419,4 +419,3 @@ func lastDecisionReason(c agentd.ToolCall) string {
 	}
 	return ""
 }
-
