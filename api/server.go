@@ -261,7 +261,7 @@ func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if s.DevMode() {
-				c.Set(principalKey, agentd.Principal{TenantID: "default", ProjectID: "default", Role: agentd.RoleAdmin, KeyID: "dev"})
+				c.Set(principalKey, agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"})
 				return next(c)
 			}
 			token := ""

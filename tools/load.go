@@ -317,7 +317,7 @@ func parseTriggers(raw json.RawMessage, exposure string) (Triggers, error) {
 	if confirm.ExposureTier(exposure) != agentd.TierAuto {
 		return tr, jsonconf.FieldErr("triggers.schedule", "a tool whose exposure is %q cannot be scheduled: no one is there to confirm its runs", exposure)
 	}
-	tr.Schedule, tr.TenantID, tr.ProjectID = s, "default", "default"
+	tr.Schedule, tr.TenantID, tr.ProjectID = s, agentd.DefaultTenantID, agentd.DefaultProjectID
 	for field, v := range map[string]*string{"tenant_id": f.TenantID, "project_id": f.ProjectID} {
 		if v == nil {
 			continue
