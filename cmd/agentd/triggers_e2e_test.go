@@ -157,6 +157,7 @@ func TestScheduleAcrossRestartE2E(t *testing.T) {
 	if burst := len(runs()) - before; burst > 2 {
 		t.Fatalf("%d runs in the 1.5 s after the restart: the missed ticks were replayed", burst)
 	}
+	t.Logf("%d runs before the shutdown, %d in the 1.5 s after the restart", before, len(runs())-before)
 	waitRuns(before + 2)
 	seen := map[string]bool{}
 	for _, id := range runs() {
@@ -170,6 +171,7 @@ func TestScheduleAcrossRestartE2E(t *testing.T) {
 	if st != 200 || len(entries) != 1 || !strings.Contains(fmt.Sprint(entries[0]), "ticks missed between") {
 		t.Fatalf("schedule_missed entries: %d %v", st, m)
 	}
+	t.Logf("reported: %v", entries[0].(map[string]any)["reason"])
 	st, m = call(t, http.MethodGet, base+"/v1/audit?kind=schedule_run", "k-ops", "")
 	if entries, _ := m["entries"].([]any); st != 200 || len(entries) < before+2 {
 		t.Fatalf("schedule_run entries: %d, %d, want at least %d", st, len(entries), before+2)
