@@ -97,6 +97,9 @@ type Principal struct {
 	ProjectID string
 	Role      string
 	KeyID     string // "dev" in loopback dev mode
+	// Groups are the key's groups (agentd.json api_keys[].groups), for
+	// approvers "group:<name>" (SPEC §11.1).
+	Groups []string
 }
 
 // APIKey is one configured API key (agentd.json api_keys). The key itself is
@@ -107,6 +110,7 @@ type APIKey struct {
 	TenantID  string
 	ProjectID string
 	Role      string // RoleClient, RoleDelegate, RoleOperator or RoleAdmin
+	Groups    []string
 }
 
 // Reaches reports whether p may see and act on the conversation (SPEC §5
@@ -182,9 +186,19 @@ type Run struct {
 	Usage          Usage     `json:"usage"`
 	// StopReason is the provider's stop reason of the latest model step
 	// ("end_turn", "tool_calls", "length", …).
-	StopReason string    `json:"stop_reason,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	StopReason string `json:"stop_reason,omitempty"`
+	// RequestedBy is the id of the API key that sent the message that
+	// started the run (SPEC §11.1 requester_may_approve).
+	RequestedBy string    `json:"requested_by,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	// TraceParent is the W3C traceparent of the run's span when traces are
+	// on (docs/observability.md), empty otherwise; TraceCaller is the span
+	// ID of the caller's traceparent the run continues, empty for a root.
+	// Kept with the run so that a span ended after a restart joins its
+	// run's trace.
+	TraceParent string `json:"-"`
+	TraceCaller string `json:"-"`
 }
 
 // ToolCall is one model-selected call and everything decided about it.
@@ -226,10 +240,15 @@ type ToolCall struct {
 	// StateSHA256 is the digest of the state outside the arguments that
 	// the call was classified against (a file's content): an approval
 	// applies only while that state still holds (loop: the re-park).
-	StateSHA256 string     `json:"state_sha256,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	Decisions   []Decision `json:"decisions,omitempty"`
+	StateSHA256 string `json:"state_sha256,omitempty"`
+	// Approval is the approval rule the call was parked with (SPEC §11.1;
+	// nil: DefaultApprovalRule), Approvals the approvals recorded on its
+	// current card while its quorum is not reached.
+	Approval  *ApprovalRule `json:"approval,omitempty"`
+	Approvals []Approval    `json:"approvals,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	Decisions []Decision    `json:"decisions,omitempty"`
 }
 
 // Decision values as stored and as shown in confirmation_resolved.
@@ -257,6 +276,13 @@ type Decision struct {
 	EditedArguments       json.RawMessage `json:"edited_arguments,omitempty"`
 	EditedArgumentsSHA256 string          `json:"edited_arguments_sha256,omitempty"`
 	CreatedAt             time.Time       `json:"decided_at"`
+	// The answer to an approval of a call whose quorum is above one (SPEC
+	// §11.1; not stored): the call's status (requires_confirmation until
+	// the quorum is reached; such an approval has no ID), the approvals so
+	// far and the quorum.
+	Status    CallStatus `json:"status,omitempty"`
+	Approvals []Approval `json:"approvals,omitempty"`
+	Quorum    int        `json:"quorum,omitempty"`
 }
 
 // Event is one entry of a conversation's durable log, the SSE stream, and
@@ -296,6 +322,7 @@ const (
 	EventToolCallStarted      = "tool_call_started"
 	EventConfirmationRequired = "confirmation_required"
 	EventConfirmationResolved = "confirmation_resolved"
+	EventConfirmationProgress = "confirmation_progress"
 	EventToolCallRefused      = "tool_call_refused"
 	EventToolCallResult       = "tool_call_result"
 	EventRunWaiting           = "run_waiting"

@@ -38,6 +38,9 @@ const (
 	AuditRefusal = "refusal"
 	// AuditEscalation: a call was parked with escalated: true.
 	AuditEscalation = "escalation"
+	// AuditApproval: one approval of a call whose quorum it did not yet
+	// reach (SPEC §11.1); the approval that reaches it is a decision.
+	AuditApproval = "approval"
 	// AuditConnectionRequest: a request on the durable path,
 	// POST /v1/connections/{name}/request.
 	AuditConnectionRequest = "connection_request"
@@ -53,7 +56,7 @@ const (
 )
 
 // AuditKinds are the valid kinds, in documentation order.
-var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest,
+var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest, AuditApproval,
 	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed}
 
 // AuditEntry is one immutable record of the audit log (docs/audit.md). The

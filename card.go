@@ -31,7 +31,18 @@ func (c *ToolCall) Card() Card {
 		PathTemplate:   nullIfEmpty(c.PathTemplate),
 		Diff:           diffJSON(c.Diff),
 		Arguments:      c.CardArguments(),
+		Approval:       c.cardApproval(),
 	}
+}
+
+// cardApproval is the card's approval block: the rule the call was parked
+// with and its approvals so far; nil for a call without a rule.
+func (c *ToolCall) cardApproval() *CardApproval {
+	if c.Approval == nil {
+		return nil
+	}
+	return &CardApproval{Approvers: c.Approval.Approvers, Quorum: c.Approval.Quorum, Approvals: len(c.Approvals),
+		RequesterMayApprove: c.Approval.RequesterMayApprove}
 }
 
 // Announcement is what confirmation_required carries of c: the card's

@@ -36,4 +36,9 @@ const (
 	// for when its tool.json names none.
 	DefaultTenantID  = "default"
 	DefaultProjectID = "default"
+	// DefaultRunLease is how long a replica's lease of a run lasts on a
+	// store shared by replicas (PostgreSQL; docs/scale-out.md): renewed
+	// every third of it while the replica drives the run, so another
+	// replica takes over a dead one's runs about this long after it died.
+	DefaultRunLease = 15 * time.Second
 )

@@ -26,7 +26,11 @@ const (
 	EUNSUPPORTED    = "unsupported" // 415
 	ENOTAPPLIED     = "not_applied" // 409: an atomic batch's item, not applied because another failed
 	EINTERNAL       = "internal"    // 500
-	EUNAVAILABLE    = "unavailable" // 503
+	// EAPPROVERNOTALLOWED and EREQUESTERMAYNOTAPPROVE are 403: a decision
+	// the call's approval rule refuses (SPEC §11.1).
+	EAPPROVERNOTALLOWED     = "approver_not_allowed"
+	EREQUESTERMAYNOTAPPROVE = "requester_may_not_approve"
+	EUNAVAILABLE            = "unavailable" // 503
 
 	// EMETHODNOTALLOWED is 405: a known path asked with a method it does
 	// not serve; the answer's Allow header lists the ones it does.

@@ -46,6 +46,10 @@ type RunStartedPayload struct {
 	EventHeader
 	RunID         string `json:"run_id" event:"required"`
 	CorrelationID string `json:"correlation_id" event:"required"`
+	// TraceID is the W3C trace id (32 hex digits) of the run's trace, for
+	// a link to a trace viewer; absent when traces are off
+	// (docs/observability.md).
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // TextDeltaPayload is the data of text_delta: a piece of the assistant text
@@ -131,6 +135,33 @@ type Card struct {
 	// or where it is left out (ConfirmationRequiredPayload.Omitted).
 	Diff      json.RawMessage `json:"diff"`
 	Arguments json.RawMessage `json:"arguments"`
+	// Approval is the call's approval rule and how many approved so far
+	// (SPEC §11.1); absent for a call parked before rules existed.
+	Approval *CardApproval `json:"approval,omitempty"`
+}
+
+// CardApproval is a card's approval block: who may decide, how many
+// approvals the call needs and has, and whether the requester may decide.
+type CardApproval struct {
+	Approvers           []string `json:"approvers"`
+	Quorum              int      `json:"quorum"`
+	Approvals           int      `json:"approvals"`
+	RequesterMayApprove bool     `json:"requester_may_approve"`
+}
+
+// ConfirmationProgressPayload is the data of confirmation_progress: an
+// approval of a call whose quorum it did not reach (SPEC §11.1); the call
+// stays parked.
+type ConfirmationProgressPayload struct {
+	EventHeader
+	RunID      string `json:"run_id" event:"required"`
+	ToolCallID string `json:"tool_call_id" event:"required"`
+	ToolName   string `json:"tool_name" event:"required"`
+	// Approvals is the count so far, Quorum the count needed, ApprovedBy
+	// the key ids so far.
+	Approvals  int      `json:"approvals" event:"required"`
+	Quorum     int      `json:"quorum" event:"required"`
+	ApprovedBy []string `json:"approved_by" event:"required"`
 }
 
 // ConfirmationResolvedPayload is the data of confirmation_resolved: a parked
@@ -148,6 +179,9 @@ type ConfirmationResolvedPayload struct {
 	// EditedArgumentsSHA256 is the digest of an approval's edited
 	// arguments, null without an edit.
 	EditedArgumentsSHA256 *string `json:"edited_arguments_sha256"`
+	// ApprovedBy lists every key whose approval ran the call, in order
+	// (one for a quorum of 1); absent for other decisions.
+	ApprovedBy []string `json:"approved_by,omitempty"`
 }
 
 // ToolCallRefusedPayload is the data of tool_call_refused: a call was not
@@ -257,6 +291,9 @@ func (ConfirmationRequiredPayload) EventType() string { return EventConfirmation
 // EventType returns confirmation_resolved.
 func (ConfirmationResolvedPayload) EventType() string { return EventConfirmationResolved }
 
+// EventType returns confirmation_progress.
+func (ConfirmationProgressPayload) EventType() string { return EventConfirmationProgress }
+
 // EventType returns tool_call_refused.
 func (ToolCallRefusedPayload) EventType() string { return EventToolCallRefused }
 
@@ -284,6 +321,7 @@ var eventPayloads = map[string]func() EventPayload{
 	EventToolCallStarted:      func() EventPayload { return new(ToolCallStartedPayload) },
 	EventConfirmationRequired: func() EventPayload { return new(ConfirmationRequiredPayload) },
 	EventConfirmationResolved: func() EventPayload { return new(ConfirmationResolvedPayload) },
+	EventConfirmationProgress: func() EventPayload { return new(ConfirmationProgressPayload) },
 	EventToolCallRefused:      func() EventPayload { return new(ToolCallRefusedPayload) },
 	EventToolCallResult:       func() EventPayload { return new(ToolCallResultPayload) },
 	EventRunWaiting:           func() EventPayload { return new(RunWaitingPayload) },

@@ -49,6 +49,9 @@ type eventFixture struct {
 func eventFixtures() []eventFixture {
 	return []eventFixture{
 		{"run_started", func() EventPayload { return &RunStartedPayload{RunID: tRun, CorrelationID: tCorr} }},
+		{"run_started_traced", func() EventPayload {
+			return &RunStartedPayload{RunID: tRun, CorrelationID: tCorr, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
+		}},
 		{"text_delta", func() EventPayload {
 			return &TextDeltaPayload{RunID: tRun, MessageID: tMsg, Delta: "Refunding <order> & co"}
 		}},
@@ -93,6 +96,22 @@ func eventFixtures() []eventFixture {
 		{"confirmation_resolved_denied", func() EventPayload {
 			return &ConfirmationResolvedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "pay", Decision: DecisionDenied,
 				Reason: "not this one", DecidedBy: "key_ops", ArgumentsSHA256: tDigest}
+		}},
+		{"confirmation_resolved_quorum", func() EventPayload {
+			return &ConfirmationResolvedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", Decision: DecisionApproved,
+				DecidedBy: "key_ops2", ArgumentsSHA256: tDigest, ApprovedBy: []string{"key_ops1", "key_ops2"}}
+		}},
+		{"confirmation_progress", func() EventPayload {
+			return &ConfirmationProgressPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", Approvals: 1, Quorum: 2,
+				ApprovedBy: []string{"key_ops1"}}
+		}},
+		{"confirmation_required_approval", func() EventPayload {
+			args := json.RawMessage(`{"amount":900}`)
+			return &ConfirmationRequiredPayload{RunID: tRun, CorrelationID: tCorr, ToolCallID: tCall, ToolName: "refund", ServerID: "tools",
+				Endpoint: "refund", Method: "TOOL", Reason: `Tool "refund" requires user confirmation`, Params: args,
+				ArgumentsSHA256: tDigest, RequiresApprovalAt: tDeadline, AllowedDecisions: []string{"approve", "deny"},
+				Card: Card{Title: "Run refund?", Summary: `Tool "refund" requires user confirmation`, Method: "TOOL", Endpoint: "refund", Diff: noDiff, Arguments: args,
+					Approval: &CardApproval{Approvers: []string{"operator", "group:finance"}, Quorum: 2, Approvals: 0, RequesterMayApprove: false}}}
 		}},
 		{"tool_call_refused", func() EventPayload {
 			return &ToolCallRefusedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "request", ServerID: "connections",
@@ -308,6 +327,7 @@ var requiredFields = map[string][]string{
 	EventToolCallStarted:      {"run_id", "tool_call_id", "tool_name"},
 	EventConfirmationRequired: {"run_id", "correlation_id", "tool_call_id", "tool_name", "endpoint", "method", "arguments_sha256", "requires_approval_at", "allowed_decisions", "card"},
 	EventConfirmationResolved: {"run_id", "tool_call_id", "tool_name", "decision", "decided_by", "arguments_sha256"},
+	EventConfirmationProgress: {"run_id", "tool_call_id", "tool_name", "approvals", "quorum", "approved_by"},
 	EventToolCallRefused:      {"run_id", "tool_call_id", "tier", "reason"},
 	EventToolCallResult:       {"run_id", "tool_call_id", "tool_name", "status"},
 	EventRunWaiting:           {"run_id", "correlation_id", "pending"},

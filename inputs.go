@@ -52,6 +52,10 @@ type PendingQuery struct {
 	ConversationID string
 	// ExpiresBefore, when set, keeps the calls whose deadline is before it.
 	ExpiresBefore time.Time
+	// Decidable keeps only the calls the principal may decide now (SPEC
+	// §11.1: its approval rule covers the key, and the key has not
+	// approved it already).
+	Decidable bool
 }
 
 // AuditQuery is a page of GET /v1/audit: the cursor (an entry id, 0 for

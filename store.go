@@ -122,6 +122,18 @@ type RunStore interface {
 	// r.Calls, sets the run's Step to r.Step and its status to running, adds
 	// r.Usage to the run's usage, and appends events.
 	RecordStep(ctx context.Context, r StepRecord, events []EventDraft) ([]Event, error)
+
+	// LeaseRun takes or renews owner's lease of an active run until
+	// until, for replicas sharing the store (docs/scale-out.md): it
+	// reports true when the run is active and its lease was free, expired
+	// (its until not after now) or owner's already; false, writing
+	// nothing, when another owner's lease is live, the run is not active
+	// or there is no such run. EINVALID for an empty owner or until not
+	// after now.
+	LeaseRun(ctx context.Context, runID, owner string, now, until time.Time) (bool, error)
+	// ReleaseRun frees owner's lease of a run; it does nothing when the
+	// lease is another owner's or free. EINVALID for an empty owner.
+	ReleaseRun(ctx context.Context, runID, owner string) error
 }
 
 // ToolCallStore holds tool calls, their conditional state transitions
@@ -354,7 +366,19 @@ type CallUpdate struct {
 	// a call parked again (Status requires_confirmation) because what it
 	// would do changed after it was cleared to run.
 	Repark *CallRepark
-	Now    time.Time
+	// Approvals, when set, records an approval of a call whose quorum it
+	// does not reach yet (SPEC §11.1): the call's approvals on its current
+	// card become Approvals.After, only while they are Approvals.Before
+	// many and the call has an approval rule (else ECONFLICT: another
+	// approval won the race). A re-park clears them.
+	Approvals *ApprovalsUpdate
+	Now       time.Time
+}
+
+// ApprovalsUpdate is CallUpdate.Approvals.
+type ApprovalsUpdate struct {
+	Before int
+	After  []Approval
 }
 
 // CallRepark is the new classification of a call that is parked again:
@@ -373,6 +397,9 @@ type CallRepark struct {
 	// A connection call's resolved request, as for CallEdit.
 	Method, Endpoint, PathTemplate string
 	Params                         json.RawMessage
+	// Approval, when set, is the new card's approval rule; nil keeps the
+	// call's. Either way the approvals of the earlier card are cleared.
+	Approval *ApprovalRule
 }
 
 // CallEdit is the re-classified call after an approver edited its arguments.

@@ -206,7 +206,8 @@ func (s *Server) handleBulkApprovals(c echo.Context) error {
 
 // handleListApprovals is the reconcile list: GET /v1/approvals?status=pending
 // [&limit=N][&cursor=ID][&tool_name=…][&server_id=…][&conversation_id=…]
-// [&expires_before=RFC 3339]. Only pending approvals are listed.
+// [&expires_before=RFC 3339][&decidable=true]. Only pending approvals are
+// listed; decidable=true keeps those the key may decide now (SPEC §11.1).
 func (s *Server) handleListApprovals(c echo.Context) error {
 	if st := c.QueryParam("status"); st != "" && st != "pending" {
 		return agentd.Errorf(agentd.EINVALID, `status must be "pending"`)
@@ -219,6 +220,13 @@ func (s *Server) handleListApprovals(c echo.Context) error {
 	}
 	if q.ExpiresBefore, err = queryTime(c, "expires_before"); err != nil {
 		return err
+	}
+	switch c.QueryParam("decidable") {
+	case "", "false":
+	case "true":
+		q.Decidable = true
+	default:
+		return agentd.Errorf(agentd.EINVALID, `decidable must be "true" or "false"`)
 	}
 	calls, next, err := s.engine.PendingApprovals(c.Request().Context(), principal(c), q)
 	if err != nil {

@@ -131,13 +131,13 @@ func TestPrincipalFromKey(t *testing.T) {
 	for _, k := range roleKeys {
 		want(t, k.id, s.do("GET", "/v1/runs/run_01a23125-0000-7000-8000-000000000001", k.key, "", nil), http.StatusOK, "")
 		wantP := agentd.Principal{TenantID: k.tenant, ProjectID: k.project, Role: k.role, KeyID: k.id}
-		if got := fake.last().p; got != wantP {
+		if got := fake.last().p; !reflect.DeepEqual(got, wantP) {
 			t.Errorf("key %s: principal %+v, want %+v", k.id, got, wantP)
 		}
 	}
 	dev, devFake := newFakeServer(t, nil, api.Config{})
 	want(t, "dev", dev.do("GET", "/v1/runs/run_01a23125-0000-7000-8000-000000000001", "", "", nil), http.StatusOK, "")
-	if got := devFake.last().p; got != (agentd.Principal{TenantID: "default", ProjectID: "default", Role: agentd.RoleAdmin, KeyID: "dev"}) {
+	if got := devFake.last().p; !reflect.DeepEqual(got, agentd.Principal{TenantID: "default", ProjectID: "default", Role: agentd.RoleAdmin, KeyID: "dev"}) {
 		t.Errorf("dev principal %+v", got)
 	}
 }

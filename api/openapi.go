@@ -267,7 +267,7 @@ func sortedCodes() []string {
 
 // eventTypes are the event types of the log (SPEC §6).
 var eventTypes = []string{agentd.EventRunStarted, agentd.EventTextDelta, agentd.EventMessage,
-	agentd.EventToolCallStarted, agentd.EventConfirmationRequired, agentd.EventConfirmationResolved,
+	agentd.EventToolCallStarted, agentd.EventConfirmationRequired, agentd.EventConfirmationResolved, agentd.EventConfirmationProgress,
 	agentd.EventToolCallRefused, agentd.EventToolCallResult, agentd.EventRunWaiting, agentd.EventRunFinished,
 	agentd.EventError, agentd.EventSubagentEvent}
 

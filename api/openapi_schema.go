@@ -96,10 +96,14 @@ func schemaFor(t reflect.Type, m schemaMode) schema {
 	panic(fmt.Sprintf("api: openapi: no schema for %v", t))
 }
 
-// anyJSON is any JSON value, null included (said with a type list: {}
-// alone is read as not nullable by kin-openapi's response validation).
+// anyJSON is any JSON value, null included: {} with "nullable": true. In
+// OpenAPI 3.1 (JSON Schema 2020-12) {} alone already accepts any value and
+// "nullable" is an annotation that changes nothing; kin-openapi, whose
+// response validation reads schemas as OpenAPI 3.0 does, needs it to accept
+// null. A list of every type said the same but no client generator takes
+// it (ogen and oapi-codegen refuse multiple types; TestGeneratedClient).
 func anyJSON() schema {
-	return schema{"type": []string{"null", "boolean", "number", "string", "array", "object"}}
+	return schema{"nullable": true}
 }
 
 // nullable is s that also allows null (a nil pointer, slice or map).

@@ -1,9 +1,11 @@
 package api
 
 import (
+	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/web"
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // routes is every route of the API in one place. No timeout or body-dump
@@ -14,6 +16,7 @@ func (s *Server) routes() {
 	// logged and answered alike.
 	e.Pre(middleware.Recover())
 	e.Pre(noSniff)
+	e.Pre(continueTrace)
 	e.Pre(s.logRequests)
 	e.Pre(s.guardBrowsers)
 	e.Use(s.limitBody)
@@ -79,6 +82,22 @@ func (s *Server) routes() {
 func noSniff(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		return next(c)
+	}
+}
+
+// continueTrace makes a request's W3C traceparent header the parent of
+// what the request starts (a run of POST …/messages or a protocol
+// endpoint becomes its child: docs/observability.md). A header that is not
+// a traceparent is ignored; without a tracer nothing reads it.
+func continueTrace(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h := c.Request().Header.Get("Traceparent"); h != "" {
+			if sc, ok := tracing.Parse(h); ok {
+				r := c.Request()
+				c.SetRequest(r.WithContext(trace.ContextWithRemoteSpanContext(r.Context(), sc)))
+			}
+		}
 		return next(c)
 	}
 }

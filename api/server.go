@@ -285,7 +285,7 @@ func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 			if !ok {
 				return s.unauthorized(c, "invalid API key")
 			}
-			c.Set(principalKey, agentd.Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID})
+			c.Set(principalKey, agentd.Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID, Groups: k.Groups})
 			return next(c)
 		}
 	}

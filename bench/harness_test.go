@@ -23,6 +23,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
 	"github.com/agentd-dev/agentd/feed"
+	"github.com/agentd-dev/agentd/internal/replicas"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/metrics"
 	"github.com/agentd-dev/agentd/model/script"
@@ -34,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // waitLimit bounds every wait for something that must happen. It is a
@@ -207,6 +209,8 @@ type toolDef struct {
 	// idempotent declares the tool idempotent: an approval then claims
 	// the call in its own commit (docs/loop.md).
 	idempotent bool
+	// approval, when set, is tool.json's approval rule (docs/governance.md).
+	approval string
 }
 
 // instance is agentd wired as cmd/agentd/serve.go wires it, in-process, on
@@ -318,6 +322,13 @@ func startAgentdWired(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 // serve.go starts it.
 func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring string, endpoints []webhook.Endpoint) *instance {
 	tb.Helper()
+	return startAgentdTraced(tb, dir, rules, defs, wiring, endpoints, nil)
+}
+
+// startAgentdTraced is startAgentdHooks with the engine's tracer provider
+// (nil: traces off, as cmd/agentd runs without an OTEL_* variable).
+func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring string, endpoints []webhook.Endpoint, tp trace.TracerProvider) *instance {
+	tb.Helper()
 	toolsDir := filepath.Join(dir, "tools")
 	for _, d := range defs {
 		td := filepath.Join(toolsDir, d.name)
@@ -331,6 +342,9 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 		}
 		if d.idempotent {
 			def["idempotent"] = true
+		}
+		if d.approval != "" {
+			def["approval"] = json.RawMessage(d.approval)
 		}
 		b, _ := json.Marshal(def)
 		if err := os.WriteFile(filepath.Join(td, "tool.json"), b, 0o644); err != nil {
@@ -380,7 +394,7 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 	}
 	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolset,
-	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount)})
+	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount), Tracer: tp})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
@@ -593,6 +607,7 @@ func TestMain(m *testing.M) {
 	if agentdPath != "" {
 		os.RemoveAll(filepath.Dir(agentdPath)) // the binary agentdBinary built
 	}
+	replicas.RemoveBinary() // the one internal/replicas built
 	tablesMu.Lock()
 	if len(tableOrder) > 0 {
 		fmt.Printf("\nhub wiring (all but BenchmarkHubWiring, which runs both): %s ($AGENTD_BENCH_WIRING: feed or direct)\n", benchWiring())

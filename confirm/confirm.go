@@ -35,6 +35,9 @@ type Tool struct {
 	// Validate checks arguments against the tool's schema and returns the
 	// effective arguments. It must be pure. Nil accepts any JSON object.
 	Validate func(json.RawMessage) (json.RawMessage, error)
+	// Approval is the tool's approval rule (tool.json or mcp.json
+	// "approval", SPEC §11.1); nil: the agent's.
+	Approval *agentd.ApprovalRule
 
 	// Kind is KindCustom, KindRequest or KindOperation.
 	Kind string
@@ -105,6 +108,9 @@ type Classification struct {
 	Preview bool
 	// ApprovalTimeout is the endpoint's own deadline; 0 means the agent's.
 	ApprovalTimeout time.Duration
+	// Approval is the approval rule of the endpoint or the tool (SPEC
+	// §11.1); nil: the agent's.
+	Approval *agentd.ApprovalRule
 }
 
 // Classify classifies one model-selected call of the agent loop: the tool's
@@ -131,7 +137,7 @@ func classify(c Call) Classification {
 		d.Arguments, d.Digest = digestOrEmpty(args)
 		return d
 	}
-	d.ServerID = c.Tool.ServerID
+	d.ServerID, d.Approval = c.Tool.ServerID, c.Tool.Approval
 	eff, err := validate(c.Tool, args)
 	if err != nil {
 		d.Tier, d.Refused, d.Invalid = agentd.TierNever, true, true

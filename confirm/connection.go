@@ -480,6 +480,7 @@ func classifyConnection(c Call, d Classification, eff json.RawMessage) Classific
 	d.Tier, reason = policyTier(conn.Policy, ep, write)
 	if ep != nil {
 		d.ApprovalTimeout = ep.ApprovalTimeout
+		d.Approval = ep.Approval
 	}
 	subject := fmt.Sprintf("%s %s on connection %q", tg.Method, tg.Path, conn.Name)
 	base := d.Tier

@@ -39,6 +39,9 @@ type Endpoint struct {
 	// ApprovalTimeout overrides the agent's deadline for calls it parks; 0
 	// means the agent's.
 	ApprovalTimeout time.Duration
+	// Approval is the endpoint's approval rule (SPEC §11.1); nil: the
+	// agent's.
+	Approval *agentd.ApprovalRule
 
 	segs []segment
 }
@@ -87,6 +90,7 @@ type (
 		AllowEdit       bool              `json:"allow_edit"`
 		Thresholds      []json.RawMessage `json:"thresholds"`
 		ApprovalTimeout string            `json:"approval_timeout"`
+		Approval        json.RawMessage   `json:"approval"`
 	}
 	thresholdFile struct {
 		Field    string   `json:"field"`
@@ -181,6 +185,9 @@ func parseEndpoint(key string, raw json.RawMessage) (*Endpoint, error) {
 			return nil, jsonconf.FieldErr(field+".approval_timeout", "must be a positive Go duration such as \"15m\", got %q", f.ApprovalTimeout)
 		}
 		ep.ApprovalTimeout = d
+	}
+	if ep.Approval, err = ParseApproval(f.Approval, field+".approval"); err != nil {
+		return nil, err
 	}
 	for i, raw := range f.Thresholds {
 		tf := fmt.Sprintf("%s.thresholds[%d]", field, i)

@@ -12,6 +12,10 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // maxRedirects is how many same-origin redirects a request follows.
@@ -47,6 +51,44 @@ type RedirectError struct {
 
 func (e *RedirectError) Error() string { return e.msg }
 
+// startSpan starts the client span of a request under ctx's span, with the
+// tracer provider of that span: without a recording span in ctx (traces
+// off) it starts nothing. The span holds the method, the connection and
+// its host, never a path, header or body.
+func (c *Connection) startSpan(ctx context.Context, tg *confirm.Target) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if tg == nil || !parent.IsRecording() {
+		return ctx, nil
+	}
+	method := strings.ToUpper(tg.Method)
+	base, _ := c.origin()
+	return parent.TracerProvider().Tracer(tracerName).Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(
+			attribute.String("http.request.method", method),
+			attribute.String("server.address", base.Hostname()),
+			attribute.String("agentd.connection.name", c.Name),
+		))
+}
+
+func endSpan(span trace.Span, resp *Response, err error) {
+	if span == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, err.Error()) // redacted, like every error of Do
+	case resp.Status >= 400:
+		span.SetStatus(codes.Error, "")
+	}
+	if resp != nil {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.Status))
+	}
+	span.End()
+}
+
+// tracerName names the connections' spans.
+const tracerName = "github.com/agentd-dev/agentd/connections"
+
 func (c *Connection) newClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.Proxy = nil // no HTTP_PROXY surprises: requests go where base_url says
@@ -74,7 +116,17 @@ func (c *Connection) newClient() *http.Client {
 //
 // Any HTTP status is a Response, not an error. Neither a Response nor an
 // error carries a secret, even when the server echoes one.
+//
+// When ctx carries a span (a traced tool call), the request is a child
+// span of it and carries that span as its W3C traceparent header.
 func (c *Connection) Do(ctx context.Context, tg *confirm.Target, idempotencyKey string) (*Response, error) {
+	ctx, span := c.startSpan(ctx, tg)
+	resp, err := c.do(ctx, tg, idempotencyKey)
+	endSpan(span, resp, err)
+	return resp, err
+}
+
+func (c *Connection) do(ctx context.Context, tg *confirm.Target, idempotencyKey string) (*Response, error) {
 	if tg == nil {
 		return nil, errors.New("no request")
 	}
@@ -102,6 +154,9 @@ func (c *Connection) Do(ctx context.Context, tg *confirm.Target, idempotencyKey 
 	}
 	if err := c.setHeaders(req, tg, idempotencyKey); err != nil {
 		return nil, err
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		req.Header.Set("Traceparent", tracing.Format(sc))
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {

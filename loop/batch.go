@@ -150,7 +150,7 @@ func (e *Engine) planBatch(ctx context.Context, p agentd.Principal, items []agen
 		case pd.refusal != nil:
 			out[i], ok = itemResult(it.ToolCallID, nil, pd.refusal), false
 		default:
-			out[i] = itemResult(it.ToolCallID, pd.u.Decision, nil)
+			out[i] = itemResult(it.ToolCallID, pd.result(), nil)
 			plans = append(plans, pd)
 		}
 	}

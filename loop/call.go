@@ -28,8 +28,11 @@ func (e *Engine) startCall(c agentd.ToolCall) {
 		if e.ctx.Err() != nil {
 			return // shutting down: the next start finds it where it is
 		}
+		// With leases, hold the run's lease while the call runs when no
+		// live replica holds it (if one does, it covers the call).
+		_, _ = e.takeLease(rs.ctx, rs)
 		if c.Status == agentd.StatusApproved {
-			if !e.recheck(rs.ctx, c) {
+			if !e.recheck(e.tr.under(rs.ctx, e.runTrace(rs, c.RunID)), c) {
 				return // refused or parked again: nothing runs on this approval
 			}
 			claimed, ok := e.claim(c)
@@ -72,6 +75,9 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	var result json.RawMessage
 	var runErr error
 	var took time.Duration
+	var status agentd.CallStatus // the span's, once known
+	var errMsg string
+	hookCtx := rs.ctx // the tool's span, when traced: the postToolUse hooks run in it
 	if t == nil {
 		runErr = fmt.Errorf("tool %q is not registered", c.Name)
 	} else if c.Name == TaskTool && c.ServerID == SubagentsServerID {
@@ -79,8 +85,11 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		result, runErr = e.runSubagent(rs.ctx, c)
 	} else {
 		log.Info().Str("tool", c.Name).Msg("tool started")
+		ctx, span := e.tr.toolSpan(rs.ctx, e.runTrace(rs, c.RunID), c)
+		defer func() { endTool(span, status, errMsg) }()
+		hookCtx = ctx
 		began := time.Now()
-		result, runErr = t.Execute(rs.ctx, c)
+		result, runErr = t.Execute(ctx, c)
 		took = time.Since(began)
 	}
 	if e.ctx.Err() != nil {
@@ -97,6 +106,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		u.Status, u.Error = agentd.StatusFailed, runErr.Error()
 	}
 	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
+	status, errMsg = u.Status, u.Error
 	log.Info().Str("status", string(u.Status)).Msg("tool finished")
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
@@ -110,7 +120,7 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 	e.obs.ToolExecuted(c.Name, u.Status, took)
 	e.obs.ToolCallFinished(u.Status, c.Tier)
 	if e.agent.Hooks != nil {
-		if err := e.agent.Hooks.PostToolUse(rs.ctx, hookCall(c, toolset.PhaseExecute), u.Status, u.Result, u.Error); err != nil {
+		if err := e.agent.Hooks.PostToolUse(hookCtx, hookCall(c, toolset.PhaseExecute), u.Status, u.Result, u.Error); err != nil {
 			log.Warn().Err(err).Msg("postToolUse hook failed")
 		}
 	}

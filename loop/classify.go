@@ -153,17 +153,21 @@ func (e *Engine) repark(ctx context.Context, c agentd.ToolCall, cl classified, r
 	if len(allowed) == 0 {
 		allowed = []string{"approve", "deny"}
 	}
+	rule := e.ruleFor(cl.d) // the new card's rule, as at any park
+	allowed = allowedFor(allowed, rule)
 	next := c
 	next.Status = agentd.StatusRequiresConfirmation // its card is the one after c's decisions
 	next.Arguments, next.ArgumentsSHA256, next.Tier, next.Reason, next.Escalated = cl.d.Arguments, cl.d.Digest, agentd.TierConfirm, reason, escalated
 	next.AllowedDecisions, next.Diff, next.StateSHA256, next.RequiresApprovalAt = allowed, cl.prep.Diff, cl.prep.State, &deadline
+	next.Approval, next.Approvals = rule, nil // a new card is approved afresh
 	next.Method, next.Endpoint, next.PathTemplate, next.Params = cl.d.Method, cl.d.Endpoint, cl.d.PathTemplate, cl.d.Params
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
 			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRequiresConfirmation, Now: now,
 			Repark: &agentd.CallRepark{Arguments: next.Arguments, ArgumentsSHA256: next.ArgumentsSHA256, Tier: next.Tier,
 				Reason: reason, Escalated: escalated, AllowedDecisions: allowed, Diff: next.Diff, StateSHA256: next.StateSHA256,
-				RequiresApprovalAt: deadline, Method: next.Method, Endpoint: next.Endpoint, PathTemplate: next.PathTemplate, Params: next.Params},
+				RequiresApprovalAt: deadline, Method: next.Method, Endpoint: next.Endpoint, PathTemplate: next.PathTemplate, Params: next.Params,
+				Approval: rule},
 		}, []agentd.EventDraft{e.confirmationRequired(&next)})
 		return evs, err
 	})

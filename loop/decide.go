@@ -32,6 +32,7 @@ type checkedDecision struct {
 	decision string            // agentd.DecisionApproved or DecisionDenied
 	by       agentd.Actor
 	via      string
+	p        agentd.Principal
 }
 
 // checkDecision validates a request by p without reading the store.
@@ -42,7 +43,7 @@ func checkDecision(p agentd.Principal, req agentd.DecisionRequest) (*checkedDeci
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	}
 	d := &checkedDecision{req: req, want: agentd.StatusApproved, decision: agentd.DecisionApproved,
-		by: agentd.Actor{KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role}, via: cmp.Or(req.Via, agentd.ViaSingle)}
+		by: agentd.Actor{KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role}, via: cmp.Or(req.Via, agentd.ViaSingle), p: p}
 	switch req.Decision {
 	case "approve":
 	case "edit":
@@ -112,6 +113,18 @@ type plannedDecision struct {
 	u       agentd.CallUpdate
 	drafts  []agentd.EventDraft
 	refusal error
+	// answer, when set, is what the approver hears instead of u.Decision:
+	// an approval short of the call's quorum (u has no decision then), or
+	// the one that reached it.
+	answer *agentd.Decision
+}
+
+// result is the decision the approver hears.
+func (pd *plannedDecision) result() *agentd.Decision {
+	if pd.answer != nil {
+		return pd.answer
+	}
+	return pd.u.Decision
 }
 
 // planDecision applies the approval rules to d on call c as read now. A
@@ -125,6 +138,9 @@ type plannedDecision struct {
 // edited arguments that are not valid, or that the card does not allow,
 // are EINVALID.
 func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checkedDecision) (*plannedDecision, *agentd.Decision, error) {
+	if err := e.mayDecide(ctx, d.p, c); err != nil {
+		return nil, nil, err
+	}
 	card, latest := cardOf(c, d.req), c.CardRevision()
 	switch {
 	case card > max(latest, 1):
@@ -145,6 +161,17 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 	if d.req.ArgumentsSHA256 != "" && d.req.ArgumentsSHA256 != c.ArgumentsSHA256 {
 		return nil, nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
 	}
+	rule := c.ApprovalOf()
+	if d.want == agentd.StatusApproved && rule.Quorum > 1 {
+		switch {
+		case len(d.req.Arguments) > 0:
+			return nil, nil, agentd.Errorf(agentd.EINVALID, "this call needs %d approvals, so its arguments cannot be edited", rule.Quorum)
+		case repeatedApproval(c, rule, d.by.KeyID) != nil:
+			return nil, repeatedApproval(c, rule, d.by.KeyID), nil
+		case len(c.Approvals)+1 < rule.Quorum:
+			return e.planPartial(c, d, rule, latest, now), nil, nil
+		}
+	}
 	dec := &agentd.Decision{
 		ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: d.decision, Reason: d.req.Reason,
 		DecidedBy: d.by.KeyID, Role: d.by.Role, Via: d.via, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
@@ -156,6 +183,12 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 	}
 	if d.want == agentd.StatusDenied {
 		pd.u.Error = "denied by " + d.by.KeyID
+	} else if rule.Quorum > 1 {
+		// The approval that reaches the quorum, planned on the approvals
+		// it saw: one recorded meanwhile makes it plan again.
+		pd.u.Approvals = &agentd.ApprovalsUpdate{Before: len(c.Approvals), After: c.Approvals}
+		all := append(slices.Clone(c.Approvals), agentd.Approval{KeyID: dec.DecidedBy, Role: dec.Role, Via: dec.Via, At: dec.CreatedAt})
+		pd.answer = approvalAnswer(c, rule, all, dec, agentd.StatusApproved)
 	}
 	if d.want == agentd.StatusApproved && len(d.req.Arguments) == 0 && e.startsOnDecision(c) {
 		// One commit: the approval and the claim (startCall runs an
@@ -189,6 +222,12 @@ func (e *Engine) startsOnDecision(c *agentd.ToolCall) bool {
 // metrics, and the call's execution (approved) or its run's next step.
 func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	c, dec := pd.call, pd.u.Decision
+	if dec == nil { // an approval short of the quorum: the call stays parked
+		a := pd.answer
+		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
+			Str("via", a.Via).Str("key_id", a.DecidedBy).Int("approvals", len(a.Approvals)).Int("quorum", a.Quorum).Msg("approval recorded")
+		return
+	}
 	e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).
 		Str("correlation_id", c.CorrelationID).Str("decision", dec.Decision).Str("via", dec.Via).
 		Str("key_id", dec.DecidedBy).Bool("edited", pd.u.Edit != nil).Msg("decision")
@@ -201,6 +240,9 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	} else {
 		e.wakeRun(c.RunID)
 	}
+	// After the call is on its way: the span's read of the run is not on
+	// the path from the approval to the tool's start.
+	e.tr.waitSpan(e.traceRun(e.ctx, c.RunID), *c, dec.Decision, dec.DecidedBy, dec.Via, pd.u.Now)
 }
 
 // decideRetries bounds how often a decision is planned again after it lost
@@ -252,7 +294,7 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 		if pd.refusal != nil {
 			return nil, pd.refusal
 		}
-		return pd.u.Decision, nil
+		return pd.result(), nil
 	}
 	return nil, agentd.Errorf(agentd.ECONFLICT, "the call is being decided concurrently; retry")
 }

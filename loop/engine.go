@@ -22,6 +22,7 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Publisher receives committed events, in sequence order per conversation.
@@ -41,13 +42,18 @@ type Agent struct {
 	// Nil means no tools.
 	Tools           toolset.Set
 	ApprovalTimeout time.Duration
-	MaxTurns        int
+	// Approval is the agent's approval rule (SPEC §11.1), for the calls
+	// whose tool or endpoint has none; nil: agentd.DefaultApprovalRule.
+	Approval *agentd.ApprovalRule
+	MaxTurns int
 	// Hooks are the project's preToolUse and postToolUse hooks; nil means
 	// none.
 	Hooks toolset.Hooks
 	// Subagents are the subagents the task tool (TaskSource, listed in
 	// Tools) starts.
 	Subagents []*Subagent
+	// ModelName names the model in traces (gen_ai.request.model).
+	ModelName string
 }
 
 // Options are the optional dependencies of an Engine.
@@ -69,17 +75,36 @@ type Options struct {
 	MaxResultBytes int
 	// Observer is told what the engine does, for metrics (nil: nobody).
 	Observer Observer
+	// Tracer receives the spans of runs, model steps, tool calls and
+	// approval waits (trace.go, docs/observability.md); nil: no traces, and
+	// no cost. Its SDK must use tracing.IDGenerator, so that a run's span,
+	// recorded when the run ends, keeps the IDs its children named.
+	Tracer trace.TracerProvider
+	// TraceContent records message text and tool arguments in spans
+	// (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT); off by default.
+	TraceContent bool
+	// Lease, when > 0, is how long a run lease lasts, for replicas sharing
+	// the store (lease.go, docs/scale-out.md): a driver takes its run's
+	// lease before it acts and leaves a run another owner holds; leases
+	// are renewed every Lease/3 and released when the driver exits; start
+	// and every Lease/3 take over the runs whose lease expired. 0 (one
+	// process, SQLite): no leases, recovery at start takes everything.
+	Lease time.Duration
+	// Owner names this engine's leases (default: a new random id).
+	Owner string
 }
 
 // Engine runs the agent loop for every conversation of one agent.
 type Engine struct {
 	store Store
+	owner string // of the run leases (Options.Owner)
 	pub   Publisher
 	agent *Agent
 	clock agentd.Clock
 	log   zerolog.Logger
 	opts  Options
 	obs   Observer
+	tr    *tracer // nil: traces off
 
 	// tools is the view of the tools the model sees (tools.go), rebuilt
 	// when the agent's toolset.Set lists others.
@@ -120,6 +145,13 @@ type runState struct {
 	// hist is the conversation's history as the driver last read it
 	// (history.go); only the driver's goroutine uses it.
 	hist *historyCache
+	// traced is the run as its tool spans read it once (its trace context
+	// is immutable): runTrace.
+	traceOnce sync.Once
+	traced    *agentd.Run
+	// leased: the engine holds the run's lease for this driver (lease.go);
+	// guarded by Engine.mu.
+	leased bool
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -142,9 +174,12 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	if agent.MaxTurns <= 0 {
 		agent.MaxTurns = agentd.DefaultMaxTurns
 	}
+	if opts.Owner == "" {
+		opts.Owner = agentd.NewID("lease")
+	}
 	e := &Engine{
-		store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
-		runs: map[string]*runState{}, tools: toolView{set: agent.Tools},
+		store: store, owner: opts.Owner, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
+		runs: map[string]*runState{}, tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent),
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e
@@ -172,6 +207,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	if expiry {
 		e.startExpiry()
+	}
+	if e.leasing() {
+		e.startLeases()
 	}
 	return nil
 }
@@ -244,6 +282,7 @@ func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
 			}
 			e.mu.Unlock()
 			cancel()
+			e.releaseLease(rs)
 		}()
 		if asleep {
 			select {

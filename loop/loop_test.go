@@ -537,6 +537,13 @@ func TestImportRules(t *testing.T) {
 			if source && under(dep, "loop") {
 				t.Errorf("tool source %s imports %s: a source imports the contract (toolset), not the engine", pkg, dep)
 			}
+			// The trace API is small and vendor-neutral; the SDK and its
+			// exporters are wired in cmd/agentd only, and measured by
+			// bench (a package of benchmarks: doc.go and tests).
+			otelSDK := strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(dep, "go.opentelemetry.io/otel/exporters")
+			if otelSDK && pkg != mod+"/cmd/agentd" && pkg != mod+"/bench" {
+				t.Errorf("%s imports %s: only cmd/agentd wires the OpenTelemetry SDK", pkg, dep)
+			}
 			if pkg == mod+"/toolset" && strings.HasPrefix(dep, mod+"/") && dep != mod+"/confirm" {
 				t.Errorf("the tool contract imports %s: only the domain and confirm", dep)
 			}

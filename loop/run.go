@@ -21,8 +21,11 @@ func (e *Engine) drive(rs *runState) {
 	log := e.log.With().Str("run_id", rs.id).Logger()
 	failures := 0
 	for {
-		if rs.ctx.Err() != nil {
+		switch e.driveLease(rs, log, &failures) { // also ends when rs's context has
+		case leaseExit:
 			return
+		case leaseRetry:
+			continue
 		}
 		run, err := e.store.Run(rs.ctx, rs.id)
 		if err != nil {
@@ -57,7 +60,7 @@ func (e *Engine) drive(rs *runState) {
 					e.markWaiting(rs.ctx, run, parked)
 				}
 				if len(parked) == len(unresolved) {
-					exit, woken := e.retireDriver(rs)
+					exit, woken := e.retire(rs, run)
 					if exit {
 						return
 					} else if woken {
@@ -154,14 +157,16 @@ func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 	if errMsg != "" {
 		reason += ": " + errMsg
 	}
+	now := e.clock.Now()
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
-			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: e.clock.Now(),
+			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: now,
 		}, []agentd.EventDraft{e.event(run.ConversationID, p)})
 		return evs, err
 	})
 	if err == nil {
 		e.obs.RunFinished(status)
+		e.tr.runSpan(run, e.agent.Name, status, errMsg, now)
 	} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
 		e.log.Error().Err(err).Str("run_id", run.ID).Msg("finish run")
 	}
@@ -201,7 +206,8 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	}
 	step := run.Step + 1
 	now := e.clock.Now()
-	msg, calls, drafts := e.stepOf(ctx, run, delegated, msgID, step, resp, now)
+	// Under the run's span: a preToolUse hook gets it as TRACEPARENT.
+	msg, calls, drafts := e.stepOf(e.tr.under(ctx, run), run, delegated, msgID, step, resp, now)
 	var auto []*agentd.ToolCall
 	for _, c := range calls {
 		if c.Status == agentd.StatusApproved {
@@ -245,6 +251,7 @@ func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
 // and observes how long the model took.
 func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
 	began := time.Now()
+	ctx, span := e.tr.chatSpan(ctx, run, e.agent.ModelName)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
 		System: e.agent.System, Messages: history, Tools: e.tools.now().specsFor(run.TenantID),
 	}, func(delta string) {
@@ -257,6 +264,7 @@ func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd
 			e.log.Error().Err(err).Msg("append text delta")
 		}
 	})
+	e.tr.endChat(span, resp, err)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
@@ -340,6 +348,8 @@ func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 		c.Status = agentd.StatusRequiresConfirmation
 		deadline := d.Deadline(now, e.agent.ApprovalTimeout).UTC()
 		c.RequiresApprovalAt = &deadline
+		c.Approval = e.ruleFor(d)
+		c.AllowedDecisions = allowedFor(c.AllowedDecisions, c.Approval)
 		return c, []agentd.EventDraft{e.confirmationRequired(c)}
 	default:
 		// Cleared to run but not started: start claims it (approved →

@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/tracing"
 )
 
 // MaxMessageBytes bounds a user message.
@@ -120,13 +120,14 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	now := e.clock.Now().UTC()
 	run := &agentd.Run{
 		ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
-		CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now,
+		CorrelationID: agentd.NewCorrelationID(), Status: agentd.RunRunning, RequestedBy: p.KeyID, CreatedAt: now, UpdatedAt: now,
 	}
+	e.tr.startTrace(ctx, run)
 	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 		Role: agentd.RoleUser, Content: content, CreatedAt: now}
 	err = e.commit(conv.ID, func() ([]agentd.Event, error) {
 		return e.store.StartRun(ctx, run, msg, []agentd.EventDraft{e.event(conv.ID, &agentd.RunStartedPayload{
-			RunID: run.ID, CorrelationID: run.CorrelationID,
+			RunID: run.ID, CorrelationID: run.CorrelationID, TraceID: tracing.TraceID(run.TraceParent),
 		})})
 	})
 	if err != nil {
@@ -213,10 +214,12 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 	for _, c := range cancelled {
 		if c.Status == agentd.StatusRequiresConfirmation {
 			e.obs.Decided(agentd.DecisionCancelled, agentd.ViaCancel, now.Sub(c.UpdatedAt))
+			e.tr.waitSpan(updated, c, agentd.DecisionCancelled, by.KeyID, agentd.ViaCancel, now)
 		}
 		e.obs.ToolCallFinished(agentd.StatusCancelled, c.Tier)
 	}
 	e.obs.RunFinished(agentd.RunCancelled)
+	e.tr.runSpan(updated, e.agent.Name, agentd.RunCancelled, "", now)
 	return updated, nil
 }
 
@@ -252,8 +255,18 @@ func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.Eve
 	return e.event(c.ConversationID, &agentd.ConfirmationResolvedPayload{
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Decision: d.Decision, Reason: d.Reason,
 		DecidedBy: d.DecidedBy, ArgumentsSHA256: d.ArgumentsSHA256,
-		EditedArgumentsSHA256: nilIfEmpty(d.EditedArgumentsSHA256),
+		EditedArgumentsSHA256: nilIfEmpty(d.EditedArgumentsSHA256), ApprovedBy: approvedBy(c, d),
 	})
+}
+
+// approvedBy is confirmation_resolved's approved_by: every key whose
+// approval ran the call (the approvals of its quorum, then the last); nil
+// for any other decision.
+func approvedBy(c agentd.ToolCall, d *agentd.Decision) []string {
+	if d.Decision != agentd.DecisionApproved {
+		return nil
+	}
+	return agentd.ApprovedBy(c.Approvals, d.DecidedBy)
 }
 
 // expire ends a parked call whose deadline passed: status expired, an
@@ -273,6 +286,7 @@ func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
 	if err == nil {
 		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("approval expired")
 		e.obs.Decided(agentd.DecisionExpired, agentd.ViaDeadline, now.Sub(c.UpdatedAt))
+		e.tr.waitSpan(e.traceRun(ctx, c.RunID), c, agentd.DecisionExpired, dec.DecidedBy, agentd.ViaDeadline, now)
 		e.obs.ToolCallFinished(agentd.StatusExpired, c.Tier)
 		e.wakeRun(c.RunID)
 	}
@@ -307,32 +321,16 @@ func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
 // for a decision gets nothing: its calls keep their deadlines, which the
 // deadline timer covers, and a decision starts its driver.
 func (e *Engine) recover(ctx context.Context) error {
+	if e.leasing() {
+		return e.takeover(ctx) // only the runs no live replica holds
+	}
 	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
 	if err != nil {
 		return err
 	}
 	for _, c := range calls {
-		switch {
-		case c.Status == agentd.StatusApproved:
-			e.startCall(c)
-		case e.tools.now().defs[c.Name].Idempotent:
-			e.log.Info().Str("tool_call_id", c.ID).Msg("re-running idempotent call interrupted by a restart")
-			e.startCall(c)
-		default:
-			msg := "the server stopped while the tool was running; its outcome is unknown"
-			err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-				_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusExecuting},
-					Status: agentd.StatusFailed, Error: msg, Now: e.clock.Now()},
-					[]agentd.EventDraft{e.event(c.ConversationID, &agentd.ToolCallResultPayload{
-						RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusFailed, Error: msg,
-					})})
-				return evs, err
-			})
-			if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
-				return fmt.Errorf("fail interrupted call %s: %w", c.ID, err)
-			} else if err == nil {
-				e.obs.ToolCallFinished(agentd.StatusFailed, c.Tier)
-			}
+		if err := e.recoverCall(ctx, c); err != nil {
+			return err
 		}
 	}
 	runs, err := e.store.RunsToDrive(ctx)
@@ -395,6 +393,13 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 			return []agentd.ToolCall{}, "", nil // no key, no conversations of its own (fail closed)
 		}
 		f.CreatedBy = p.KeyID // client and delegate keys: their own conversations
+	}
+	if q.Decidable {
+		calls, next, err := e.decidable(ctx, p, f, limit)
+		if calls == nil && err == nil {
+			calls = []agentd.ToolCall{}
+		}
+		return calls, next, err
 	}
 	calls, err := e.store.PendingToolCalls(ctx, f)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 )
 
@@ -41,6 +42,9 @@ type Config struct {
 	// Trust are the ids of mcp.json "trust_annotations": the servers whose
 	// readOnlyHint annotations may make a tool auto.
 	Trust map[string]bool
+	// Approval are mcp.json "approval": an approval rule (SPEC §11.1) by
+	// tool name (<id>__<tool>).
+	Approval map[string]*agentd.ApprovalRule
 }
 
 // ServerConfig is one entry of mcp.json "servers": a stdio server
@@ -68,9 +72,10 @@ type ServerConfig struct {
 }
 
 type fileConfig struct {
-	Servers          []json.RawMessage `json:"servers"`
-	Tiers            map[string]string `json:"tiers"`
-	TrustAnnotations []string          `json:"trust_annotations"`
+	Servers          []json.RawMessage          `json:"servers"`
+	Tiers            map[string]string          `json:"tiers"`
+	TrustAnnotations []string                   `json:"trust_annotations"`
+	Approval         map[string]json.RawMessage `json:"approval"`
 }
 
 type fileServer struct {
@@ -151,7 +156,24 @@ func Parse(data []byte, dir string, getenv func(string) string) (*Config, error)
 			return nil, jsonconf.FieldErr(field, "must be \"auto\" or \"confirm\", got %q", f.Tiers[name])
 		}
 	}
-	return cfg, nil
+	return cfg, parseApprovals(cfg, f.Approval, ids)
+}
+
+// parseApprovals sets cfg.Approval from mcp.json "approval".
+func parseApprovals(cfg *Config, raw map[string]json.RawMessage, ids map[string]bool) error {
+	cfg.Approval = map[string]*agentd.ApprovalRule{}
+	for name, r := range raw {
+		field := "approval." + name
+		if id, tool, ok := strings.Cut(name, "__"); !ok || tool == "" || !ids[id] {
+			return jsonconf.FieldErr(field, "must name a tool as <server id>__<tool> of a server of \"servers\"")
+		}
+		rule, err := confirm.ParseApproval(r, field)
+		if err != nil {
+			return err
+		}
+		cfg.Approval[name] = rule
+	}
+	return nil
 }
 
 func parseServer(s fileServer, field, dir string, getenv func(string) string) (ServerConfig, error) {

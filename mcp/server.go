@@ -29,9 +29,11 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/toolset"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Server states, as Status reports them.
@@ -56,11 +58,13 @@ var _ toolset.Changing = (*Server)(nil)
 // Server is one MCP server of mcp.json as a tool source. Start connects
 // it; Close stops it. It is safe for concurrent use.
 type Server struct {
-	cfg    ServerConfig
-	tiers  map[string]agentd.Tier
-	trust  bool
-	log    zerolog.Logger
-	client *sdk.Client
+	cfg   ServerConfig
+	tiers map[string]agentd.Tier
+	// approval is mcp.json "approval" by tool name.
+	approval map[string]*agentd.ApprovalRule
+	trust    bool
+	log      zerolog.Logger
+	client   *sdk.Client
 
 	mu       sync.Mutex
 	defs     []toolset.Tool // the tools as the registry gets them, sorted by name
@@ -108,7 +112,7 @@ func NewServers(cfg *Config, log zerolog.Logger) []*Server {
 }
 
 func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
-	s := &Server{cfg: sc, tiers: cfg.Tiers, trust: cfg.Trust[sc.ID], state: StateStarting,
+	s := &Server{cfg: sc, tiers: cfg.Tiers, approval: cfg.Approval, trust: cfg.Trust[sc.ID], state: StateStarting,
 		log: log.With().Str("mcp_server", sc.ID).Logger()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "agentd", Version: "1"}, &sdk.ClientOptions{
@@ -341,7 +345,7 @@ func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
 	}
 	return toolset.Tool{
 		Spec:        agentd.ToolSpec{Name: name, Description: t.Description, Parameters: raw},
-		Confirm:     &confirm.Tool{Name: name, ServerID: s.cfg.ID, Exposure: exposure, Validate: v},
+		Confirm:     &confirm.Tool{Name: name, ServerID: s.cfg.ID, Exposure: exposure, Validate: v, Approval: s.approval[name]},
 		LLMCallable: true,
 		Origin:      fmt.Sprintf("MCP server %q (%s)", s.cfg.ID, File),
 		TenantIDs:   s.cfg.TenantIDs,
@@ -384,7 +388,13 @@ func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 	if len(args) == 0 {
 		args = json.RawMessage(`{}`)
 	}
-	res, err := sess.CallTool(ctx, &sdk.CallToolParams{Name: t.Name, Arguments: args})
+	params := &sdk.CallToolParams{Name: t.Name, Arguments: args}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		// The tool's span as _meta.traceparent, the W3C trace context
+		// convention MCP servers read (docs/observability.md).
+		params.Meta = sdk.Meta{"traceparent": tracing.Format(sc)}
+	}
+	res, err := sess.CallTool(ctx, params)
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("MCP server %q: tool %q timed out after %s", s.cfg.ID, call.Name, s.cfg.Timeout)

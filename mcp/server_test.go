@@ -17,10 +17,12 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/mcp/internal/testserver"
 	"github.com/agentd-dev/agentd/toolset"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // serverBin is mcp/testdata/server, built once by TestMain.
@@ -173,6 +175,15 @@ func TestStdioExecute(t *testing.T) {
 	}
 	if l := lines(t, notes); !slices.Equal(l, []string{"first"}) {
 		t.Errorf("notes = %q, want one run", l)
+	}
+	// A traced call sends its span as _meta.traceparent.
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	sc, _ := tracing.Parse(tp)
+	if _, err := call(s, trace.ContextWithRemoteSpanContext(context.Background(), sc), "notes__note", `{"text": "traced"}`); err != nil {
+		t.Fatal(err)
+	}
+	if l := lines(t, notes); !slices.Equal(l, []string{"first", "traceparent " + tp, "traced"}) {
+		t.Errorf("notes = %q, want the traced call's traceparent", l)
 	}
 	if _, err := call(s, context.Background(), "notes__nope", `{}`); err == nil || !strings.Contains(err.Error(), `no longer offers tool "notes__nope"`) {
 		t.Errorf("unknown tool: %v", err)
@@ -355,5 +366,17 @@ func TestHTTPServerWithoutTheHeader(t *testing.T) {
 	}
 	if st := s.Status(); st.State == StateReady || !strings.Contains(st.Error, "Unauthorized") {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// mcp.json "approval" is the rule of the tool it names, on its
+// classification; the server's other tools have none.
+func TestApprovalRule(t *testing.T) {
+	s, _ := stdioServer(t, `{"servers": [{"id": "notes", "command": ["SERVER"]}], "approval": {"notes__note": {"approvers": ["admin"], "quorum": 2}}}`)
+	if c := classify(find(t, s, "notes__note"), `{"text": "a"}`); c.Approval == nil || c.Approval.Quorum != 2 || !slices.Equal(c.Approval.Approvers, []string{"admin"}) {
+		t.Errorf("note's rule: %+v", c.Approval)
+	}
+	if c := classify(find(t, s, "notes__lookup"), `{"q": "a"}`); c.Approval != nil {
+		t.Errorf("lookup has a rule: %+v", c.Approval)
 	}
 }

@@ -128,6 +128,9 @@ func (db *DB) appendEvents(ctx context.Context, tx *txn, drafts []agentd.EventDr
 		}
 		out = append(out, e)
 	}
+	if err := tx.notify(ctx); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 

@@ -95,6 +95,9 @@ func WithStatementTimeout(d time.Duration) Option {
 // concurrent use, and several processes may use one database at once.
 type DB struct {
 	pool *pgxpool.Pool
+	// conn is the pool's connection configuration, for the connection of
+	// its own that ListenEvents holds.
+	conn *pgx.ConnConfig
 }
 
 // Open connects to the database url names (a postgres:// URL or a
@@ -119,7 +122,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	db := &DB{pool: pool}
+	db := &DB{pool: pool, conn: cfg.ConnConfig}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -231,9 +234,10 @@ func (db *DB) migrate(ctx context.Context) error {
 // it records and takes the feed lock before it takes an event position or
 // an audit id (lockFeed).
 type txn struct {
-	tx     pgx.Tx
-	locked bool
-	audit  []*agentd.AuditEntry
+	tx       pgx.Tx
+	locked   bool
+	notified bool
+	audit    []*agentd.AuditEntry
 }
 
 // result is what Exec returns, shaped as database/sql's.

@@ -14,13 +14,13 @@ import (
 const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params, diff, state_sha256`
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256, approval`
 
 var insertToolCall = `INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params, diff, state_sha256)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256, approval)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // The tool-call statements of every state change of a call, and the reads
 // of one call, a run's calls and a conversation's calls.
@@ -48,8 +48,12 @@ var (
 	reparkCallQuery = `
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					allowed_decisions = ?, diff = ?, state_sha256 = ?, requires_approval_at = ?,
-					method = ?, endpoint = ?, path_template = ?, params = ?
+					method = ?, endpoint = ?, path_template = ?, params = ?,
+					approval = COALESCE(?::text, (approval::jsonb - 'approvals')::text)
 				WHERE id = ?`
+	approvalsQuery = `
+				UPDATE tool_calls SET approval = jsonb_set(approval::jsonb, '{approvals}', ?::jsonb)::text
+				WHERE id = ? AND approval IS NOT NULL AND COALESCE(jsonb_array_length(approval::jsonb -> 'approvals'), 0) = ?::int`
 	insertDecisionQuery = `
 				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 					edited_arguments, edited_arguments_sha256, role, via)
@@ -153,10 +157,14 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	approval, err := agentd.EncodeApprovalColumn(c.Approval, c.Approvals)
+	if err != nil {
+		return nil, err
+	}
 	return []any{c.ID, c.TenantID, c.ProjectID, nullString(c.ConversationID), nullString(c.RunID),
 		c.CorrelationID, c.MessageID, c.Step, c.Index, c.Name, c.ServerID, arguments, c.ArgumentsSHA256, c.Tier, c.Reason,
 		c.Escalated, c.Status, c.Method, c.Endpoint, deadline, allowed, result, c.Error,
-		created, updated, c.ConnectionName, c.PathTemplate, params, c.Diff, c.StateSHA256}, nil
+		created, updated, c.ConnectionName, c.PathTemplate, params, c.Diff, c.StateSHA256, approval}, nil
 }
 
 // ToolCall returns one call with its decisions in the order they were
@@ -373,8 +381,12 @@ func reparkArgs(u agentd.CallUpdate) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	rule, err := agentd.EncodeApprovalColumn(r.Approval, nil)
+	if err != nil {
+		return nil, err
+	}
 	return []any{args, r.ArgumentsSHA256, r.Tier, r.Reason, r.Escalated, string(allowed), r.Diff, r.StateSHA256, deadline,
-		r.Method, r.Endpoint, r.PathTemplate, params}, nil
+		r.Method, r.Endpoint, r.PathTemplate, params, rule}, nil
 }
 
 // UpdateToolCalls implements agentd.Store.UpdateToolCalls: every update
@@ -515,6 +527,9 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *txn) (*agentd.To
 			return nil, err
 		}
 	}
+	if err := p.applyApprovals(ctx, q); err != nil {
+		return nil, err
+	}
 	if p.repark != nil {
 		if _, err := q.Exec(ctx, reparkCallQuery, append(p.repark, u.ID)...); err != nil {
 			return nil, err
@@ -535,7 +550,7 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *txn) (*agentd.To
 			return nil, err
 		}
 	}
-	if u.Status == agentd.StatusRefused || u.Status == agentd.StatusRequiresConfirmation {
+	if u.Status == agentd.StatusRefused || (u.Status == agentd.StatusRequiresConfirmation && u.Approvals == nil) {
 		if err := db.auditCall(ctx, tx, call); err != nil {
 			return nil, err
 		}
@@ -621,12 +636,12 @@ func queryToolCalls(ctx context.Context, tx *txn, where string, args ...any) ([]
 
 func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 	var c agentd.ToolCall
-	var arguments, allowed, result, params *string
+	var arguments, allowed, result, params, approval *string
 	var deadline, created, updated *int64
 	if err := s.Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.ConversationID, &c.RunID,
 		&c.CorrelationID, &c.MessageID, &c.Step, &c.Index, &c.Name, &c.ServerID, &arguments, &c.ArgumentsSHA256, &c.Tier, &c.Reason,
 		&c.Escalated, &c.Status, &c.Method, &c.Endpoint, &deadline, &allowed, &result, &c.Error,
-		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params, &c.Diff, &c.StateSHA256); err != nil {
+		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params, &c.Diff, &c.StateSHA256, &approval); err != nil {
 		return nil, err
 	}
 	c.Arguments = decJSON(arguments)
@@ -642,6 +657,11 @@ func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 		c.RequiresApprovalAt = &t
 	}
 	c.CreatedAt, c.UpdatedAt = decTime(created), decTime(updated)
+	if approval != nil {
+		if err := agentd.DecodeApprovalColumn(&c, *approval, true); err != nil {
+			return nil, err
+		}
+	}
 	return &c, nil
 }
 
@@ -652,4 +672,28 @@ func validCallStatus(s agentd.CallStatus) bool {
 		return true
 	}
 	return false
+}
+
+// applyApprovals records an approval of a call whose quorum it does not
+// reach yet (CallUpdate.Approvals); ECONFLICT when the call's approvals
+// are no longer Before many (another approval won the race).
+func (p *preparedUpdate) applyApprovals(ctx context.Context, q *txn) error {
+	a := p.u.Approvals
+	if a == nil {
+		return nil
+	}
+	after, err := agentd.EncodeApprovals(a.After)
+	if err != nil {
+		return err
+	}
+	res, err := q.Exec(ctx, approvalsQuery, after, p.u.ID, a.Before)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return agentd.Errorf(agentd.ECONFLICT, "tool call %q was approved by another key meanwhile", p.u.ID)
+	}
+	return nil
 }

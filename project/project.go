@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/hooks"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
@@ -66,7 +67,11 @@ type Agent struct {
 	// (tools/registry) checks the names.
 	Tools           []string
 	ApprovalTimeout time.Duration
-	MaxTurns        int
+	// Approval is agent.json "approval" (SPEC §11.1): the rule of every
+	// tool whose tool.json, mcp.json or policy.json endpoint has none; nil:
+	// agentd.DefaultApprovalRule.
+	Approval *agentd.ApprovalRule
+	MaxTurns int
 	// Workspace is the absolute folder of the file tools (agent.json
 	// "workspace", relative to the project folder); "" means none.
 	Workspace string
@@ -185,6 +190,7 @@ type agentFile struct {
 	Model           json.RawMessage `json:"model"`
 	Tools           []string        `json:"tools"`
 	ApprovalTimeout *string         `json:"approval_timeout"`
+	Approval        json.RawMessage `json:"approval"`
 	MaxTurns        *int            `json:"max_turns"`
 	Workspace       json.RawMessage `json:"workspace"`
 	Subagents       json.RawMessage `json:"subagents"`
@@ -245,13 +251,16 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 		a.ApprovalTimeout = d
 	}
 
+	var err error
+	if a.Approval, err = confirm.ParseApproval(f.Approval, "approval"); err != nil {
+		return Agent{}, err
+	}
 	if f.MaxTurns != nil {
 		if *f.MaxTurns <= 0 {
 			return Agent{}, jsonconf.FieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)
 		}
 		a.MaxTurns = *f.MaxTurns
 	}
-	var err error
 	if a.Workspace, err = workspace(dir, f.Workspace); err != nil {
 		return Agent{}, err
 	}
@@ -329,11 +338,12 @@ type serverFile struct {
 }
 
 type apiKeyFile struct {
-	ID        string `json:"id"`
-	SHA256    string `json:"sha256"`
-	TenantID  string `json:"tenant_id"`
-	ProjectID string `json:"project_id"`
-	Role      string `json:"role"`
+	ID        string   `json:"id"`
+	SHA256    string   `json:"sha256"`
+	TenantID  string   `json:"tenant_id"`
+	ProjectID string   `json:"project_id"`
+	Role      string   `json:"role"`
+	Groups    []string `json:"groups"`
 }
 
 type limitsFile struct {
@@ -385,6 +395,11 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 			return Server{}, jsonconf.FieldErr(prefix+".role", "required: one of client, delegate, operator, admin")
 		default:
 			return Server{}, jsonconf.FieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
+		}
+		for j, g := range k.Groups {
+			if !idPattern.MatchString(g) {
+				return Server{}, jsonconf.FieldErr(fmt.Sprintf("%s.groups[%d]", prefix, j), "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", g)
+			}
 		}
 		s.APIKeys = append(s.APIKeys, agentd.APIKey(k))
 	}

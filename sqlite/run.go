@@ -12,13 +12,13 @@ import (
 )
 
 const runColumns = `id, conversation_id, tenant_id, project_id, correlation_id, status, step, reason,
-	input_tokens, output_tokens, created_at, updated_at, stop_reason`
+	input_tokens, output_tokens, created_at, updated_at, stop_reason, requested_by, trace_parent, trace_caller`
 
 // The run statements of every step (stmt.go).
 var (
 	conversationExistsQuery = prepared(`SELECT 1 FROM conversations WHERE id = ?`)
 	activeRunQuery          = prepared(`SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`)
-	insertRunQuery          = prepared(`INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	insertRunQuery          = prepared(`INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	runByIDQuery            = prepared(`SELECT ` + runColumns + ` FROM runs WHERE id = ?`)
 	updateRunQuery          = prepared(updateRunSQL)
 	updateRunFromQuery      = prepared(updateRunSQL + ` AND status IN (SELECT value FROM json_each(?))`)
@@ -90,7 +90,7 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 		}
 		if _, err := q.ExecContext(ctx, insertRunQuery,
 			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
-			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason); err != nil {
+			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason, run.RequestedBy, run.TraceParent, run.TraceCaller); err != nil {
 			return insertErr(err, "run", run.ID)
 		}
 		if _, err := q.ExecContext(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
@@ -241,7 +241,7 @@ func scanRun(s scanner) (*agentd.Run, error) {
 	var r agentd.Run
 	var created, updated sql.NullInt64
 	if err := s.Scan(&r.ID, &r.ConversationID, &r.TenantID, &r.ProjectID, &r.CorrelationID, &r.Status, &r.Step, &r.Reason,
-		&r.Usage.InputTokens, &r.Usage.OutputTokens, &created, &updated, &r.StopReason); err != nil {
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &created, &updated, &r.StopReason, &r.RequestedBy, &r.TraceParent, &r.TraceCaller); err != nil {
 		return nil, err
 	}
 	r.CreatedAt, r.UpdatedAt = decTime(created), decTime(updated)

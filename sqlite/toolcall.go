@@ -14,13 +14,13 @@ import (
 const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params, diff, state_sha256`
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256, approval`
 
 var insertToolCall = prepared(`INSERT INTO tool_calls (id, tenant_id, project_id, conversation_id, run_id,
 	correlation_id, message_id, step, idx, name, server_id, arguments, arguments_sha256, tier, reason,
 	escalated, status, method, endpoint, requires_approval_at, allowed_decisions, result, error,
-	created_at, updated_at, connection_name, path_template, params, diff, state_sha256)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	created_at, updated_at, connection_name, path_template, params, diff, state_sha256, approval)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 
 // The tool-call statements run on every state change of a call, and the
 // reads of one call, a run's calls and a conversation's calls on every step
@@ -53,8 +53,12 @@ var (
 	reparkCallQuery = prepared(`
 				UPDATE tool_calls SET arguments = ?, arguments_sha256 = ?, tier = ?, reason = ?, escalated = ?,
 					allowed_decisions = ?, diff = ?, state_sha256 = ?, requires_approval_at = ?,
-					method = ?, endpoint = ?, path_template = ?, params = ?
+					method = ?, endpoint = ?, path_template = ?, params = ?,
+					approval = COALESCE(?, json_remove(approval, '$.approvals'))
 				WHERE id = ?`)
+	approvalsQuery = prepared(`
+				UPDATE tool_calls SET approval = json_set(approval, '$.approvals', json(?))
+				WHERE id = ? AND approval IS NOT NULL AND COALESCE(json_array_length(approval, '$.approvals'), 0) = ?`)
 	insertDecisionQuery = prepared(`
 				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 					edited_arguments, edited_arguments_sha256, role, via)
@@ -158,10 +162,14 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	approval, err := agentd.EncodeApprovalColumn(c.Approval, c.Approvals)
+	if err != nil {
+		return nil, err
+	}
 	return []any{c.ID, c.TenantID, c.ProjectID, nullString(c.ConversationID), nullString(c.RunID),
 		c.CorrelationID, c.MessageID, c.Step, c.Index, c.Name, c.ServerID, arguments, c.ArgumentsSHA256, c.Tier, c.Reason,
 		c.Escalated, c.Status, c.Method, c.Endpoint, deadline, allowed, result, c.Error,
-		created, updated, c.ConnectionName, c.PathTemplate, params, c.Diff, c.StateSHA256}, nil
+		created, updated, c.ConnectionName, c.PathTemplate, params, c.Diff, c.StateSHA256, approval}, nil
 }
 
 // ToolCall returns one call with its decisions in the order they were
@@ -383,8 +391,12 @@ func reparkArgs(u agentd.CallUpdate) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	rule, err := agentd.EncodeApprovalColumn(r.Approval, nil)
+	if err != nil {
+		return nil, err
+	}
 	return []any{args, r.ArgumentsSHA256, r.Tier, r.Reason, r.Escalated, string(allowed), r.Diff, r.StateSHA256, deadline,
-		r.Method, r.Endpoint, r.PathTemplate, params}, nil
+		r.Method, r.Endpoint, r.PathTemplate, params, rule}, nil
 }
 
 // UpdateToolCalls implements agentd.Store.UpdateToolCalls: every update
@@ -525,6 +537,9 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd
 			return nil, err
 		}
 	}
+	if err := p.applyApprovals(ctx, q); err != nil {
+		return nil, err
+	}
 	if p.repark != nil {
 		if _, err := q.ExecContext(ctx, reparkCallQuery, append(p.repark, u.ID)...); err != nil {
 			return nil, err
@@ -545,7 +560,7 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd
 			return nil, err
 		}
 	}
-	if u.Status == agentd.StatusRefused || u.Status == agentd.StatusRequiresConfirmation {
+	if u.Status == agentd.StatusRefused || (u.Status == agentd.StatusRequiresConfirmation && u.Approvals == nil) {
 		if err := db.auditCall(ctx, tx, call); err != nil {
 			return nil, err
 		}
@@ -631,12 +646,12 @@ func queryToolCalls(ctx context.Context, tx querier, where string, args ...any) 
 
 func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 	var c agentd.ToolCall
-	var arguments, allowed, result, params sql.NullString
+	var arguments, allowed, result, params, approval sql.NullString
 	var deadline, created, updated sql.NullInt64
 	if err := s.Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.ConversationID, &c.RunID,
 		&c.CorrelationID, &c.MessageID, &c.Step, &c.Index, &c.Name, &c.ServerID, &arguments, &c.ArgumentsSHA256, &c.Tier, &c.Reason,
 		&c.Escalated, &c.Status, &c.Method, &c.Endpoint, &deadline, &allowed, &result, &c.Error,
-		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params, &c.Diff, &c.StateSHA256); err != nil {
+		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params, &c.Diff, &c.StateSHA256, &approval); err != nil {
 		return nil, err
 	}
 	c.Arguments = decJSON(arguments)
@@ -652,6 +667,9 @@ func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 		c.RequiresApprovalAt = &t
 	}
 	c.CreatedAt, c.UpdatedAt = decTime(created), decTime(updated)
+	if err := agentd.DecodeApprovalColumn(&c, approval.String, approval.Valid); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 
@@ -662,4 +680,28 @@ func validCallStatus(s agentd.CallStatus) bool {
 		return true
 	}
 	return false
+}
+
+// applyApprovals records an approval of a call whose quorum it does not
+// reach yet (CallUpdate.Approvals); ECONFLICT when the call's approvals
+// are no longer Before many (another approval won the race).
+func (p *preparedUpdate) applyApprovals(ctx context.Context, q querier) error {
+	a := p.u.Approvals
+	if a == nil {
+		return nil
+	}
+	after, err := agentd.EncodeApprovals(a.After)
+	if err != nil {
+		return err
+	}
+	res, err := q.ExecContext(ctx, approvalsQuery, after, p.u.ID, a.Before)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return agentd.Errorf(agentd.ECONFLICT, "tool call %q was approved by another key meanwhile", p.u.ID)
+	}
+	return nil
 }

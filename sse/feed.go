@@ -20,9 +20,12 @@ const DefaultFeedRetry = time.Second
 // (DefaultFeedRetry when <= 0), from the same position: a live stream may
 // see its events late, never out of order, and one that falls behind
 // catches up from the log (Serve fills gaps). PublishFeed does not close
-// sub. cmd/agentd does not call it (the loop's commits publish to the hub
-// directly); it is the seam for events other processes commit, described
-// in docs/architecture.md, "The event feed".
+// sub. An event of a conversation whose subscribers had it from Publish
+// already (its Seq is not above the highest published since they came)
+// is skipped: a replica's own commits reach the hub from the loop and
+// again from the feed. cmd/agentd calls it on PostgreSQL, for the events
+// other replicas commit (docs/scale-out.md); with SQLite (one process) the
+// loop's commits are the one path.
 func (h *Hub) PublishFeed(ctx context.Context, sub agentd.FeedSubscription, retry time.Duration, onErr func(error)) {
 	if retry <= 0 {
 		retry = DefaultFeedRetry
@@ -30,7 +33,7 @@ func (h *Hub) PublishFeed(ctx context.Context, sub agentd.FeedSubscription, retr
 	for {
 		e, err := sub.Next(ctx)
 		if err == nil {
-			h.Publish(e)
+			h.publishNew(e)
 			continue
 		}
 		if ctx.Err() != nil || errors.Is(err, agentd.ErrFeedEnded) {

@@ -32,8 +32,12 @@ var (
 type Hub struct {
 	buffer int
 
-	mu      sync.Mutex
-	subs    map[string]map[*Subscription]struct{}
+	mu   sync.Mutex
+	subs map[string]map[*Subscription]struct{}
+	// sent is the highest Seq published of each conversation that has
+	// subscribers (dropped with its last one), so that PublishFeed skips
+	// what the direct path published already.
+	sent    map[string]int64
 	count   int
 	cutOffs int64
 	closed  bool
@@ -54,7 +58,7 @@ func WithBuffer(n int) HubOption {
 
 // NewHub returns an open hub with no subscribers.
 func NewHub(opts ...HubOption) *Hub {
-	h := &Hub{buffer: DefaultBuffer, subs: make(map[string]map[*Subscription]struct{})}
+	h := &Hub{buffer: DefaultBuffer, subs: make(map[string]map[*Subscription]struct{}), sent: make(map[string]int64)}
 	for _, o := range opts {
 		o(h)
 	}
@@ -105,7 +109,34 @@ func (h *Hub) Subscribe(conversationID string) *Subscription {
 func (h *Hub) Publish(e agentd.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for s := range h.subs[e.ConversationID] {
+	h.publishLocked(e)
+}
+
+// publishNew is Publish unless an event of e's conversation with e's Seq
+// or a later one was published since its subscribers came: then every one
+// of them has had it, or will read it from the log (a stream fills a gap
+// in Seq from the log), and e is skipped. It is PublishFeed's path, for
+// the events a replica committed itself reach the hub twice: from its
+// commit and from the feed.
+func (h *Hub) publishNew(e agentd.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if last, ok := h.sent[e.ConversationID]; ok && e.Seq <= last {
+		return
+	}
+	h.publishLocked(e)
+}
+
+// publishLocked is Publish with h.mu held.
+func (h *Hub) publishLocked(e agentd.Event) {
+	m := h.subs[e.ConversationID]
+	if len(m) == 0 {
+		return
+	}
+	if e.Seq > h.sent[e.ConversationID] {
+		h.sent[e.ConversationID] = e.Seq
+	}
+	for s := range m {
 		select {
 		case s.ch <- e:
 		default:
@@ -157,6 +188,7 @@ func (h *Hub) removeLocked(s *Subscription, reason error) {
 	delete(m, s)
 	if len(m) == 0 {
 		delete(h.subs, s.conv)
+		delete(h.sent, s.conv)
 	}
 	h.count--
 }

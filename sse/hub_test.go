@@ -2,6 +2,7 @@ package sse
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -159,5 +160,34 @@ func TestHubConcurrentPublishSubscribeClose(t *testing.T) {
 	h.Close()
 	if h.Subscribers() != 0 {
 		t.Fatalf("Subscribers = %d", h.Subscribers())
+	}
+}
+
+// publishNew, PublishFeed's path, skips an event whose Seq the hub has
+// published to the conversation's subscribers already (a replica's own
+// commit, which reached the hub from the loop first) and hands on the
+// rest; what it remembers goes with the conversation's last subscriber.
+func TestHubPublishNewSkipsPublished(t *testing.T) {
+	h := NewHub()
+	s := h.Subscribe("a")
+	h.Publish(ev("a", 1))
+	h.publishNew(ev("a", 1))
+	h.publishNew(ev("a", 2))
+	h.Publish(ev("a", 3))
+	h.publishNew(ev("a", 2)) // older than the newest published: the stream has it or fills the gap
+	h.publishNew(ev("b", 1)) // another conversation's own count
+	var got []int64
+	for len(s.Events()) > 0 {
+		got = append(got, (<-s.Events()).Seq)
+	}
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("delivered seqs %v, want [1 2 3]", got)
+	}
+	s.Close()
+	s = h.Subscribe("a")
+	defer s.Close()
+	h.publishNew(ev("a", 3))
+	if len(s.Events()) != 1 {
+		t.Fatalf("a new subscriber got %d events, want the one published after it came", len(s.Events()))
 	}
 }

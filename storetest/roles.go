@@ -83,6 +83,8 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"RecordStep/Applies", testRecordStepApplies},
 		{"RecordStep/Conflict", testRecordStepConflict},
 		{"CancelRun", testCancelRun},
+		{"LeaseRun", testLeaseRun},
+		{"LeaseRun/Concurrent", testLeaseRunConcurrent},
 	})
 }
 
@@ -118,6 +120,8 @@ func RunToolCalls(t *testing.T, b Backend) {
 		{"PendingToolCalls", testPendingToolCalls},
 		{"PendingToolCalls/Filters", testPendingFilters},
 		{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
+		{"ToolCall/ApprovalRule", testToolCallApprovalRule},
+		{"Run/RequestedBy", testRunRequestedBy},
 	})
 	t.Run("GroupCommit/ConditionalTransitions", func(t *testing.T) { testGroupConditionalTransitions(t, b) })
 }

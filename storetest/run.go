@@ -65,6 +65,7 @@ func testStartRunRoundTrip(t *testing.T, s agentd.Store) {
 		ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv.ID, TenantID: "t1", ProjectID: "p1",
 		CorrelationID: "corr-1", Status: agentd.RunRunning, Step: 0, Reason: "",
 		Usage: agentd.Usage{InputTokens: 3, OutputTokens: 4}, CreatedAt: at(time.Second), UpdatedAt: at(2 * time.Second),
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceCaller: "53995c3f42cd8ad8",
 	}
 	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID,
 		Role: agentd.RoleUser, Content: "hi there", CreatedAt: at(time.Second)}
@@ -82,7 +83,8 @@ func testStartRunRoundTrip(t *testing.T, s agentd.Store) {
 	got, err := s.Run(ctx, run.ID)
 	noErr(t, err, "Run")
 	if got.ID != run.ID || got.ConversationID != conv.ID || got.TenantID != "t1" || got.ProjectID != "p1" ||
-		got.CorrelationID != "corr-1" || got.Status != agentd.RunRunning || got.Step != 0 || got.Usage != run.Usage {
+		got.CorrelationID != "corr-1" || got.Status != agentd.RunRunning || got.Step != 0 || got.Usage != run.Usage ||
+		got.TraceParent != run.TraceParent || got.TraceCaller != run.TraceCaller {
 		t.Errorf("Run = %+v, want %+v", got, run)
 	}
 	sameTime(t, "CreatedAt", got.CreatedAt, run.CreatedAt)

@@ -39,6 +39,7 @@ type toolFile struct {
 	TimeoutMS   *int64          `json:"timeout_ms"`
 	Idempotent  bool            `json:"idempotent"`
 	Uses        json.RawMessage `json:"uses"`
+	Approval    json.RawMessage `json:"approval"`
 	Triggers    json.RawMessage `json:"triggers"`
 }
 
@@ -126,6 +127,9 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		return nil, "", err
 	}
 	if t.Exposure, err = parseExposure(f.Exposure); err != nil {
+		return nil, "", err
+	}
+	if t.Approval, err = confirm.ParseApproval(f.Approval, "approval"); err != nil {
 		return nil, "", err
 	}
 	if f.LLMCallable != nil {

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/tracing"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of the minimal environment when the server's own is unset.
@@ -99,7 +102,8 @@ type Process struct {
 
 // RunProcess runs p and returns its stdout: the command runs in p.Dir, as
 // the leader of a new process group, with only PATH, HOME, TMPDIR and the
-// variables named in p.Env in its environment. Its stdin is a regular
+// variables named in p.Env in its environment, and TRACEPARENT, the W3C
+// traceparent of the span ctx carries, when it carries one. Its stdin is a regular
 // file that holds the whole of p.Stdin before the command starts, so the
 // command never sees a partial request, even when the server dies.
 //
@@ -158,6 +162,10 @@ func (p Process) command(ctx context.Context, stdin *os.File) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, prog, p.Command[1:]...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(environ(p.Env), p.Extra...)
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		// The span of the traced call or run (docs/observability.md).
+		cmd.Env = append(cmd.Env, "TRACEPARENT="+tracing.Format(sc))
+	}
 	cmd.Stdin = stdin
 	setSysProcAttr(cmd)
 	cmd.Cancel = func() error { return killProcessGroup(cmd) }

@@ -58,7 +58,7 @@ func NewSource(ts map[string]*Tool, opts ...SourceOption) *Source {
 		s.defs = append(s.defs, toolset.Tool{
 			Spec: t.Spec(),
 			Confirm: &confirm.Tool{Name: t.Name, ServerID: ServerID, Exposure: t.Exposure.Kind,
-				Prompt: t.Exposure.Prompt, Validate: t.ValidateArguments},
+				Prompt: t.Exposure.Prompt, Validate: t.ValidateArguments, Approval: t.Approval},
 			LLMCallable: t.LLMCallable,
 			Idempotent:  t.Idempotent,
 			Origin:      fmt.Sprintf("%s (tools/%s/tool.json)", ServerID, t.Name),

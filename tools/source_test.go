@@ -79,3 +79,32 @@ func TestSource(t *testing.T) {
 		t.Errorf("unknown tool: %v", err)
 	}
 }
+
+// tool.json "approval" is the tool's rule in what the source hands to
+// confirm; a tool without one has none.
+func TestSourceApprovalRule(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tools")
+	writeTool(t, dir, "refund", `{"name": "refund", "command": ["./run.sh"], "exposure": {"kind": "requires-confirmation"}, "approval": {"quorum": 2}}`)
+	writeTool(t, dir, "lookup", `{"name": "lookup", "command": ["./run.sh"]}`)
+	ts, _, err := LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := NewSource(ts).Tools()
+	if len(defs) != 2 {
+		t.Fatalf("%d tools, want 2", len(defs))
+	}
+	for _, tool := range defs {
+		r := tool.Confirm.Approval
+		switch tool.Spec.Name {
+		case "refund":
+			if r == nil || r.Quorum != 2 || len(r.Approvers) != 3 {
+				t.Errorf("refund's rule: %+v", r)
+			}
+		case "lookup":
+			if r != nil {
+				t.Errorf("lookup has a rule: %+v", r)
+			}
+		}
+	}
+}

@@ -61,8 +61,10 @@ type Tool struct {
 	Name        string
 	Description string
 	// Parameters is the JSON Schema of the arguments (compacted).
-	Parameters  json.RawMessage
-	Exposure    Exposure
+	Parameters json.RawMessage
+	Exposure   Exposure
+	// Approval is tool.json "approval" (SPEC §11.1); nil: the agent's.
+	Approval    *agentd.ApprovalRule
 	LLMCallable bool
 	// Confirm is what the tool's handler may do: "" (read only), "true" or
 	// "review" (write-intent requests allowed). Tools with "never" are not

@@ -3,6 +3,7 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/tracing"
 )
 
 // maxRetryAfter caps a receiver's Retry-After.
@@ -166,6 +168,11 @@ func (s *Service) send(ctx context.Context, ep *endpoint, d agentd.WebhookDelive
 	if err := ep.keys.setHeaders(req.Header, d.ID, ts, d.Body); err != nil {
 		return result{err: "signing failed"}
 	}
+	if s.opts.Traces {
+		if tp := traceParent(d.Body); tp != "" {
+			req.Header.Set("Traceparent", tp)
+		}
+	}
 	resp, err := ep.client.Do(req)
 	if err != nil {
 		return result{err: describe(err, ep.Timeout)}
@@ -178,6 +185,23 @@ func (s *Service) send(ctx context.Context, ep *endpoint, d agentd.WebhookDelive
 		res.retryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), s.opts.Clock.Now())
 	}
 	return res
+}
+
+// traceParent is the event_context.traceparent of a payload, "" when it
+// has none.
+func traceParent(body []byte) string {
+	var p struct {
+		EventContext struct {
+			TraceParent string `json:"traceparent"`
+		} `json:"event_context"`
+	}
+	if json.Unmarshal(body, &p) != nil {
+		return ""
+	}
+	if _, ok := tracing.Parse(p.EventContext.TraceParent); !ok {
+		return ""
+	}
+	return p.EventContext.TraceParent
 }
 
 // describe is an attempt's error without the URL (which may hold a token).

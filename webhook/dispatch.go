@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/tracing"
 )
 
 // Bounds of the dispatcher's batches.
@@ -126,6 +127,9 @@ func (s *Service) deliveriesFor(ctx context.Context, ev agentd.Event) ([]agentd.
 		s.log.Error().Err(err).Int64("position", ev.Position).Msg("webhooks: event skipped")
 		return nil, nil
 	}
+	if s.opts.Traces {
+		s.traceContext(ctx, &payload.EventContext, call.RunID)
+	}
 	body, err := json.Marshal(payload)
 	if err != nil {
 		return nil, err
@@ -143,6 +147,19 @@ func (s *Service) deliveriesFor(ctx context.Context, ev agentd.Event) ([]agentd.
 		})
 	}
 	return out, nil
+}
+
+// traceContext puts the trace context of run runID in ec. A run that
+// cannot be read gives none: a trace never holds up a webhook.
+func (s *Service) traceContext(ctx context.Context, ec *EventContext, runID string) {
+	run, err := s.store.Run(ctx, runID)
+	if err != nil {
+		s.log.Warn().Err(err).Str("run_id", runID).Msg("webhooks: reading the run's trace context")
+		return
+	}
+	if id := tracing.TraceID(run.TraceParent); id != "" {
+		ec.TraceID, ec.TraceParent = id, run.TraceParent
+	}
 }
 
 // anyWants reports whether some endpoint receives events named name (of

@@ -57,6 +57,12 @@ type EventContext struct {
 	CallerKey string `json:"caller_key"`
 	TenantID  string `json:"tenant_id"`
 	ProjectID string `json:"project_id"`
+	// TraceID and TraceParent are the W3C trace id of the call's run and
+	// the traceparent of its run's span, when traces are on
+	// (Options.Traces); absent otherwise. The delivery's traceparent
+	// header is TraceParent.
+	TraceID     string `json:"trace_id,omitempty"`
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // ToolCall is the call as the event saw it.

@@ -53,6 +53,11 @@ type Options struct {
 	Transport http.RoundTripper
 	// Rand returns a float in [0, 1) for the jitter (default math/rand).
 	Rand func() float64
+	// Traces, when set (traces are on: docs/observability.md), puts the
+	// run's trace context in each payload (event_context.trace_id and
+	// traceparent) and sends it as the delivery's traceparent header. Off,
+	// a delivery costs no read of its run.
+	Traces bool
 }
 
 // Store is what the service keeps in the store: the webhook outbox, the
@@ -65,6 +70,9 @@ type Store interface {
 	// ToolCall returns one call with its decisions, or ENOTFOUND
 	// (agentd.ToolCallStore.ToolCall).
 	ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error)
+	// Run returns a run, or ENOTFOUND (agentd.RunStore.Run): with
+	// Options.Traces, a payload carries its run's trace context.
+	Run(ctx context.Context, id string) (*agentd.Run, error)
 }
 
 // Service is the webhook dispatcher and its delivery workers, and what

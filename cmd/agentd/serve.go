@@ -42,6 +42,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 )
 
 const defaultAddr = "127.0.0.1:8787"
@@ -63,6 +64,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	if lp.tracer, lp.traceContent, err = startTracing(getenv, log, &done); err != nil {
+		return err
+	}
 	keys := lp.proj.Server.APIKeys
 	if len(keys) == 0 && !isLoopback(cfg.addr) {
 		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", cfg.addr)
@@ -80,7 +84,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	done.add(func() { _ = ln.Close() })
 	lp.context.SetURL(contextURL(ln.Addr()))
-	handler, hub, err := wireServer(ctx, lp, store, log, &done)
+	handler, hub, err := wireServer(ctx, lp, store, cfg.fanout, log, &done)
 	if err != nil {
 		return err
 	}
@@ -101,6 +105,8 @@ type serveConfig struct {
 	// databaseURL, when set, names the PostgreSQL database of the store
 	// (else it is the SQLite file agentd.db under dataDir).
 	databaseURL string
+	// fanout: how other replicas' events reach this one (fanout.go).
+	fanout fanoutConfig
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -110,10 +116,17 @@ func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer
 	addr := fs.String("addr", or(getenv("AGENTD_ADDR"), defaultAddr), "listen address")
 	dataDir := fs.String("data", or(getenv("AGENTD_DATA"), defaultDataDir(getenv)), "data folder (SQLite database)")
 	database := fs.String("database", getenv("AGENTD_DATABASE_URL"), "PostgreSQL database URL, postgres://… (default: the SQLite file under --data)")
+	notify := fs.String("feed-notify", getenv("AGENTD_FEED_NOTIFY"), "PostgreSQL: LISTEN for other replicas' events (default true)")
+	poll := fs.String("feed-poll", getenv("AGENTD_FEED_POLL"), "how often the event feed re-reads the store without a wake-up (default 1s)")
+	lease := fs.String("run-lease", getenv("AGENTD_RUN_LEASE"), "PostgreSQL: how long a replica's lease of a run lasts (default 15s)")
 	if err := fs.Parse(args); err != nil {
 		return serveConfig{}, errUsage
 	}
-	return serveConfig{projectDir: *projectDir, addr: *addr, dataDir: *dataDir, databaseURL: *database}, nil
+	fan, err := parseFanout(*notify, *poll, *lease)
+	if err != nil {
+		return serveConfig{}, err
+	}
+	return serveConfig{projectDir: *projectDir, addr: *addr, dataDir: *dataDir, databaseURL: *database, fanout: fan}, nil
 }
 
 // closers are what serve releases when it returns, newest first.
@@ -138,6 +151,10 @@ type servedProject struct {
 	mcp []*mcp.Server
 	// context is the command tools' per-call context endpoint.
 	context *callcontext.Endpoint
+	// tracer is nil when traces are off (otel.go); traceContent records
+	// message text and tool arguments in spans.
+	tracer       trace.TracerProvider
+	traceContent bool
 }
 
 // loadServeProject loads the project (writing the embedded demo into the
@@ -193,19 +210,24 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 // the one metrics registry, the webhook outbox, the engine (started: it
 // recovers what must run now) and the API, and returns the API's handler
 // and the hub (its streams end at shutdown).
-func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
+func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan fanoutConfig, log zerolog.Logger, done *closers) (http.Handler, *sse.Hub, error) {
 	proj := lp.proj
 	// The loop's commits go to the SSE hub, the streams' live path, and wake
-	// the event feed, which the webhook outbox follows; the hub does not
-	// (docs/architecture.md, "The event feed", has why and the seam for
-	// feeding it from the feed).
-	feed := feed.New(store, feed.Options{})
+	// the event feed, which the webhook outbox follows; on PostgreSQL the
+	// hub follows the feed too, for other replicas' events (startFanout;
+	// docs/architecture.md, "The event feed").
+	feed := feed.New(store, feed.Options{Poll: fan.poll})
 	done.add(feed.Close)
 	hub := sse.NewHub()
+	stopFanout, err := startFanout(ctx, store, feed, hub, fan, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	done.add(stopFanout)
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg)
+	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg, lp.tracer != nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -213,6 +235,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 	agent := &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: lp.model, Tools: lp.tools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: lp.subagents,
+		Approval: proj.Agent.Approval,
 	}
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
@@ -222,7 +245,8 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, log 
 		durable = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
 	}
 	wireContext(lp.context, lp, durable) // before the engine starts: recovery may run tools
-	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount)})
+	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
+		Tracer: lp.tracer, TraceContent: lp.traceContent, Lease: runLease(store, fan)})
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -287,10 +311,11 @@ func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
 // startWebhooks starts the webhook outbox's dispatcher and delivery workers
 // for the project's endpoints (none: it does nothing). It must run before
 // the loop starts, so that the dispatcher's first cursor precedes every
-// event the loop commits. reg, when set, gets its metrics.
+// event the loop commits. reg, when set, gets its metrics; traces puts the
+// runs' trace context in the payloads.
 func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, feed agentd.Feed,
-	log zerolog.Logger, reg prometheus.Registerer) (*webhook.Service, error) {
-	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg})
+	log zerolog.Logger, reg prometheus.Registerer, traces bool) (*webhook.Service, error) {
+	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg, Traces: traces})
 	if err != nil {
 		return nil, err
 	}

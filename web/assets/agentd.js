@@ -291,7 +291,8 @@ export function cardFromToolCall(c) {
     requires_approval_at: c.requires_approval_at, allowed_decisions: c.allowed_decisions || ['approve', 'deny'],
     status: c.status, decisions: c.decisions || [],
     card: { connection_name: conn, method: c.method, endpoint: c.endpoint, path_template: c.path_template || null, diff: null,
-      arguments: conn ? c.params : c.arguments, diff: c.diff || null },
+      arguments: conn ? c.params : c.arguments, diff: c.diff || null,
+      approval: c.approval ? { ...c.approval, approvals: (c.approvals || []).length } : undefined },
   };
 }
 
@@ -374,6 +375,10 @@ export class AgentdConfirmation extends HTMLElement {
     body.push(this._arguments(args, !!conn));
     if (card.diff !== null && card.diff !== undefined && card.diff !== '') body.push(diffSection(card.diff));
     this._countdown = h('p', { class: 'agentd-countdown', role: 'timer', 'aria-live': 'off' });
+    // A call that needs several approvals shows how many it has.
+    this._quorum = h('p', { class: 'agentd-quorum', hidden: true });
+    if (card.approval && card.approval.quorum > 1) this.progress(card.approval.approvals, card.approval.quorum);
+    body.push(this._quorum);
     this._status = h('p', { class: 'agentd-status', role: 'status', 'aria-live': 'polite' });
     this._error = h('p', { class: 'agentd-error', role: 'alert', hidden: true });
     this._actions = this._buttons(ev);
@@ -478,7 +483,13 @@ export class AgentdConfirmation extends HTMLElement {
       // The card decided: its digest, and card_revision for a call parked again.
       const d = await this.client.decide(this._event.tool_call_id,
         { ...body, arguments_sha256: this._event.arguments_sha256, card_revision: this._event.card_revision });
-      this.resolve(d.decision, d.reason, d.decided_by, !!d.edited_arguments_sha256);
+      if (d.status === 'requires_confirmation') {
+        // An approval short of the quorum: recorded, the call still waits.
+        this.progress((d.approvals || []).length, d.quorum);
+        this._status.textContent = 'Your approval is recorded.';
+      } else {
+        this.resolve(d.decision, d.reason, d.decided_by, !!d.edited_arguments_sha256);
+      }
     } catch (err) {
       unauthorized(this, err);
       this._status.textContent = '';
@@ -487,6 +498,14 @@ export class AgentdConfirmation extends HTMLElement {
     } finally {
       this._busy = false;
     }
+  }
+
+  // progress shows "N of Q approvals" (confirmation_progress, or the
+  // answer to an approval short of the quorum).
+  progress(n, quorum) {
+    if (!this._quorum || !(quorum > 1)) return;
+    this._quorum.textContent = `${n} of ${quorum} approvals`;
+    this._quorum.hidden = false;
   }
 
   _showError(msg) {
@@ -616,7 +635,7 @@ export class AgentdChat extends HTMLElement {
     const es = new EventSource(this.client.streamURL(this._conv, this._seq));
     this._es = es;
     const onEvent = (e) => this._receive(e);
-    for (const t of ['run_started', 'text_delta', 'message', 'tool_call_started', 'confirmation_required', 'confirmation_resolved',
+    for (const t of ['run_started', 'text_delta', 'message', 'tool_call_started', 'confirmation_required', 'confirmation_resolved', 'confirmation_progress',
       'tool_call_refused', 'tool_call_result', 'subagent_event', 'run_waiting', 'run_finished', 'error']) {
       es.addEventListener(t, onEvent);
     }
@@ -705,6 +724,11 @@ export class AgentdChat extends HTMLElement {
         else card.event = d;
         this._items.set('card:' + d.tool_call_id, card);
         add(card);
+        break;
+      }
+      case 'confirmation_progress': {
+        const card = this._items.get('card:' + d.tool_call_id);
+        if (card) card.progress(d.approvals, d.quorum);
         break;
       }
       case 'confirmation_resolved': {

@@ -27,9 +27,15 @@ func New(notesFile string) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "agentd-test", Version: "1"}, nil)
 	ro := &mcp.ToolAnnotations{ReadOnlyHint: true}
 	mcp.AddTool(s, &mcp.Tool{Name: "note", Description: "Writes a note."},
-		func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		func(_ context.Context, req *mcp.CallToolRequest, in struct {
 			Text string `json:"text"`
 		}) (*mcp.CallToolResult, any, error) {
+			// A traced call's trace context, as agentd sends it.
+			if tp, ok := req.Params.Meta["traceparent"].(string); ok {
+				if err := appendLine(notesFile, "traceparent "+tp); err != nil {
+					return nil, nil, err
+				}
+			}
 			if err := appendLine(notesFile, in.Text); err != nil {
 				return nil, nil, err
 			}

@@ -1,0 +1,182 @@
+package agentd
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Approvers of SPEC §11.1: the conversation's owner (the client key that
+// created it), the roles of its tenant and project, and key groups
+// (ApproverGroupPrefix + a name of APIKey.Groups).
+const (
+	ApproverOwner       = "owner"
+	ApproverOperator    = RoleOperator
+	ApproverAdmin       = RoleAdmin
+	ApproverGroupPrefix = "group:"
+)
+
+// ApprovalRule is who decides a parked call and how (SPEC §11.1: the
+// approval object of agent.json, tool.json, a policy.json endpoint or
+// mcp.json). The zero value is not valid; DefaultApprovalRule is today's
+// rule. A call stores the rule it was parked with (ToolCall.Approval).
+type ApprovalRule struct {
+	// Approvers lists ApproverOwner, ApproverOperator, ApproverAdmin and
+	// "group:<name>" entries.
+	Approvers []string `json:"approvers"`
+	// RequesterMayApprove false refuses the key that started the run
+	// (Run.RequestedBy).
+	RequesterMayApprove bool `json:"requester_may_approve"`
+	// Quorum is how many distinct keys must approve (1 or more).
+	Quorum int `json:"quorum"`
+}
+
+// DefaultApprovalRule is the rule where nothing is configured: the owner,
+// operators and admins decide, the requester too, and one approval runs
+// the call.
+func DefaultApprovalRule() ApprovalRule {
+	return ApprovalRule{Approvers: []string{ApproverOwner, ApproverOperator, ApproverAdmin}, RequesterMayApprove: true, Quorum: 1}
+}
+
+// Approval is one key's approval of a call whose quorum is above one,
+// recorded before the call is decided (ToolCall.Approvals).
+type Approval struct {
+	KeyID string    `json:"key_id"`
+	Role  string    `json:"role,omitempty"`
+	Via   string    `json:"via,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// ApprovalOf is the rule a call was parked with: its own, else the default.
+func (c *ToolCall) ApprovalOf() ApprovalRule {
+	if c.Approval != nil {
+		return *c.Approval
+	}
+	return DefaultApprovalRule()
+}
+
+// Check validates r: known approvers, at least one, a quorum of 1 or more.
+func (r ApprovalRule) Check() error {
+	if len(r.Approvers) == 0 {
+		return fmt.Errorf("approvers: must name at least one of owner, operator, admin, group:<name>")
+	}
+	for i, a := range r.Approvers {
+		switch {
+		case a == ApproverOwner, a == ApproverOperator, a == ApproverAdmin:
+		case strings.HasPrefix(a, ApproverGroupPrefix) && len(a) > len(ApproverGroupPrefix):
+		default:
+			return fmt.Errorf("approvers[%d]: must be owner, operator, admin or group:<name>, got %q", i, a)
+		}
+		if slices.Index(r.Approvers, a) != i {
+			return fmt.Errorf("approvers[%d]: %q is listed twice", i, a)
+		}
+	}
+	if r.Quorum < 1 {
+		return fmt.Errorf("quorum: must be 1 or more, got %d", r.Quorum)
+	}
+	return nil
+}
+
+// Covers reports whether r's approvers include p on a call of conv (the
+// principal already reaches conv: Principal.Reaches). Delegate keys are
+// never covered (Principal.MayDecide).
+func (r ApprovalRule) Covers(p Principal, conv *Conversation) bool {
+	if !p.MayDecide() {
+		return false
+	}
+	for _, a := range r.Approvers {
+		switch {
+		case a == ApproverOwner:
+			if conv != nil && p.KeyID != "" && conv.CreatedBy == p.KeyID {
+				return true
+			}
+		case a == ApproverOperator || a == ApproverAdmin:
+			if p.Role == a {
+				return true
+			}
+		case strings.HasPrefix(a, ApproverGroupPrefix):
+			if slices.Contains(p.Groups, strings.TrimPrefix(a, ApproverGroupPrefix)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// MayDecideCall is the one check of SPEC §11.1 of who may decide a call
+// parked with rule r, in conversation conv, of a run requested by
+// requestedBy ("" when unknown): nil, or EAPPROVERNOTALLOWED or
+// EREQUESTERMAYNOTAPPROVE naming the rule. Every decision path, the
+// pending list's ?decidable=true and the card's buttons read it.
+func MayDecideCall(r ApprovalRule, p Principal, conv *Conversation, requestedBy string) error {
+	if !r.Covers(p, conv) {
+		return Errorf(EAPPROVERNOTALLOWED, "key %q may not decide this call: its approval rule allows approvers %s",
+			p.KeyID, strings.Join(r.Approvers, ", "))
+	}
+	if !r.RequesterMayApprove && requestedBy != "" && p.KeyID == requestedBy {
+		return Errorf(EREQUESTERMAYNOTAPPROVE, "key %q started this run and the call's approval rule has requester_may_approve false: another approver must decide", p.KeyID)
+	}
+	return nil
+}
+
+// ApprovedBy lists the key ids of approvals in order, then last when it is
+// not among them.
+func ApprovedBy(approvals []Approval, last string) []string {
+	out := make([]string, 0, len(approvals)+1)
+	for _, a := range approvals {
+		out = append(out, a.KeyID)
+	}
+	if last != "" && !slices.Contains(out, last) {
+		out = append(out, last)
+	}
+	return out
+}
+
+// approvalColumn is the stored form of a call's rule and approvals (the
+// tool_calls.approval column of every backend).
+type approvalColumn struct {
+	*ApprovalRule
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// EncodeApprovalColumn is the stored JSON of a call's approval rule and
+// approvals; nil (NULL) for a call without a rule.
+func EncodeApprovalColumn(r *ApprovalRule, approvals []Approval) (any, error) {
+	if r == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(approvalColumn{ApprovalRule: r, Approvals: approvals})
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
+}
+
+// EncodeApprovals is the stored JSON of approvals alone (an
+// ApprovalsUpdate's After).
+func EncodeApprovals(approvals []Approval) (string, error) {
+	if approvals == nil {
+		approvals = []Approval{}
+	}
+	b, err := json.Marshal(approvals)
+	return string(b), err
+}
+
+// DecodeApprovalColumn sets c's Approval and Approvals from the stored
+// JSON (valid false: NULL, no rule).
+func DecodeApprovalColumn(c *ToolCall, s string, valid bool) error {
+	if !valid || s == "" {
+		return nil
+	}
+	col := approvalColumn{ApprovalRule: &ApprovalRule{}}
+	if err := json.Unmarshal([]byte(s), &col); err != nil {
+		return fmt.Errorf("approval of tool call %s: %w", c.ID, err)
+	}
+	for i := range col.Approvals {
+		col.Approvals[i].At = col.Approvals[i].At.UTC()
+	}
+	c.Approval, c.Approvals = col.ApprovalRule, col.Approvals
+	return nil
+}

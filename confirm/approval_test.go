@@ -1,0 +1,84 @@
+package confirm
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// TestParseApproval: each field's default, each bad value refused with
+// the field named, the fields of parts not built yet refused by name.
+func TestParseApproval(t *testing.T) {
+	r, err := ParseApproval(json.RawMessage(`{"quorum":2}`), "approval")
+	if err != nil || !slices.Equal(r.Approvers, []string{"owner", "operator", "admin"}) || !r.RequesterMayApprove || r.Quorum != 2 {
+		t.Fatalf("defaults: %+v, %v", r, err)
+	}
+	r, err = ParseApproval(json.RawMessage(`{"approvers":["group:finance","admin"],"requester_may_approve":false}`), "approval")
+	if err != nil || !slices.Equal(r.Approvers, []string{"group:finance", "admin"}) || r.RequesterMayApprove || r.Quorum != 1 {
+		t.Fatalf("set: %+v, %v", r, err)
+	}
+	if r, err := ParseApproval(json.RawMessage(`null`), "approval"); r != nil || err != nil {
+		t.Fatalf("null: %+v, %v", r, err)
+	}
+	for raw, want := range map[string]string{
+		`{"approvers":[]}`:                    `"approval": approvers: must name at least one`,
+		`{"approvers":["boss"]}`:              `approvers[0]: must be owner, operator, admin or group:<name>, got "boss"`,
+		`{"approvers":["group:"]}`:            `approvers[0]: must be owner`,
+		`{"approvers":["owner","owner"]}`:     `approvers[1]: "owner" is listed twice`,
+		`{"quorum":0}`:                        `quorum: must be 1 or more, got 0`,
+		`{"quorum":"2"}`:                      `approval.quorum`,
+		`{"quorom":2}`:                        `quorom`,
+		`{"allow_remember":true}`:             `"approval.allow_remember": is not supported yet`,
+		`{"reminders":["1m"]}`:                `"approval.reminders": is not supported yet`,
+		`{"max_extension":"1h"}`:              `"approval.max_extension": is not supported yet`,
+		`{"grant_max_ttl":"1h"}`:              `"approval.grant_max_ttl": is not supported yet`,
+		`{"requester_may_approve":"no"}`:      `requester_may_approve`,
+		`{"approvers":"operator","quorum":1}`: `approvers`,
+	} {
+		_, err := ParseApproval(json.RawMessage(raw), "approval")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
+	}
+}
+
+// A policy.json endpoint's rule is the classification's; a tool's is
+// used where the endpoint has none.
+func TestEndpointApproval(t *testing.T) {
+	p, err := ParsePolicy([]byte(`{"endpoints":{"POST /refunds":{"confirm":true,"approval":{"approvers":["operator"],"quorum":2}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := p.Endpoints[0]
+	if ep.Approval == nil || ep.Approval.Quorum != 2 {
+		t.Fatalf("endpoint rule %+v", ep.Approval)
+	}
+	if _, err := ParsePolicy([]byte(`{"endpoints":{"POST /refunds":{"confirm":true,"approval":{"quorum":0}}}}`)); err == nil ||
+		!strings.Contains(err.Error(), `endpoints.POST /refunds.approval`) {
+		t.Fatalf("a bad endpoint rule: %v", err)
+	}
+	tool := &Tool{Name: "pay", ServerID: "tools", Exposure: ExposureRequiresConfirmation,
+		Approval: &agentd.ApprovalRule{Approvers: []string{"admin"}, Quorum: 1}}
+	if d := Classify(Call{Name: "pay", Arguments: json.RawMessage(`{}`), Tool: tool}); d.Approval != tool.Approval {
+		t.Fatalf("a tool's rule is not the classification's: %+v", d.Approval)
+	}
+}
+
+// A connection call takes its endpoint's rule (policy.json); another
+// endpoint of the same connection has none.
+func TestConnectionEndpointApproval(t *testing.T) {
+	pol := mustPolicy(t, `{"defaults":{"read":"auto","write":"confirm"},"endpoints":{"POST /refunds":{"confirm":true,"approval":{"approvers":["operator"],"quorum":2}}}}`)
+	rt := &Tool{Name: RequestToolName, ServerID: "connections", Kind: KindRequest,
+		Connections: map[string]*ConnectionPolicy{"billing": {Name: "billing", Policy: pol}}}
+	d := Classify(Call{Name: RequestToolName, Tool: rt, Arguments: json.RawMessage(`{"connection":"billing","method":"POST","endpoint":"/refunds","data":{"amount":1},"intent":"write"}`)})
+	if d.Tier != agentd.TierConfirm || d.Approval == nil || d.Approval.Quorum != 2 {
+		t.Fatalf("POST /refunds: %s, rule %+v", d.Tier, d.Approval)
+	}
+	d = Classify(Call{Name: RequestToolName, Tool: rt, Arguments: json.RawMessage(`{"connection":"billing","method":"POST","endpoint":"/other","data":{},"intent":"write"}`)})
+	if d.Tier != agentd.TierConfirm || d.Approval != nil {
+		t.Fatalf("POST /other: %s, rule %+v", d.Tier, d.Approval)
+	}
+}
