@@ -9,6 +9,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/pgtest"
+	"github.com/agentd-dev/agentd/internal/replicas"
 )
 
 // Issue 21 acceptance 5, on the real binary: the invoke trigger and direct
@@ -119,22 +122,7 @@ func TestScheduleAcrossRestartE2E(t *testing.T) {
 		map[string]any{"triggers": map[string]any{"schedule": "@every 1s"}, "llm_callable": false})
 	data := t.TempDir()
 	env := "AGENTD_TEST_LOG=" + execLog
-	runs := func() []string {
-		b, err := os.ReadFile(ticks)
-		if os.IsNotExist(err) {
-			return nil
-		}
-		must(t, err)
-		var ids []string
-		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-			var req struct {
-				CallID string `json:"call_id"`
-			}
-			must(t, json.Unmarshal([]byte(line), &req))
-			ids = append(ids, req.CallID)
-		}
-		return ids
-	}
+	runs := func() []string { return tickIDs(t, ticks) }
 	waitRuns := func(n int) {
 		t.Helper()
 		for deadline := time.Now().Add(waitLimit); len(runs()) < n; time.Sleep(50 * time.Millisecond) {
@@ -176,4 +164,53 @@ func TestScheduleAcrossRestartE2E(t *testing.T) {
 	if entries, _ := m["entries"].([]any); st != 200 || len(entries) < before+2 {
 		t.Fatalf("schedule_run entries: %d, %d, want at least %d", st, len(entries), before+2)
 	}
+}
+
+// A schedule of @every 1s on three replicas sharing one PostgreSQL
+// database runs once per tick: each tick's run (its call id names the
+// tick) happens once, on whichever replica claimed it.
+func TestScheduleOncePerTickOnReplicasE2E(t *testing.T) {
+	u := pgtest.NewDatabase(t, "")
+	dir, execLog := writeProject(t, projectOpts{})
+	ctxTool(t, dir, "tick", `input=$(cat); echo "$input" >> "$AGENTD_TEST_LOG.ticks"; printf '{"ok":true}'`,
+		map[string]any{"triggers": map[string]any{"schedule": "@every 1s"}, "llm_callable": false})
+	replicas.Start(t, replicas.Options{N: 3, Project: dir, DatabaseURL: u, Env: []string{"AGENTD_TEST_LOG=" + execLog}})
+	ids := func() []string { return tickIDs(t, execLog+".ticks") }
+	for deadline := time.Now().Add(waitLimit); len(ids()) < 5; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scheduled runs on 3 replicas, waited for 5", len(ids()))
+		}
+	}
+	seen := map[string]bool{}
+	for _, id := range ids() {
+		if seen[id] {
+			t.Fatalf("a tick ran twice (%s): %v", id, ids())
+		}
+		seen[id] = true
+	}
+}
+
+// tickIDs are the call ids of the scheduled runs a tick tool appended to
+// path (its stdin requests, a line each), complete lines only: a run may
+// be writing its own.
+func tickIDs(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	must(t, err)
+	end := strings.LastIndexByte(string(b), '\n')
+	if end < 0 {
+		return nil
+	}
+	var ids []string
+	for _, line := range strings.Split(string(b[:end]), "\n") {
+		var req struct {
+			CallID string `json:"call_id"`
+		}
+		must(t, json.Unmarshal([]byte(line), &req))
+		ids = append(ids, req.CallID)
+	}
+	return ids
 }
