@@ -205,16 +205,24 @@ func (db *DB) migrate(ctx context.Context) error {
 		)`); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		var current int
-		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		rows, err := tx.Query(ctx, `SELECT version FROM schema_migrations`)
+		if err != nil {
 			return fmt.Errorf("migrate: %w", err)
+		}
+		versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		applied, current := map[int]bool{}, 0
+		for _, v := range versions {
+			applied[int(v)], current = true, max(current, int(v))
 		}
 		if n := len(ms); n > 0 && current > ms[n-1].version {
 			return fmt.Errorf("migrate: database schema version %d is newer than this binary's %d", current, ms[n-1].version)
 		}
 		for _, m := range ms {
-			if m.version <= current {
-				continue
+			if applied[m.version] {
+				continue // a version below the newest that is missing is applied too
 			}
 			if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
 				return fmt.Errorf("migrate %s: %w", m.name, err)

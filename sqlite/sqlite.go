@@ -313,7 +313,9 @@ func migrations() ([]migration, error) {
 }
 
 // migrate applies, in version order, each embedded migration not yet
-// recorded in schema_migrations, and mirrors the version in user_version.
+// recorded in schema_migrations — one below the newest applied too, as
+// when branches that each added a migration are merged out of number order
+// — and mirrors the newest version in user_version.
 // Everything happens in one IMMEDIATE transaction, so two processes opening
 // a new file at once cannot both migrate, and a failed migration leaves the
 // schema as it was.
@@ -330,16 +332,16 @@ func (db *DB) migrate(ctx context.Context) error {
 		) STRICT`); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		var current int
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		applied, current, err := appliedVersions(ctx, tx)
+		if err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 		if n := len(ms); n > 0 && current > ms[n-1].version {
 			return fmt.Errorf("migrate: database schema version %d is newer than this binary's %d", current, ms[n-1].version)
 		}
 		for _, m := range ms {
-			if m.version <= current {
-				continue
+			if applied[m.version] {
+				continue // a version below the newest that is missing is applied too
 			}
 			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
 				return fmt.Errorf("migrate %s: %w", m.name, err)
@@ -348,12 +350,32 @@ func (db *DB) migrate(ctx context.Context) error {
 				m.version, m.name, time.Now().UnixNano()); err != nil {
 				return fmt.Errorf("migrate %s: %w", m.name, err)
 			}
-			if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(m.version)); err != nil {
+			current = max(current, m.version)
+			if _, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(current)); err != nil {
 				return fmt.Errorf("migrate %s: %w", m.name, err)
 			}
 		}
 		return nil
 	})
+}
+
+// appliedVersions returns the versions recorded in schema_migrations and
+// the newest of them.
+func appliedVersions(ctx context.Context, tx *sql.Tx) (map[int]bool, int, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	applied, newest := map[int]bool{}, 0
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, 0, err
+		}
+		applied[v], newest = true, max(newest, v)
+	}
+	return applied, newest, rows.Err()
 }
 
 // migrateTx runs fn in one write transaction of its own (BEGIN IMMEDIATE

@@ -343,3 +343,47 @@ func FuzzEventData(f *testing.F) {
 		}
 	})
 }
+
+// A migration below the newest applied one that a database lacks (branches
+// that each added one, merged out of number order) is applied at the next
+// open, and the newest version stays in user_version.
+func TestMigrateAppliesAMissingLowerVersion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var newest int
+	if err := db.writer.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	// As if 0017 (the runs' trace columns) had not been there when the
+	// newer ones were applied.
+	for _, q := range []string{`ALTER TABLE runs DROP COLUMN trace_parent`, `ALTER TABLE runs DROP COLUMN trace_caller`,
+		`DELETE FROM schema_migrations WHERE version = 17`} {
+		if _, err := db.writer.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	if newest <= 17 {
+		t.Fatalf("the newest migration is %d: the test needs one above 17", newest)
+	}
+
+	db, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n, uv int
+	if err := db.writer.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = 17`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("migration 17 recorded %d times (%v), want once", n, err)
+	}
+	if _, err := db.writer.ExecContext(ctx, `SELECT trace_parent, trace_caller FROM runs`); err != nil {
+		t.Fatalf("the runs' trace columns after reopening: %v", err)
+	}
+	if err := db.writer.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&uv); err != nil || uv != newest {
+		t.Fatalf("user_version = %d (%v), want the newest %d", uv, err, newest)
+	}
+}
