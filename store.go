@@ -382,8 +382,9 @@ type CallUpdate struct {
 // call has an approval rule, its deadline is Deadline and it has
 // RemindedBefore reminders recorded (else ECONFLICT: a reminder, an
 // extension or a re-park won the race). The call's reminders become
-// Reminded; with NewDeadline set, its deadline becomes NewDeadline and
-// the total of its extensions Extended.
+// Reminded and the total of its extensions Extended (always written: a
+// reminder passes the call's own); with NewDeadline set, its deadline
+// becomes NewDeadline.
 type GovernanceUpdate struct {
 	Deadline       time.Time
 	RemindedBefore int

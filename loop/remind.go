@@ -90,8 +90,19 @@ func (e *Engine) loadReminders(ctx context.Context) error {
 	return nil
 }
 
-// remindPass sends every reminder due now and arms the timer to the next.
-func (e *Engine) remindPass(ctx context.Context) {
+// RemindDue reads every parked call and sends the reminders due on the
+// engine's clock (what the background expiry does from its timer); it
+// returns how many calls were reminded.
+func (e *Engine) RemindDue(ctx context.Context) (int, error) {
+	if err := e.loadReminders(ctx); err != nil {
+		return 0, err
+	}
+	return e.remindPass(ctx), nil
+}
+
+// remindPass sends every reminder due now and arms the timer to the next;
+// it returns how many calls were reminded.
+func (e *Engine) remindPass(ctx context.Context) int {
 	now := e.clock.Now()
 	r := &e.reminders
 	r.mu.Lock()
@@ -103,10 +114,15 @@ func (e *Engine) remindPass(ctx context.Context) {
 		}
 	}
 	r.mu.Unlock()
+	n := 0
 	for _, id := range ids {
 		c, err := e.store.ToolCall(ctx, id)
 		if err == nil {
-			err = e.remind(ctx, c)
+			var sent bool
+			sent, err = e.remind(ctx, c)
+			if sent {
+				n++
+			}
 		}
 		if err != nil && agentd.ErrorCode(err) != agentd.ENOTFOUND && ctx.Err() == nil {
 			e.log.Error().Err(err).Str("tool_call_id", id).Msg("send reminder")
@@ -121,18 +137,19 @@ func (e *Engine) remindPass(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	e.noteDeadline(next)
+	return n
 }
 
 // remind sends c's due reminders in one conditional update (a concurrent
 // reminder, extension or decision wins: c is read again) and notes the
 // next.
-func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) error {
+func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err error) {
 	for range decideRetries {
 		now := e.clock.Now()
 		due, _ := dueReminders(c, now)
 		if len(due) == 0 {
 			e.noteReminders(c)
-			return nil
+			return false, nil
 		}
 		deadline := *c.RequiresApprovalAt
 		sent := slices.Clone(c.Reminded)
@@ -143,10 +160,10 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) error {
 				ToolCallID: c.ID, ToolName: c.Name, RequiresApprovalAt: deadline, RemainingMS: deadline.Sub(now).Milliseconds(), Offset: off}))
 		}
 		var updated *agentd.ToolCall
-		err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 			cur, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
 				Status: agentd.StatusRequiresConfirmation, Card: c.CardRevision(),
-				Governance: &agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: len(c.Reminded), Reminded: sent}}, drafts)
+				Governance: &agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: len(c.Reminded), Reminded: sent, Extended: c.Extended}}, drafts)
 			updated = cur
 			return evs, err
 		})
@@ -154,15 +171,15 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) error {
 		case err == nil:
 			e.log.Info().Str("tool_call_id", c.ID).Strs("offsets", due).Msg("approval reminder")
 			e.noteReminders(updated)
-			return nil
+			return true, nil
 		case agentd.ErrorCode(err) != agentd.ECONFLICT:
-			return err
+			return false, err
 		}
 		if c, err = e.store.ToolCall(ctx, c.ID); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return agentd.Errorf(agentd.ECONFLICT, "the call changed concurrently; its reminder waits for the next pass")
+	return false, agentd.Errorf(agentd.ECONFLICT, "the call changed concurrently; its reminder waits for the next pass")
 }
 
 // Extend moves the deadline of a parked call later by by (SPEC §11.3): p
