@@ -22,7 +22,8 @@ import (
 // frontend would. Afterwards: every call ran exactly once, every approval
 // answered 200 is a decision in the store and its call succeeded, and each
 // conversation's stream — resumed with Last-Event-ID whenever it ended —
-// holds every event once, in order, to run_finished.
+// holds every event once, in order, to run_finished; a stream on replica C
+// resuming after the card (Last-Event-ID) gets exactly the rest.
 func TestReplicasPostgresRestart(t *testing.T) {
 	srv := pgtest.NewServer(t)
 	dir, execLog := writeProject(t, projectOpts{})
@@ -36,14 +37,17 @@ func TestReplicasPostgresRestart(t *testing.T) {
 		}
 	})
 	const n = 9
-	type parked struct{ conv, callID, sha string }
+	type parked struct {
+		conv, callID, sha string
+		card              int64 // the confirmation_required event's id
+	}
 	calls := make([]parked, n)
 	for i := range calls {
 		conv, st := newConversation(t, rs[i%3].Base, "")
 		send(t, rs[i%3].Base, "", conv, "pay the invoice")
 		cr := st.waitFor("confirmation_required", nil)
 		st.waitFor("run_waiting", nil)
-		calls[i] = parked{conv, str(cr.Data, "tool_call_id"), str(cr.Data, "arguments_sha256")}
+		calls[i] = parked{conv, str(cr.Data, "tool_call_id"), str(cr.Data, "arguments_sha256"), cr.ID}
 		st.close()
 	}
 
@@ -83,6 +87,11 @@ func TestReplicasPostgresRestart(t *testing.T) {
 		_, got := call(t, http.MethodGet, rs[0].Base+"/v1/tool-calls/"+c.callID, "", "")
 		if got["status"] != "completed" {
 			t.Fatalf("call %s, approved with 200: %v", c.callID, got)
+		}
+		resumed := openStream(t, rs[2].Base, "", c.conv, c.card) // a client that saw the card, on C after the restart
+		resumed.waitFor("run_finished", nil)
+		if want := types(streams[i])[c.card:]; fmt.Sprint(types(resumed.seen)) != fmt.Sprint(want) {
+			t.Fatalf("resumed on C after %d: %v, want %v", c.card, types(resumed.seen), want)
 		}
 		resolved, results := 0, 0
 		for _, ev := range streams[i] {
