@@ -114,8 +114,10 @@ func processApprovalSample(b *testing.B, c *http.Client, base, mark string) time
 
 // BenchmarkApprovalLatencyStores measures approval POST → tool process
 // start on two real `agentd serve` processes of the same project, one on
-// SQLite (the file under --data) and one on PostgreSQL (scripts/postgres.sh's
-// server, over its unix socket), samples interleaved in one run. The tool is
+// SQLite (the file under --data, synchronous=FULL) and one on PostgreSQL (a
+// server of its own from pgtest.NewServer with fsync and synchronous_commit
+// on, over its unix socket, data in the temp dir: the same disk), samples
+// interleaved in one run. The tool is
 // testdata/markhelper, as in BenchmarkApprovalLatency (which compares the
 // in-process engine with its floor). AGENTD_BENCH_SAMPLES sets the samples
 // of each (default 100).
@@ -138,7 +140,10 @@ func BenchmarkApprovalLatencyStores(b *testing.B) {
 	must(os.WriteFile(filepath.Join(td, "tool.json"), tool, 0o644))
 	markS, markP := filepath.Join(b.TempDir(), "mark"), filepath.Join(b.TempDir(), "mark")
 	lite := replicas.Add(b, "sqlite", replicas.Options{Project: project, Env: []string{markEnv + "=" + markS}})
-	pg := replicas.Add(b, "postgres", replicas.Options{Project: project, DatabaseURL: pgtest.NewDatabase(b, ""), Env: []string{markEnv + "=" + markP}})
+	// A durable server of its own: the shared test server runs with fsync
+	// off, SQLite here with synchronous=FULL.
+	srv := pgtest.NewServer(b, "fsync=on", "synchronous_commit=on")
+	pg := replicas.Add(b, "postgres", replicas.Options{Project: project, DatabaseURL: srv.URL, Env: []string{markEnv + "=" + markP}})
 	client := newClient()
 	for range 5 {
 		processApprovalSample(b, client, lite.Base, markS)
@@ -182,8 +187,10 @@ func BenchmarkApprovalLatencyStores(b *testing.B) {
 // conversations of its own, and returns the events persisted per second:
 // the rows in the events table over the wall time from the first send to
 // the last run_finished.
-func replicaThroughput(b *testing.B, project string, n, workers, rounds int) (float64, int) {
-	u := pgtest.NewDatabase(b, "")
+func replicaThroughput(b *testing.B, srv *pgtest.Server, project string, n, workers, rounds int) (float64, int) {
+	name := fmt.Sprintf("replicas_%d", n)
+	pgtest.Exec(b, srv.URL, "CREATE DATABASE "+name)
+	u := pgtest.WithDatabase(b, srv.URL, name)
 	rs := replicas.Start(b, replicas.Options{N: n, Project: project, DatabaseURL: u})
 	client := newClient()
 	processRound(b, client, rs[0].Base) // warm up
@@ -224,7 +231,8 @@ func processRound(b *testing.B, c *http.Client, base string) {
 }
 
 // BenchmarkReplicaThroughput measures the events persisted per second by 1,
-// 2 and 3 agentd replicas on one PostgreSQL database, each replica with 4
+// 2 and 3 agentd replicas on one PostgreSQL database (a durable server of
+// its own: fsync and synchronous_commit on), each replica with 4
 // concurrent clients running one message after another (18 events a run);
 // the ratio is to 1 replica in the same run. On a machine with fewer cores
 // than replicas plus PostgreSQL, more replicas share the same CPUs: the
@@ -241,11 +249,12 @@ func BenchmarkReplicaThroughput(b *testing.B) {
 		b.Fatal(err)
 	}
 	const workers = 4
+	srv := pgtest.NewServer(b, "fsync=on", "synchronous_commit=on") // durable, as in production
 	b.ResetTimer()
 	var rates [3]float64
 	var counts [3]int
 	for i := range rates {
-		rates[i], counts[i] = replicaThroughput(b, project, i+1, workers, rounds)
+		rates[i], counts[i] = replicaThroughput(b, srv, project, i+1, workers, rounds)
 	}
 	b.StopTimer()
 	var t strings.Builder

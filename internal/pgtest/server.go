@@ -20,14 +20,20 @@ type Server struct {
 	URL string
 	bin string
 	dir string
+	// settings are the server's -c options.
+	settings string
 }
 
-// NewServer starts a server that is stopped and removed when t ends. It
+// NewServer starts a server that is stopped and removed when t ends, with
+// fsync and synchronous_commit off (a test server is thrown away, never
+// recovered) unless settings ("name=value", passed as -c options after
+// those) say otherwise: "fsync=on", "synchronous_commit=on" for a durable
+// one, as a benchmark against SQLite's synchronous=FULL needs. It
 // skips t when PostgreSQL's programs (initdb, pg_ctl) are not found,
 // unless AGENTD_POSTGRES_REQUIRED=1: then it fails. Under root the server
 // runs as the user agentd-pg (PostgreSQL refuses root), which
 // scripts/postgres.sh creates.
-func NewServer(t testing.TB) *Server {
+func NewServer(t testing.TB, settings ...string) *Server {
 	t.Helper()
 	bin := pgBin()
 	if bin == "" {
@@ -41,7 +47,10 @@ func NewServer(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{bin: bin, dir: dir}
+	s := &Server{bin: bin, dir: dir, settings: "-c listen_addresses='' -k " + dir + " -c max_connections=100 -c fsync=off -c synchronous_commit=off"}
+	for _, kv := range settings {
+		s.settings += " -c " + kv
+	}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("agentd-pg")
 		if err != nil {
@@ -77,7 +86,7 @@ func (s *Server) Stop() error { return s.pgCtl("-m", "fast", "stop") }
 
 // Start starts a stopped server on the same socket.
 func (s *Server) Start() error {
-	return s.pgCtl("-o", "-c listen_addresses='' -k "+s.dir+" -c max_connections=100 -c fsync=off -c synchronous_commit=off", "start")
+	return s.pgCtl("-o", s.settings, "start")
 }
 
 // Log returns the server's log so far.
