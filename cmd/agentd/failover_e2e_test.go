@@ -31,7 +31,8 @@ func TestReplicaKilledWebhookInFlight(t *testing.T) {
 	}
 	withWebhooks(t, dir, map[string]any{"id": "ops", "url": rc.URL, "secret_env": "OPS_WEBHOOK_SECRET",
 		"events": []string{webhook.EventApprovalRequired}, "timeout": "1s"})
-	o := replicas.Options{Project: dir, DatabaseURL: u, Env: []string{"AGENTD_TEST_LOG=" + execLog, "OPS_WEBHOOK_SECRET=" + newSecret(t)}}
+	secret := newSecret(t)
+	o := replicas.Options{Project: dir, DatabaseURL: u, Env: []string{"AGENTD_TEST_LOG=" + execLog, "OPS_WEBHOOK_SECRET=" + secret}}
 	a := replicas.Add(t, "A", o)
 	conv, _ := newConversation(t, a.Base, "")
 	send(t, a.Base, "", conv, "pay the bill")
@@ -42,6 +43,9 @@ func TestReplicaKilledWebhookInFlight(t *testing.T) {
 	reqs := rc.WaitFor(t, waitLimit, "the redelivery", func(r []webhooktest.Request) bool { return len(r) >= 2 })
 	if reqs[1].ID() != first.ID() || reqs[1].ID() == "" || string(reqs[1].Body) != string(first.Body) {
 		t.Fatalf("redelivery webhook-id %q, body %s; A's attempt: %q, %s", reqs[1].ID(), reqs[1].Body, first.ID(), first.Body)
+	}
+	if err := webhooktest.Verify(secret, reqs[1]); err != nil {
+		t.Fatalf("the redelivery's signature: %v", err)
 	}
 	d := waitDelivery(t, c.Base, "succeeded")
 	if d["id"] != first.ID() || d["attempt_count"] != float64(1) {
