@@ -44,6 +44,11 @@ func TestReplicaKilledWebhookInFlight(t *testing.T) {
 	if reqs[1].ID() != first.ID() || reqs[1].ID() == "" || string(reqs[1].Body) != string(first.Body) {
 		t.Fatalf("redelivery webhook-id %q, body %s; A's attempt: %q, %s", reqs[1].ID(), reqs[1].Body, first.ID(), first.Body)
 	}
+	// Not before A's claim lapsed (claimed just before A's request, for 1 s
+	// + 5 s): B and C, running meanwhile, left it alone.
+	if gap := reqs[1].At.Sub(first.At); gap < 5*time.Second {
+		t.Fatalf("redelivered %s after A's attempt, within A's claim (6 s)", gap)
+	}
 	if err := webhooktest.Verify(secret, reqs[1]); err != nil {
 		t.Fatalf("the redelivery's signature: %v", err)
 	}
