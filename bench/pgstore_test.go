@@ -120,7 +120,7 @@ func processApprovalSample(b *testing.B, c *http.Client, base, mark string) time
 // interleaved in one run. The tool is
 // testdata/markhelper, as in BenchmarkApprovalLatency (which compares the
 // in-process engine with its floor). AGENTD_BENCH_SAMPLES sets the samples
-// of each (default 50; docs/performance.md §20 used 100).
+// of each (default 50; docs/performance.md §21 used 100).
 //
 //	go test -run '^$' -bench ApprovalLatencyStores -benchtime 1x ./bench/
 func BenchmarkApprovalLatencyStores(b *testing.B) {
@@ -238,7 +238,7 @@ func processRound(b *testing.B, c *http.Client, base string) {
 // than replicas plus PostgreSQL, more replicas share the same CPUs: the
 // figure then shows the cost of the shared database and the fan-out, not
 // added capacity. AGENTD_BENCH_REPLICA_ROUNDS sets the runs per client
-// (default 5; docs/performance.md §20 used 10).
+// (default 5; docs/performance.md §21 used 10).
 //
 //	go test -run '^$' -bench ReplicaThroughput -benchtime 1x ./bench/
 func BenchmarkReplicaThroughput(b *testing.B) {
