@@ -21,6 +21,11 @@ type Actor struct {
 	Role  string
 }
 
+// ScheduleKeyID is the key_id of a scheduled tool's runs and missed ticks
+// in the audit log (they act as a delegate of the tool's tenant and
+// project, with no API key).
+const ScheduleKeyID = "schedule"
+
 // Audit entry kinds (GET /v1/audit "kind").
 const (
 	// AuditDecision: a person approved or denied a parked call.
@@ -39,10 +44,20 @@ const (
 	// AuditConnectionRequest: a request on the durable path,
 	// POST /v1/connections/{name}/request.
 	AuditConnectionRequest = "connection_request"
+	// AuditToolEval: a direct eval, POST /v1/tools/{name}/eval.
+	AuditToolEval = "tool_eval"
+	// AuditToolRun: a run on the invoke trigger, POST /v1/tools/{name}/run.
+	AuditToolRun = "tool_run"
+	// AuditScheduleRun: a scheduled tool's run at one tick.
+	AuditScheduleRun = "schedule_run"
+	// AuditScheduleMissed: ticks of a schedule that passed with no run
+	// (every replica was down, or the previous run was still going).
+	AuditScheduleMissed = "schedule_missed"
 )
 
 // AuditKinds are the valid kinds, in documentation order.
-var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest, AuditApproval}
+var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest, AuditApproval,
+	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed}
 
 // AuditEntry is one immutable record of the audit log (docs/audit.md). The
 // store writes the entries of decisions, expiries, cancellations, refusals

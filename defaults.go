@@ -31,6 +31,11 @@ const (
 	// DefaultMCPResultBytes bounds the text of one MCP tool result the
 	// model reads; a longer one is cut, and says so.
 	DefaultMCPResultBytes = 64 << 10
+	// DefaultTenantID and DefaultProjectID are the tenant and project of a
+	// server without API keys (dev mode), and whom a scheduled tool acts
+	// for when its tool.json names none.
+	DefaultTenantID  = "default"
+	DefaultProjectID = "default"
 	// DefaultRunLease is how long a replica's lease of a run lasts on a
 	// store shared by replicas (PostgreSQL; docs/scale-out.md): renewed
 	// every third of it while the replica drives the run, so another

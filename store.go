@@ -60,6 +60,7 @@ type Store interface {
 	AuditLog
 	ThreadStore
 	WebhookOutbox
+	ScheduleStore
 	Health
 	// Close releases the store; no method may be called after it.
 	Close() error
@@ -228,6 +229,19 @@ type AuditLog interface {
 	// match f, with ID > f.After, in ID order. EINVALID when f.TenantID or
 	// f.ProjectID is empty or f.Kind is set and not one of AuditKinds.
 	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+}
+
+// ScheduleStore holds the claims of scheduled tools' ticks (package
+// schedule): whichever replicas run, each tick of a tool is claimed by one
+// of them, once.
+type ScheduleStore interface {
+	// ClaimTick claims tick at of the scheduled tool. claimed is true for
+	// the first claim of (tool, at) and false for every later one (another
+	// replica's, or a repeat). prev is the latest tick of tool claimed
+	// before this claim, read in the same transaction (zero when none);
+	// it is set only when claimed. EINVALID when tool is empty or at is the
+	// zero time (or out of the times the store holds).
+	ClaimTick(ctx context.Context, tool string, at time.Time) (prev time.Time, claimed bool, err error)
 }
 
 // ThreadStore binds chat protocols' thread names to conversations.

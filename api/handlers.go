@@ -342,6 +342,54 @@ func (s *Server) handleEvents(c echo.Context) error {
 	return nil
 }
 
+// toolEvalRequest is the body of POST /v1/tools/{name}/eval.
+type toolEvalRequest struct {
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// toolRunRequest is the body of POST /v1/tools/{name}/run.
+type toolRunRequest struct {
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Intent "confirmed_write" runs a confirm-tier tool; otherwise it
+	// answers a preview.
+	Intent string `json:"intent,omitempty"`
+}
+
+// handleToolEval is direct eval (SPEC §2.3): any tool, every gate
+// bypassed, operator and admin keys; the runner checks the role, so a
+// refused caller is in the audit log too.
+func (s *Server) handleToolEval(c echo.Context) error {
+	if s.cfg.Tools == nil {
+		return agentd.Errorf(agentd.ENOTFOUND, "tool %q not found", c.Param("name"))
+	}
+	var req toolEvalRequest
+	if err := decode(c, &req, true); err != nil {
+		return err
+	}
+	out, err := s.cfg.Tools.Eval(c.Request().Context(), principal(c), c.Param("name"), req.Arguments)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// handleToolRun is the invoke trigger (SPEC §4.1): a tool whose tool.json
+// has triggers.invoke, in the durable execution context.
+func (s *Server) handleToolRun(c echo.Context) error {
+	if s.cfg.Tools == nil {
+		return agentd.Errorf(agentd.ENOTFOUND, "tool %q not found", c.Param("name"))
+	}
+	var req toolRunRequest
+	if err := decode(c, &req, true); err != nil {
+		return err
+	}
+	out, err := s.cfg.Tools.Run(c.Request().Context(), principal(c), c.Param("name"), req.Arguments, req.Intent)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
 // connectionRequest is the body of POST /v1/connections/{name}/request: the
 // request tool's arguments without the connection, which the path names.
 type connectionRequest struct {

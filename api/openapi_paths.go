@@ -131,6 +131,16 @@ func otherOperations() []operation {
 	return []operation{
 		{method: http.MethodGet, path: "/v1/tools", id: "listTools", summary: "The agent's tools with their tiers", status: http.StatusOK,
 			content: jsonContent(object([]string{"tools"}, schema{"tools": schema{"type": "array", "items": ref("Tool")}}))},
+		{method: http.MethodPost, path: "/v1/tools/{name}/eval", id: "evalTool",
+			summary: "Direct eval: run any tool, every gate bypassed, audited (operator and admin keys; docs/runtime.md)",
+			body:    requestBody[toolEvalRequest](), status: http.StatusOK, content: jsonContent(toolOutcome())},
+		{method: http.MethodPost, path: "/v1/tools/{name}/run", id: "runTool",
+			summary: "The invoke trigger: run a tool in the durable execution context, audited (operator and delegate keys; docs/runtime.md)",
+			body:    requestBody[toolRunRequest](), status: http.StatusOK,
+			content: jsonContent(schema{"oneOf": []schema{toolOutcome(), object([]string{"preview"}, schema{"preview": object(
+				[]string{"tool", "arguments", "arguments_sha256", "tier", "reason", "instruction"},
+				schema{"tool": str(), "arguments": schema{"type": "object"}, "arguments_sha256": str(), "tier": str(),
+					"reason": str(), "instruction": str()})})}})},
 		{method: http.MethodPost, path: "/v1/connections/{name}/request", id: "connectionRequest",
 			summary: "The durable request path (docs/connections.md#the-durable-path): a preview, or the downstream answer",
 			params:  []schema{{"name": "Idempotency-Key", "in": "header", "schema": schema{"type": "string", "maxLength": 255}}},
@@ -166,4 +176,11 @@ func otherOperations() []operation {
 			content: jsonContent(object([]string{"status"}, schema{"status": schema{"enum": []string{"completed", "failed"}},
 				"result": schema{}, "error": str()}))},
 	}
+}
+
+// toolOutcome is the answer of a tool call that ran: completed with its
+// result, or failed with its error.
+func toolOutcome() schema {
+	return object([]string{"status"}, schema{"status": schema{"enum": []string{"completed", "failed"}},
+		"result": schema{}, "error": str()})
 }

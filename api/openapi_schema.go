@@ -96,14 +96,14 @@ func schemaFor(t reflect.Type, m schemaMode) schema {
 	panic(fmt.Sprintf("api: openapi: no schema for %v", t))
 }
 
-// anyJSON is any JSON value, null included: {} with "nullable": true. In
-// OpenAPI 3.1 (JSON Schema 2020-12) {} alone already accepts any value and
-// "nullable" is an annotation that changes nothing; kin-openapi, whose
-// response validation reads schemas as OpenAPI 3.0 does, needs it to accept
-// null. A list of every type said the same but no client generator takes
-// it (ogen and oapi-codegen refuse multiple types; TestGeneratedClient).
+// anyJSON is any JSON value, null included: anyOf {} and {"type": "null"}.
+// In OpenAPI 3.1 (JSON Schema 2020-12) {} alone accepts any value; the null
+// branch is for kin-openapi, whose validation reads {} as not nullable. A
+// list of every type said the same, but client generators refuse a list
+// of types (ogen, oapi-codegen), and kin-openapi ignores "nullable" in a
+// 3.1 document (TestGeneratedClient, TestLargeWriteStoredOnce).
 func anyJSON() schema {
-	return schema{"nullable": true}
+	return schema{"anyOf": []schema{{}, {"type": "null"}}}
 }
 
 // nullable is s that also allows null (a nil pointer, slice or map).

@@ -56,6 +56,8 @@ func (s *Server) routes() {
 	authed.POST("/approvals", s.handleBulkApprovals)
 	authed.GET("/audit", s.handleAudit)
 	authed.GET("/tools", s.handleListTools)
+	authed.POST("/tools/:name/eval", s.handleToolEval)
+	authed.POST("/tools/:name/run", s.handleToolRun)
 	authed.POST("/connections/:name/request", s.handleConnectionRequest)
 	authed.POST("/ag-ui", s.handleAGUI)
 	authed.POST("/ai-sdk/chat", s.handleAISDKChat)

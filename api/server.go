@@ -64,6 +64,25 @@ type Config struct {
 	// /v1/context/request and /v1/context/tools/{name}; nil: every token
 	// is refused (401).
 	Context ContextEndpoint
+	// Tools serves direct eval and the invoke trigger, POST
+	// /v1/tools/{name}/eval and /run; nil: both answer 404.
+	Tools ToolRunner
+}
+
+// ToolRunner runs tools outside the agent loop (SPEC §2.3, §4.1);
+// direct.Runner implements it. Both methods audit every call, refused ones
+// too, and answer ENOTFOUND for a tool p's tenant does not see and EINVALID
+// for arguments its schema refuses.
+type ToolRunner interface {
+	// Eval runs any tool of the tenant's list, every gate bypassed:
+	// EFORBIDDEN unless p is an operator or admin key. The answer is
+	// {"status": "completed"|"failed", "result"|"error"}.
+	Eval(ctx context.Context, p agentd.Principal, name string, args json.RawMessage) (any, error)
+	// Run runs a tool with the invoke trigger in the durable execution
+	// context: EFORBIDDEN for a client key, a tool without the trigger, or
+	// a tier that refuses (review, never); a confirm-tier call without
+	// intent confirmed_write answers {"preview": …} and runs nothing.
+	Run(ctx context.Context, p agentd.Principal, name string, args json.RawMessage, intent string) (any, error)
 }
 
 // ContextEndpoint is the command tools' per-call context endpoint (SPEC
@@ -242,7 +261,7 @@ func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if s.DevMode() {
-				c.Set(principalKey, agentd.Principal{TenantID: "default", ProjectID: "default", Role: agentd.RoleAdmin, KeyID: "dev"})
+				c.Set(principalKey, agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"})
 				return next(c)
 			}
 			token := ""

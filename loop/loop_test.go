@@ -489,6 +489,17 @@ func TestImportRules(t *testing.T) {
 		"github.com/agentd-dev/agentd/tools/callcontext": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/tools/registry",
 			"github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "github.com/agentd-dev/agentd/api",
 			"github.com/labstack/echo/v4", "net/http", "os/exec"},
+		// Direct eval, the invoke trigger and scheduled runs go through the
+		// registry handed in by cmd/agentd, which the API serves.
+		"github.com/agentd-dev/agentd/tools/direct": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/tools/registry",
+			"github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "github.com/agentd-dev/agentd/api",
+			"github.com/agentd-dev/agentd/tools/callcontext", "github.com/labstack/echo/v4", "net/http", "os/exec"},
+		// The scheduler claims ticks through its Store and runs them
+		// through the function it is given: no engine, no tool, no store.
+		"github.com/agentd-dev/agentd/schedule": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/tools",
+			"github.com/agentd-dev/agentd/tools/direct", "github.com/agentd-dev/agentd/tools/registry", "github.com/agentd-dev/agentd/toolset",
+			"github.com/agentd-dev/agentd/confirm", "github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/postgres",
+			"github.com/agentd-dev/agentd/api", "net/http", "os/exec", "database/sql"},
 		// The metrics are collectors over the domain's types: no store, no
 		// HTTP framework, no engine (the loop reports to them).
 		"github.com/agentd-dev/agentd/metrics": {"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/api",

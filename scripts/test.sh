@@ -37,6 +37,15 @@ if ! command -v jq >/dev/null 2>&1; then
   fi
 fi
 
+echo "== python3 for the MCP server written in Python (mcp/testdata/pyserver)"
+if ! command -v python3 >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3) >/dev/null
+  else
+    echo "python3 is missing and this user cannot apt-get install it" >&2; exit 1
+  fi
+fi
+
 echo "== PostgreSQL for the postgres store's tests (stopped when this script exits)"
 # shellcheck source=scripts/postgres.sh
 source scripts/postgres.sh

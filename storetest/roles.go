@@ -42,6 +42,7 @@ func Run(t *testing.T, b Backend) {
 	RunEventLog(t, b)
 	RunThreads(t, b.Open)
 	RunWebhookOutbox(t, b.Open)
+	RunSchedules(t, b.Open)
 }
 
 // RunHealth tests the Health role: Ping (storetest.go).
@@ -186,5 +187,14 @@ func RunWebhookOutbox(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"Webhook/List", testWebhookList},
 		{"Webhook/EndpointStates", testWebhookEndpointStates},
 		{"Webhook/QueueDepthByTenant", testWebhookQueueDepthByTenant},
+	})
+}
+
+// RunSchedules tests the ScheduleStore role: ClaimTick, also under
+// concurrent claimers (schedule.go).
+func RunSchedules(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"ClaimTick", testClaimTick},
+		{"ClaimTick/Concurrent", testClaimTickConcurrent},
 	})
 }

@@ -2,7 +2,7 @@
 // pass: one suite, run by each backend's own tests against a real database
 // (SQLite always, PostgreSQL when one is available). The suite is organised
 // by the store's roles (roles.go): RunConversations, RunRuns, RunToolCalls,
-// RunEventLog, RunAudit, RunThreads, RunWebhookOutbox and RunHealth, so a
+// RunEventLog, RunAudit, RunThreads, RunWebhookOutbox, RunSchedules and RunHealth, so a
 // new backend can pass it role by role; Run runs them all.
 //
 //	func TestStore(t *testing.T) {
@@ -71,6 +71,8 @@
 //     again changes nothing; a claimed delivery is claimed by no one else
 //     until its lease lapses; attempts come back in order; a tenant's
 //     project's queue depth counts its own pending deliveries only.
+//   - A scheduled tool's tick is claimed once, also under concurrent
+//     claimers (replicas); each claim is told the tool's previous tick.
 //   - A filter naming another tenant's or project's conversation or call
 //     (the pending list, the audit log) reads nothing of it.
 package storetest

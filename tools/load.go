@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/schedule"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -38,6 +40,16 @@ type toolFile struct {
 	Idempotent  bool            `json:"idempotent"`
 	Uses        json.RawMessage `json:"uses"`
 	Approval    json.RawMessage `json:"approval"`
+	Triggers    json.RawMessage `json:"triggers"`
+}
+
+// triggersFile is tool.json's "triggers": what may start the tool outside
+// the agent loop (docs/runtime.md).
+type triggersFile struct {
+	Invoke    bool    `json:"invoke"`
+	Schedule  *string `json:"schedule"`
+	TenantID  *string `json:"tenant_id"`
+	ProjectID *string `json:"project_id"`
 }
 
 type usesFile struct {
@@ -144,6 +156,9 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 	}
 	t.Env = f.Env
 	if t.Uses, err = parseUses(f.Uses, t.Name); err != nil {
+		return nil, "", err
+	}
+	if t.Triggers, err = parseTriggers(f.Triggers, t.Exposure.Kind); err != nil {
 		return nil, "", err
 	}
 	if f.TimeoutMS != nil {
@@ -272,6 +287,55 @@ func parseUses(raw json.RawMessage, self string) ([]string, error) {
 		seen[name] = true
 	}
 	return u.Tools, nil
+}
+
+// idPattern is a tenant's or project's id (as in agentd.json api_keys).
+var idPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
+
+// parseTriggers checks tool.json's "triggers": {"invoke": bool,
+// "schedule": EXPR, "tenant_id", "project_id"}; unknown keys are errors.
+// A schedule must parse (schedule.Parse), and a tool that requires
+// confirmation cannot have one: no one is there to confirm its runs.
+// tenant_id and project_id (default "default") are whom a scheduled run
+// acts for, and only go with a schedule.
+func parseTriggers(raw json.RawMessage, exposure string) (Triggers, error) {
+	var tr Triggers
+	if jsonconf.IsNull(raw) {
+		return tr, nil
+	}
+	var f triggersFile
+	if err := jsonconf.DecodeStrict(raw, &f, "triggers"); err != nil {
+		return tr, err
+	}
+	tr.Invoke = f.Invoke
+	if f.Schedule == nil {
+		if f.TenantID != nil || f.ProjectID != nil {
+			return tr, jsonconf.FieldErr("triggers", "tenant_id and project_id name whom a scheduled run acts for: they need a schedule")
+		}
+		return tr, nil
+	}
+	s, err := schedule.Parse(*f.Schedule)
+	if err != nil {
+		return tr, jsonconf.FieldErr("triggers.schedule", "%v", err)
+	}
+	if confirm.ExposureTier(exposure) != agentd.TierAuto {
+		return tr, jsonconf.FieldErr("triggers.schedule", "a tool whose exposure is %q cannot be scheduled: no one is there to confirm its runs", exposure)
+	}
+	tr.Schedule, tr.TenantID, tr.ProjectID = s, agentd.DefaultTenantID, agentd.DefaultProjectID
+	for field, v := range map[string]*string{"tenant_id": f.TenantID, "project_id": f.ProjectID} {
+		if v == nil {
+			continue
+		}
+		if !idPattern.MatchString(*v) {
+			return tr, jsonconf.FieldErr("triggers."+field, "must be 1 to 128 of a-z A-Z 0-9 _ . -, starting with a letter or digit, got %q", *v)
+		}
+		if field == "tenant_id" {
+			tr.TenantID = *v
+		} else {
+			tr.ProjectID = *v
+		}
+	}
+	return tr, nil
 }
 
 // checkEnv checks tool.json's "env": valid variable names, each once.

@@ -173,6 +173,18 @@ func TestLoadDirErrors(t *testing.T) {
 		{"uses bad name", `{"name": "x", "command": ["./run.sh"], "uses": {"tools": ["a b"]}}`, `tools/x/tool.json: field "uses.tools[0]": must be a tool name, got "a b"`},
 		{"uses itself", `{"name": "x", "command": ["./run.sh"], "uses": {"tools": ["a", "x"]}}`, `tools/x/tool.json: field "uses.tools[1]": a tool cannot use itself`},
 		{"uses twice", `{"name": "x", "command": ["./run.sh"], "uses": {"tools": ["a", "a"]}}`, `tools/x/tool.json: field "uses.tools[1]": "a" is listed twice`},
+		{"triggers not object", `{"name": "x", "command": ["./run.sh"], "triggers": true}`, `tools/x/tool.json: field "triggers": must be an object`},
+		{"triggers unknown", `{"name": "x", "command": ["./run.sh"], "triggers": {"webhook": true}}`, `tools/x/tool.json: field "triggers.webhook": unknown field`},
+		{"triggers invoke type", `{"name": "x", "command": ["./run.sh"], "triggers": {"invoke": "yes"}}`, `tools/x/tool.json: field "triggers.invoke": must be a boolean, got string`},
+		{"schedule bad cron", `{"name": "x", "command": ["./run.sh"], "triggers": {"schedule": "61 * * * *"}}`, `tools/x/tool.json: field "triggers.schedule": schedule "61 * * * *": end of range (61) above maximum (59)`},
+		{"schedule six fields", `{"name": "x", "command": ["./run.sh"], "triggers": {"schedule": "0 0 * * * *"}}`, `tools/x/tool.json: field "triggers.schedule": schedule "0 0 * * * *": expected exactly 5 fields`},
+		{"schedule empty", `{"name": "x", "command": ["./run.sh"], "triggers": {"schedule": " "}}`, `tools/x/tool.json: field "triggers.schedule": empty schedule`},
+		{"schedule every bad", `{"name": "x", "command": ["./run.sh"], "triggers": {"schedule": "@every soon"}}`, `tools/x/tool.json: field "triggers.schedule": schedule "@every soon": time: invalid duration`},
+		{"schedule every short", `{"name": "x", "command": ["./run.sh"], "triggers": {"schedule": "@every 500ms"}}`, `tools/x/tool.json: field "triggers.schedule": schedule "@every 500ms": the period must be whole seconds, at least 1s`},
+		{"schedule time zone", `{"name": "x", "command": ["./run.sh"], "triggers": {"schedule": "TZ=Europe/Paris 0 * * * *"}}`, `tools/x/tool.json: field "triggers.schedule": schedule "TZ=Europe/Paris 0 * * * *": time zones are not supported`},
+		{"schedule needs confirmation", `{"name": "x", "command": ["./run.sh"], "exposure": {"kind": "requires-confirmation"}, "triggers": {"schedule": "@hourly"}}`, `tools/x/tool.json: field "triggers.schedule": a tool whose exposure is "requires-confirmation" cannot be scheduled`},
+		{"tenant without schedule", `{"name": "x", "command": ["./run.sh"], "triggers": {"invoke": true, "tenant_id": "acme"}}`, `tools/x/tool.json: field "triggers": tenant_id and project_id name whom a scheduled run acts for: they need a schedule`},
+		{"schedule bad tenant", `{"name": "x", "command": ["./run.sh"], "triggers": {"schedule": "@hourly", "tenant_id": "a b"}}`, `tools/x/tool.json: field "triggers.tenant_id": must be 1 to 128`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,5 +208,37 @@ func TestLoadDirBadFolderName(t *testing.T) {
 	want := `tools/has space/tool.json: field "name": must be 1 to 64 letters, digits, '_' or '-', got "has space"`
 	if err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %q", err, want)
+	}
+}
+
+func TestLoadTriggers(t *testing.T) {
+	toolsDir := filepath.Join(t.TempDir(), "tools")
+	writeTool(t, toolsDir, "report", `{"name": "report", "command": ["./run.sh"],
+		"triggers": {"invoke": true, "schedule": "*/15 * * * *", "tenant_id": "acme", "project_id": "shop"}}`)
+	writeTool(t, toolsDir, "tick", `{"name": "tick", "command": ["./run.sh"], "triggers": {"schedule": "@every 1s"}}`)
+	writeTool(t, toolsDir, "plain", `{"name": "plain", "command": ["./run.sh"]}`)
+	got, _, err := LoadDir(toolsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got["report"].Triggers
+	if !r.Invoke || r.Schedule == nil || r.Schedule.String() != "*/15 * * * *" || r.TenantID != "acme" || r.ProjectID != "shop" {
+		t.Errorf("report's triggers = %+v", r)
+	}
+	at := time.Date(2026, 12, 2, 10, 7, 0, 0, time.UTC)
+	if next := r.Schedule.Next(at); !next.Equal(time.Date(2026, 12, 2, 10, 15, 0, 0, time.UTC)) {
+		t.Errorf("next tick after %v = %v", at, next)
+	}
+	if tr := got["tick"].Triggers; tr.Invoke || tr.Schedule == nil || tr.TenantID != "default" || tr.ProjectID != "default" {
+		t.Errorf("tick's triggers = %+v", tr)
+	}
+	if tr := got["plain"].Triggers; tr.Invoke || tr.Schedule != nil {
+		t.Errorf("plain's triggers = %+v", tr)
+	}
+	src := NewSource(got)
+	for _, def := range src.Tools() {
+		if want := def.Spec.Name == "report"; def.Invoke != want {
+			t.Errorf("%s: toolset.Tool.Invoke = %v, want %v", def.Spec.Name, def.Invoke, want)
+		}
 	}
 }

@@ -63,6 +63,7 @@ func NewSource(ts map[string]*Tool, opts ...SourceOption) *Source {
 			Idempotent:  t.Idempotent,
 			Origin:      fmt.Sprintf("%s (tools/%s/tool.json)", ServerID, t.Name),
 			Uses:        t.Uses,
+			Invoke:      t.Triggers.Invoke,
 		})
 	}
 	return s

@@ -22,6 +22,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/schema"
+	"github.com/agentd-dev/agentd/schedule"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -81,8 +82,21 @@ type Tool struct {
 	// Uses are the tools the command may call through its context
 	// endpoint (tool.json uses.tools): the tool is a composite. Nil: none.
 	Uses []string
+	// Triggers are what may start the tool outside the agent loop
+	// (tool.json triggers).
+	Triggers Triggers
 
 	schema *jsonschema.Schema // compiled Parameters; nil means compile on use
+}
+
+// Triggers are a tool's tool.json "triggers" (docs/runtime.md).
+type Triggers struct {
+	// Invoke allows POST /v1/tools/{name}/run.
+	Invoke bool
+	// Schedule, when set, runs the tool at each of its ticks, acting for
+	// TenantID and ProjectID.
+	Schedule            *schedule.Schedule
+	TenantID, ProjectID string
 }
 
 // Spec returns the tool as the model sees it.

@@ -61,6 +61,10 @@ type Tool struct {
 	// that is not a composite. The registry refuses at load a composite
 	// that uses a requires-confirmation or connection tool.
 	Uses []string
+	// Invoke reports the tool's invoke trigger (tool.json triggers.invoke):
+	// POST /v1/tools/{name}/run may run it, in the durable execution
+	// context. False for every tool of a source without triggers.
+	Invoke bool
 }
 
 // ForTenant reports whether the tenant sees the tool (TenantIDs).

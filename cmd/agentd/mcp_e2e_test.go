@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -60,12 +63,31 @@ const mcpRules = `[
 // cancelled run cancels the MCP request; a server that cannot start is
 // reported in /readyz while the rest works.
 func TestMCPEndToEnd(t *testing.T) {
-	bin, server := agentdBinary(t), mcpTestServer(t)
+	testMCPEndToEnd(t, []string{mcpTestServer(t)})
+}
+
+// The same with a server written without the SDK, in Python
+// (mcp/testdata/pyserver): MCP as another author implements it.
+func TestMCPEndToEndPython(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("python3 is missing; scripts/test.sh installs it")
+		}
+		t.Skip("python3 is not installed")
+	}
+	server, err := filepath.Abs("../../mcp/testdata/pyserver/server.py")
+	must(t, err)
+	testMCPEndToEnd(t, []string{py, server})
+}
+
+func testMCPEndToEnd(t *testing.T, server []string) {
+	bin := agentdBinary(t)
 	dir, _ := writeProject(t, projectOpts{})
 	writeAgent(t, dir, mcpRules, nil)
 	notes := filepath.Join(t.TempDir(), "notes")
 	cfg := map[string]any{"servers": []map[string]any{
-		{"id": "notes", "command": []string{server}, "env": []string{"NOTES_FILE"}},
+		{"id": "notes", "command": server, "env": []string{"NOTES_FILE"}},
 		{"id": "broken", "command": []string{filepath.Join(dir, "no-such-server")}},
 	}, "trust_annotations": []string{"notes"}}
 	b, err := json.Marshal(cfg)
@@ -99,6 +121,32 @@ func TestMCPEndToEnd(t *testing.T) {
 	st.waitFor("run_finished", nil)
 	if strings.Contains(st.summary(), "confirmation_required") {
 		t.Fatalf("the trusted read-only tool parked: %s", st.summary())
+	}
+
+	// Killing the server's process: its tools fail cleanly (a failed call
+	// the model reads, nothing else breaks) until it is started again, and
+	// then they work (its lookup answers with a new pid).
+	pid := lookupPID(t, res.Raw)
+	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not come back after kill -9 of pid %d", pid)
+		}
+		send(t, base, "", conv, "look it up")
+		res = st.waitFor("tool_call_result", nil)
+		st.waitFor("run_finished", nil)
+		if res.Data["status"] == "failed" {
+			if reason := str(res.Data, "error"); !strings.Contains(reason, "notes") {
+				t.Fatalf("a call while the server is down failed with %q, want it to name the server", reason)
+			}
+			continue
+		}
+		if res.Data["status"] != "completed" {
+			t.Fatalf("a lookup after the kill: %s", res.Raw)
+		}
+		if lookupPID(t, res.Raw) != pid {
+			break
+		}
 	}
 
 	send(t, base, "", conv, "note this")
@@ -150,6 +198,18 @@ func TestMCPEndToEnd(t *testing.T) {
 		t.Fatalf("cancel: %d %v", status, run)
 	}
 	waitNotes(t, notes, "hello\nwaiting\ncancelled\n")
+}
+
+// lookupPID is the pid in a lookup's result ("found tea (pid N)").
+func lookupPID(t *testing.T, raw string) int {
+	t.Helper()
+	m := regexp.MustCompile(`\(pid (\d+)\)`).FindStringSubmatch(raw)
+	if m == nil {
+		t.Fatalf("no pid in the lookup's result %s", raw)
+	}
+	pid, err := strconv.Atoi(m[1])
+	must(t, err)
+	return pid
 }
 
 // waitNotes waits until the test server's notes file holds want.

@@ -34,6 +34,7 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/callcontext"
+	"github.com/agentd-dev/agentd/tools/direct"
 	"github.com/agentd-dev/agentd/tools/registry"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/agentd-dev/agentd/webhook"
@@ -250,6 +251,10 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 		return nil, nil, err
 	}
 	done.add(engine.Close)
+	runner := direct.New(lp.tools.Registry(), store, log)
+	if sched := startSchedule(ctx, proj, store, runner, log); sched != nil {
+		done.add(sched.Close)
+	}
 
 	cfg := api.Config{Keys: proj.Server.APIKeys, MaxBodyBytes: proj.Server.MaxBodyBytes, MaxStreamsPerKey: proj.Server.MaxStreamsPerKey,
 		Logger: log, CORSOrigins: proj.Server.CORSOrigins,
@@ -264,6 +269,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 		cfg.Connections = durable
 	}
 	cfg.Context = lp.context
+	cfg.Tools = toolRunner{runner}
 	return api.New(engine, hub, store, cfg).Handler(), hub, nil
 }
 
