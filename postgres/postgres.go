@@ -45,6 +45,11 @@ const (
 	// an index range, so one that runs this long is stuck on a lock or a
 	// sick server, and its caller gets an error instead of waiting on.
 	DefaultStatementTimeout = 30 * time.Second
+	// DefaultReconnectWait is how long a transaction whose connection was
+	// lost before COMMIT is tried again on new connections: a restarting
+	// server (pg_ctl restart, a failover) refuses connections for a moment,
+	// and a caller waits it out rather than getting an error.
+	DefaultReconnectWait = 10 * time.Second
 )
 
 // Lock keys of the transaction-level advisory locks: the feed lock every
@@ -61,6 +66,7 @@ type Option func(*options)
 type options struct {
 	maxConns, minConns int32
 	idleTime, stmtTime time.Duration
+	reconnect          time.Duration
 }
 
 // WithPool bounds the pool: at most maxConns connections open at once, at
@@ -91,6 +97,16 @@ func WithStatementTimeout(d time.Duration) Option {
 	}
 }
 
+// WithReconnectWait sets how long a transaction whose connection was lost
+// before COMMIT is tried again (DefaultReconnectWait when d <= 0).
+func WithReconnectWait(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.reconnect = d
+		}
+	}
+}
+
 // DB is an agentd.Store on one PostgreSQL database. It is safe for
 // concurrent use, and several processes may use one database at once.
 type DB struct {
@@ -98,6 +114,8 @@ type DB struct {
 	// conn is the pool's connection configuration, for the connection of
 	// its own that ListenEvents holds.
 	conn *pgx.ConnConfig
+	// reconnect is how long runTx tries a transaction again.
+	reconnect time.Duration
 }
 
 // Open connects to the database url names (a postgres:// URL or a
@@ -107,7 +125,8 @@ type DB struct {
 // a descriptive error when the URL is invalid, the server cannot be
 // reached, or the schema is newer than this binary.
 func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
-	o := options{maxConns: DefaultMaxConns, minConns: DefaultMinConns, idleTime: DefaultConnMaxIdleTime, stmtTime: DefaultStatementTimeout}
+	o := options{maxConns: DefaultMaxConns, minConns: DefaultMinConns, idleTime: DefaultConnMaxIdleTime, stmtTime: DefaultStatementTimeout,
+		reconnect: DefaultReconnectWait}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -122,7 +141,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	db := &DB{pool: pool, conn: cfg.ConnConfig}
+	db := &DB{pool: pool, conn: cfg.ConnConfig, reconnect: o.reconnect}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -334,28 +353,34 @@ func (db *DB) readTx(ctx context.Context, fn func(tx *txn) error) error {
 	return db.runTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, false, fn)
 }
 
-// maxTxAttempts is how many times runTx tries a transaction whose
-// connection is lost before it asked to commit.
-const maxTxAttempts = 3
+// retryPause bounds the pause between two tries of a transaction whose
+// connection was lost: it grows by 50ms a try up to this.
+const retryPause = 500 * time.Millisecond
 
 // runTx runs fn in a transaction (tryTx), again on another connection
 // when the connection was lost before COMMIT was sent (a server restart, a
-// dropped connection, a pooled connection the server closed): the server
-// rolled that attempt back, so running it again neither loses an accepted
-// write nor doubles one. A transaction that failed at COMMIT may or may not
-// have committed and is not run again: its error goes to the caller, as
-// every other error does.
+// dropped connection, a pooled connection the server closed, a server that
+// refuses connections while it starts), for up to DefaultReconnectWait
+// (WithReconnectWait):
+// the server rolled that attempt back, so running it again neither loses an
+// accepted write nor doubles one. A transaction that failed at COMMIT may
+// or may not have committed and is not run again: its error goes to the
+// caller, as every other error does. A connection still lost after the
+// wait is EUNAVAILABLE (503 at the API).
 func (db *DB) runTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func(tx *txn) error) error {
+	giveUp := time.Now().Add(db.reconnect)
 	for attempt := 1; ; attempt++ {
 		retry, err := db.tryTx(ctx, opts, write, fn)
-		if err == nil || !retry || attempt == maxTxAttempts || ctx.Err() != nil {
+		switch {
+		case err == nil || !retry || ctx.Err() != nil:
 			return storeErr(err)
+		case time.Now().After(giveUp):
+			return &agentd.Error{Code: agentd.EUNAVAILABLE, Message: "the database is unreachable", Detail: err}
 		}
-		// A restarting server refuses connections for a moment.
 		select {
 		case <-ctx.Done():
 			return storeErr(err)
-		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
+		case <-time.After(min(time.Duration(attempt)*50*time.Millisecond, retryPause)):
 		}
 	}
 }
@@ -394,9 +419,14 @@ func lostBefore(err error, tx pgx.Tx) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		// admin_shutdown, crash_shutdown, cannot_connect_now, and the
-		// connection exceptions.
+		// admin_shutdown, crash_shutdown, cannot_connect_now (a server
+		// starting up), and the connection exceptions; not, say, a
+		// refused password.
 		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08")
+	}
+	var ce *pgconn.ConnectError
+	if tx == nil && errors.As(err, &ce) {
+		return true // no server to connect to: nothing was sent
 	}
 	return tx != nil && tx.Conn().IsClosed()
 }

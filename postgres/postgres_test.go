@@ -192,6 +192,52 @@ func TestLostConnectionRetried(t *testing.T) {
 	}
 }
 
+// TestServerDownRetried: a write that starts while the server is down (a
+// restart: pg_ctl stop, then start) waits for it and commits once, instead
+// of failing at its first refused connection; a server still down after the
+// reconnect wait (WithReconnectWait) is EUNAVAILABLE. The server is one of
+// this test's own (pgtest.NewServer).
+func TestServerDownRetried(t *testing.T) {
+	srv := pgtest.NewServer(t)
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, srv.URL, postgres.WithReconnectWait(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateConversation(ctx, &agentd.Conversation{ID: "cv_1", TenantID: "t", ProjectID: "p", Agent: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { time.Sleep(300 * time.Millisecond); started <- srv.Start() }()
+	evs, err := db.AppendEvents(ctx, []agentd.EventDraft{{ConversationID: "cv_1", Type: "x"}})
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil || evs[0].Seq != 1 {
+		t.Fatalf("AppendEvents while the server restarted: %v %v", evs, err)
+	}
+	if all, err := db.Events(ctx, "cv_1", 0, 0); err != nil || len(all) != 1 {
+		t.Fatalf("Events = %d events, %v; want 1", len(all), err)
+	}
+
+	short, err := postgres.Open(ctx, srv.URL, postgres.WithReconnectWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	if err := srv.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = short.AppendEvents(ctx, []agentd.EventDraft{{ConversationID: "cv_1", Type: "x"}})
+	if agentd.ErrorCode(err) != agentd.EUNAVAILABLE {
+		t.Fatalf("AppendEvents with the server down: %v, want EUNAVAILABLE", err)
+	}
+}
+
 // TestTextPostgresCannotHold: text with a NUL byte or invalid UTF-8, which
 // PostgreSQL's text type refuses, is EINVALID and writes nothing.
 func TestTextPostgresCannotHold(t *testing.T) {

@@ -97,7 +97,7 @@ func startFanout(ctx context.Context, store agentd.Store, fd *feed.Feed, hub *ss
 	}
 	wg.Go(func() {
 		hub.PublishFeed(fctx, sub, 0, func(err error) {
-			log.Error().Err(err).Msg("fan-out: read the event feed")
+			log.Warn().Err(err).Msg("fan-out: reading the event feed failed; retrying (streams catch up from the log)")
 		})
 	})
 	log.Info().Bool("notify", cfg.notify).Dur("poll", cfg.poll).Int64("from_position", head).Msg("fan-out: streams get other replicas' events")
