@@ -246,6 +246,10 @@ type ToolCall struct {
 	// current card while its quorum is not reached.
 	Approval  *ApprovalRule `json:"approval,omitempty"`
 	Approvals []Approval    `json:"approvals,omitempty"`
+	// Reminded are the reminders sent (SPEC §11.3), Extended the total of
+	// its extensions; both are kept in the approval column.
+	Reminded  []Reminder    `json:"-"`
+	Extended  time.Duration `json:"-"`
 	CreatedAt time.Time     `json:"created_at"`
 	UpdatedAt time.Time     `json:"updated_at"`
 	Decisions []Decision    `json:"decisions,omitempty"`
@@ -323,6 +327,8 @@ const (
 	EventConfirmationRequired = "confirmation_required"
 	EventConfirmationResolved = "confirmation_resolved"
 	EventConfirmationProgress = "confirmation_progress"
+	EventConfirmationReminder = "confirmation_reminder"
+	EventConfirmationExtended = "confirmation_extended"
 	EventToolCallRefused      = "tool_call_refused"
 	EventToolCallResult       = "tool_call_result"
 	EventRunWaiting           = "run_waiting"

@@ -31,6 +31,47 @@ type ApprovalRule struct {
 	RequesterMayApprove bool `json:"requester_may_approve"`
 	// Quorum is how many distinct keys must approve (1 or more).
 	Quorum int `json:"quorum"`
+	// Reminders are Go durations before the deadline at which a pending
+	// call is reminded of (SPEC §11.3), as written ("10m").
+	Reminders []string `json:"reminders,omitempty"`
+	// MaxExtension bounds the total of a call's extensions (a Go
+	// duration; "" or "0s": extensions are off).
+	MaxExtension string `json:"max_extension,omitempty"`
+}
+
+// Reminder is a reminder sent for a call (SPEC §11.3): its offset before
+// the deadline it was sent for. A reminder counts once per deadline, so an
+// extension (a new deadline) arms every offset again.
+type Reminder struct {
+	Deadline time.Time `json:"deadline"`
+	Offset   string    `json:"offset"`
+}
+
+// ReminderOffsets is r's reminders as durations (Check validated them).
+func (r ApprovalRule) ReminderOffsets() []time.Duration {
+	out := make([]time.Duration, 0, len(r.Reminders))
+	for _, s := range r.Reminders {
+		d, _ := time.ParseDuration(s)
+		out = append(out, d)
+	}
+	return out
+}
+
+// MaxExtensionOf is r's max_extension as a duration (0: off).
+func (r ApprovalRule) MaxExtensionOf() time.Duration {
+	d, _ := time.ParseDuration(r.MaxExtension)
+	return d
+}
+
+// CheckTimeout reports a reminder of r that is not below timeout, the
+// approval deadline it would be armed against (it could never be sent).
+func (r ApprovalRule) CheckTimeout(timeout time.Duration) error {
+	for i, d := range r.ReminderOffsets() {
+		if timeout > 0 && d >= timeout {
+			return fmt.Errorf("reminders[%d]: %q is not below the approval timeout %s", i, r.Reminders[i], timeout)
+		}
+	}
+	return nil
 }
 
 // DefaultApprovalRule is the rule where nothing is configured: the owner,
@@ -75,6 +116,32 @@ func (r ApprovalRule) Check() error {
 	}
 	if r.Quorum < 1 {
 		return fmt.Errorf("quorum: must be 1 or more, got %d", r.Quorum)
+	}
+	return r.checkReminders()
+}
+
+// checkReminders validates r's reminders (positive Go durations, each
+// once) and max_extension (a Go duration, 0 or more).
+func (r ApprovalRule) checkReminders() error {
+	for i, s := range r.Reminders {
+		d, err := time.ParseDuration(s)
+		switch {
+		case err != nil:
+			return fmt.Errorf("reminders[%d]: must be a Go duration such as \"10m\", got %q", i, s)
+		case d <= 0:
+			return fmt.Errorf("reminders[%d]: must be positive, got %q", i, s)
+		case slices.Index(r.Reminders, s) != i:
+			return fmt.Errorf("reminders[%d]: %q is listed twice", i, s)
+		}
+	}
+	if r.MaxExtension != "" {
+		d, err := time.ParseDuration(r.MaxExtension)
+		if err != nil {
+			return fmt.Errorf("max_extension: must be a Go duration such as \"2h\", got %q", r.MaxExtension)
+		}
+		if d < 0 {
+			return fmt.Errorf("max_extension: must not be negative, got %q", r.MaxExtension)
+		}
 	}
 	return nil
 }
@@ -139,6 +206,20 @@ func ApprovedBy(approvals []Approval, last string) []string {
 type approvalColumn struct {
 	*ApprovalRule
 	Approvals []Approval `json:"approvals,omitempty"`
+	// Reminded and ExtendedMS are SPEC §11.3's state (ToolCall.Reminded,
+	// ToolCall.Extended); a GovernanceUpdate writes them.
+	Reminded   []Reminder `json:"reminded,omitempty"`
+	ExtendedMS int64      `json:"extended_ms,omitempty"`
+}
+
+// EncodeReminders is the stored JSON of reminders (a GovernanceUpdate's
+// Reminded).
+func EncodeReminders(rs []Reminder) (string, error) {
+	if rs == nil {
+		rs = []Reminder{}
+	}
+	b, err := json.Marshal(rs)
+	return string(b), err
 }
 
 // EncodeApprovalColumn is the stored JSON of a call's approval rule and
@@ -177,6 +258,10 @@ func DecodeApprovalColumn(c *ToolCall, s string, valid bool) error {
 	for i := range col.Approvals {
 		col.Approvals[i].At = col.Approvals[i].At.UTC()
 	}
+	for i := range col.Reminded {
+		col.Reminded[i].Deadline = col.Reminded[i].Deadline.UTC()
+	}
 	c.Approval, c.Approvals = col.ApprovalRule, col.Approvals
+	c.Reminded, c.Extended = col.Reminded, time.Duration(col.ExtendedMS)*time.Millisecond
 	return nil
 }

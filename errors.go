@@ -30,7 +30,10 @@ const (
 	// the call's approval rule refuses (SPEC §11.1).
 	EAPPROVERNOTALLOWED     = "approver_not_allowed"
 	EREQUESTERMAYNOTAPPROVE = "requester_may_not_approve"
-	EUNAVAILABLE            = "unavailable" // 503
+	// EEXTENSIONEXCEEDSMAX is 422: an extension past the call's
+	// max_extension (SPEC §11.3).
+	EEXTENSIONEXCEEDSMAX = "extension_exceeds_max"
+	EUNAVAILABLE         = "unavailable" // 503
 
 	// EMETHODNOTALLOWED is 405: a known path asked with a method it does
 	// not serve; the answer's Allow header lists the ones it does.

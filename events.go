@@ -164,6 +164,35 @@ type ConfirmationProgressPayload struct {
 	ApprovedBy []string `json:"approved_by" event:"required"`
 }
 
+// ConfirmationReminderPayload is the data of confirmation_reminder: a
+// parked call is still pending Offset before its deadline (SPEC §11.3).
+type ConfirmationReminderPayload struct {
+	EventHeader
+	RunID              string    `json:"run_id" event:"required"`
+	ToolCallID         string    `json:"tool_call_id" event:"required"`
+	ToolName           string    `json:"tool_name" event:"required"`
+	RequiresApprovalAt time.Time `json:"requires_approval_at" event:"required"`
+	// RemainingMS is the time left when the reminder was sent; Offset the
+	// reminder as configured ("10m").
+	RemainingMS int64  `json:"remaining_ms"`
+	Offset      string `json:"offset" event:"required"`
+}
+
+// ConfirmationExtendedPayload is the data of confirmation_extended: a
+// parked call's deadline moved later (SPEC §11.3).
+type ConfirmationExtendedPayload struct {
+	EventHeader
+	RunID                      string    `json:"run_id" event:"required"`
+	ToolCallID                 string    `json:"tool_call_id" event:"required"`
+	ToolName                   string    `json:"tool_name" event:"required"`
+	RequiresApprovalAt         time.Time `json:"requires_approval_at" event:"required"`
+	PreviousRequiresApprovalAt time.Time `json:"previous_requires_approval_at" event:"required"`
+	// ExtendedBy is the key id that extended; By the extension ("30m").
+	ExtendedBy string `json:"extended_by" event:"required"`
+	By         string `json:"by" event:"required"`
+	Reason     string `json:"reason,omitempty"`
+}
+
 // ConfirmationResolvedPayload is the data of confirmation_resolved: a parked
 // call was approved, denied, expired or cancelled.
 type ConfirmationResolvedPayload struct {
@@ -294,6 +323,12 @@ func (ConfirmationResolvedPayload) EventType() string { return EventConfirmation
 // EventType returns confirmation_progress.
 func (ConfirmationProgressPayload) EventType() string { return EventConfirmationProgress }
 
+// EventType returns confirmation_reminder.
+func (ConfirmationReminderPayload) EventType() string { return EventConfirmationReminder }
+
+// EventType returns confirmation_extended.
+func (ConfirmationExtendedPayload) EventType() string { return EventConfirmationExtended }
+
 // EventType returns tool_call_refused.
 func (ToolCallRefusedPayload) EventType() string { return EventToolCallRefused }
 
@@ -322,6 +357,8 @@ var eventPayloads = map[string]func() EventPayload{
 	EventConfirmationRequired: func() EventPayload { return new(ConfirmationRequiredPayload) },
 	EventConfirmationResolved: func() EventPayload { return new(ConfirmationResolvedPayload) },
 	EventConfirmationProgress: func() EventPayload { return new(ConfirmationProgressPayload) },
+	EventConfirmationReminder: func() EventPayload { return new(ConfirmationReminderPayload) },
+	EventConfirmationExtended: func() EventPayload { return new(ConfirmationExtendedPayload) },
 	EventToolCallRefused:      func() EventPayload { return new(ToolCallRefusedPayload) },
 	EventToolCallResult:       func() EventPayload { return new(ToolCallResultPayload) },
 	EventRunWaiting:           func() EventPayload { return new(RunWaitingPayload) },

@@ -105,6 +105,14 @@ func eventFixtures() []eventFixture {
 			return &ConfirmationProgressPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", Approvals: 1, Quorum: 2,
 				ApprovedBy: []string{"key_ops1"}}
 		}},
+		{"confirmation_reminder", func() EventPayload {
+			return &ConfirmationReminderPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", RequiresApprovalAt: tDeadline,
+				RemainingMS: 60000, Offset: "1m"}
+		}},
+		{"confirmation_extended", func() EventPayload {
+			return &ConfirmationExtendedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", RequiresApprovalAt: tDeadline.Add(30 * time.Minute),
+				PreviousRequiresApprovalAt: tDeadline, ExtendedBy: "key_ops1", By: "30m", Reason: "waiting for the invoice"}
+		}},
 		{"confirmation_required_approval", func() EventPayload {
 			args := json.RawMessage(`{"amount":900}`)
 			return &ConfirmationRequiredPayload{RunID: tRun, CorrelationID: tCorr, ToolCallID: tCall, ToolName: "refund", ServerID: "tools",
@@ -328,6 +336,8 @@ var requiredFields = map[string][]string{
 	EventConfirmationRequired: {"run_id", "correlation_id", "tool_call_id", "tool_name", "endpoint", "method", "arguments_sha256", "requires_approval_at", "allowed_decisions", "card"},
 	EventConfirmationResolved: {"run_id", "tool_call_id", "tool_name", "decision", "decided_by", "arguments_sha256"},
 	EventConfirmationProgress: {"run_id", "tool_call_id", "tool_name", "approvals", "quorum", "approved_by"},
+	EventConfirmationReminder: {"run_id", "tool_call_id", "tool_name", "requires_approval_at", "offset"},
+	EventConfirmationExtended: {"run_id", "tool_call_id", "tool_name", "requires_approval_at", "previous_requires_approval_at", "extended_by", "by"},
 	EventToolCallRefused:      {"run_id", "tool_call_id", "tier", "reason"},
 	EventToolCallResult:       {"run_id", "tool_call_id", "tool_name", "status"},
 	EventRunWaiting:           {"run_id", "correlation_id", "pending"},

@@ -372,7 +372,25 @@ type CallUpdate struct {
 	// many and the call has an approval rule (else ECONFLICT: another
 	// approval won the race). A re-park clears them.
 	Approvals *ApprovalsUpdate
-	Now       time.Time
+	// Governance, when set, records a reminder or an extension of a
+	// parked call (SPEC §11.3); see GovernanceUpdate.
+	Governance *GovernanceUpdate
+	Now        time.Time
+}
+
+// GovernanceUpdate is CallUpdate.Governance: it applies only while the
+// call has an approval rule, its deadline is Deadline and it has
+// RemindedBefore reminders recorded (else ECONFLICT: a reminder, an
+// extension or a re-park won the race). The call's reminders become
+// Reminded and the total of its extensions Extended (always written: a
+// reminder passes the call's own); with NewDeadline set, its deadline
+// becomes NewDeadline.
+type GovernanceUpdate struct {
+	Deadline       time.Time
+	RemindedBefore int
+	Reminded       []Reminder
+	NewDeadline    time.Time
+	Extended       time.Duration
 }
 
 // ApprovalsUpdate is CallUpdate.Approvals.

@@ -275,3 +275,7 @@ func (e *fakeEngine) ToolSpecs(string) []agentd.ToolSpec {
 }
 
 func (e *fakeEngine) ToolTier(name string) (agentd.Tier, string) { return agentd.TierConfirm, "tools" }
+
+func (e *fakeEngine) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
+	return nil, agentd.Errorf(agentd.EUNSUPPORTED, "not in this fake")
+}

@@ -15,6 +15,7 @@ var statusOf = map[string]int{
 	agentd.EFORBIDDEN:              http.StatusForbidden,
 	agentd.EAPPROVERNOTALLOWED:     http.StatusForbidden,
 	agentd.EREQUESTERMAYNOTAPPROVE: http.StatusForbidden,
+	agentd.EEXTENSIONEXCEEDSMAX:    http.StatusUnprocessableEntity,
 	agentd.EWRITENOTALLOWED:        http.StatusForbidden,
 	agentd.ENOTFOUND:               http.StatusNotFound,
 	agentd.ECONFLICT:               http.StatusConflict,

@@ -221,3 +221,7 @@ func serve(t *testing.T, engine api.Service, store api.Store, keys []testKey, cf
 	t.Cleanup(hub.Close)
 	return &server{t: t, url: ts.URL}
 }
+
+func (f *fakeService) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
+	return nil, agentd.Errorf(agentd.EUNSUPPORTED, "not in this fake")
+}

@@ -148,6 +148,20 @@ func (s *Server) handleApproval(c echo.Context) error {
 	return c.JSON(http.StatusOK, d)
 }
 
+// handleExtend is POST /v1/tool-calls/{id}/extend (SPEC §11.3): the call
+// as extended.
+func (s *Server) handleExtend(c echo.Context) error {
+	var req agentd.ExtendRequest
+	if err := decode(c, &req, false); err != nil {
+		return err
+	}
+	tc, err := s.engine.Extend(c.Request().Context(), principal(c), c.Param("id"), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, tc)
+}
+
 // bulkApprovalRequest is the body of POST /v1/approvals.
 type bulkApprovalRequest struct {
 	Approvals []bulkApprovalItem `json:"approvals"`

@@ -268,6 +268,7 @@ func sortedCodes() []string {
 // eventTypes are the event types of the log (SPEC §6).
 var eventTypes = []string{agentd.EventRunStarted, agentd.EventTextDelta, agentd.EventMessage,
 	agentd.EventToolCallStarted, agentd.EventConfirmationRequired, agentd.EventConfirmationResolved, agentd.EventConfirmationProgress,
+	agentd.EventConfirmationReminder, agentd.EventConfirmationExtended,
 	agentd.EventToolCallRefused, agentd.EventToolCallResult, agentd.EventRunWaiting, agentd.EventRunFinished,
 	agentd.EventError, agentd.EventSubagentEvent}
 

@@ -96,6 +96,9 @@ func approvalOperations() []operation {
 	props["decision"] = schema{"type": "string", "enum": []string{"approve", "edit", "deny"}}
 	props["card_revision"] = schema{"type": "integer", "minimum": 1}
 	props["reason"] = schema{"type": "string", "description": "at most 4096 bytes"}
+	extend := requestBody[agentd.ExtendRequest]("by")
+	extend["properties"].(schema)["by"] = schema{"type": "string", "description": `a positive Go duration such as "30m"`, "minLength": 1}
+	extend["properties"].(schema)["reason"] = schema{"type": "string", "description": "at most 4096 bytes"}
 	bulk := requestBody[bulkApprovalRequest]("approvals")
 	items := bulk["properties"].(schema)["approvals"].(schema)
 	items["type"], items["minItems"], items["maxItems"] = "array", 1, agentd.MaxBatchDecisions
@@ -106,6 +109,9 @@ func approvalOperations() []operation {
 		{method: http.MethodPost, path: "/v1/tool-calls/{id}/approval", id: "decideToolCall",
 			summary: "Approve, edit or deny a parked call (docs/api.md#approval-rules)",
 			body:    approval, bodyRequired: true, status: http.StatusOK, content: jsonContent(ref("Decision"))},
+		{method: http.MethodPost, path: "/v1/tool-calls/{id}/extend", id: "extendToolCall",
+			summary: "Move a parked call's deadline later, within max_extension (docs/governance.md#reminders-and-extensions)",
+			body:    extend, bodyRequired: true, status: http.StatusOK, content: jsonContent(ref("ToolCall"))},
 		{method: http.MethodGet, path: "/v1/approvals", id: "listApprovals", summary: "The caller's parked calls, oldest first",
 			params: []schema{query("status", "only pending is listed", schema{"type": "string", "enum": []string{"pending"}}),
 				limitParam, query("cursor", "the next_cursor of the previous page", str()),

@@ -52,6 +52,7 @@ func (s *Server) routes() {
 	authed.POST("/runs/:id/cancel", s.handleCancelRun)
 	authed.GET("/tool-calls/:id", s.handleGetToolCall)
 	authed.POST("/tool-calls/:id/approval", s.handleApproval)
+	authed.POST("/tool-calls/:id/extend", s.handleExtend)
 	authed.GET("/approvals", s.handleListApprovals)
 	authed.POST("/approvals", s.handleBulkApprovals)
 	authed.GET("/audit", s.handleAudit)

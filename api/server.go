@@ -163,6 +163,9 @@ type Service interface {
 	// that may not decide (or an edit that escalates), ECONFLICT, EEXPIRED,
 	// ESTALE as SPEC §5 says.
 	Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error)
+	// Extend moves a parked call's deadline later (SPEC §11.3): the
+	// rule's 403 codes, EEXTENSIONEXCEEDSMAX, ECONFLICT, EEXPIRED.
+	Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error)
 	// DecideBatch applies bulk decisions, each as Decide would, and returns
 	// one result per item in order; with atomic, all or none. The batch's
 	// own errors: EFORBIDDEN (a delegate key), EINVALID (no items, more

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -32,8 +33,13 @@ func TestParseApproval(t *testing.T) {
 		`{"quorum":"2"}`:                      `approval.quorum`,
 		`{"quorom":2}`:                        `quorom`,
 		`{"allow_remember":true}`:             `"approval.allow_remember": is not supported yet`,
-		`{"reminders":["1m"]}`:                `"approval.reminders": is not supported yet`,
-		`{"max_extension":"1h"}`:              `"approval.max_extension": is not supported yet`,
+		`{"reminders":["soon"]}`:              `reminders[0]: must be a Go duration such as "10m", got "soon"`,
+		`{"reminders":["-1m"]}`:               `reminders[0]: must be positive, got "-1m"`,
+		`{"reminders":["0s"]}`:                `reminders[0]: must be positive`,
+		`{"reminders":["1m","1m"]}`:           `reminders[1]: "1m" is listed twice`,
+		`{"reminders":"1m"}`:                  `reminders`,
+		`{"max_extension":"-1h"}`:             `max_extension: must not be negative, got "-1h"`,
+		`{"max_extension":"long"}`:            `max_extension: must be a Go duration such as "2h", got "long"`,
 		`{"grant_max_ttl":"1h"}`:              `"approval.grant_max_ttl": is not supported yet`,
 		`{"requester_may_approve":"no"}`:      `requester_may_approve`,
 		`{"approvers":"operator","quorum":1}`: `approvers`,
@@ -42,6 +48,29 @@ func TestParseApproval(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", raw, err, want)
 		}
+	}
+}
+
+// Reminders and max_extension parse to the rule; a reminder not below
+// an endpoint's own approval_timeout is refused with the field named.
+func TestParseApprovalReminders(t *testing.T) {
+	r, err := ParseApproval(json.RawMessage(`{"reminders":["10m","1m"],"max_extension":"2h"}`), "approval")
+	if err != nil || !slices.Equal(r.Reminders, []string{"10m", "1m"}) || r.MaxExtensionOf() != 2*time.Hour ||
+		!slices.Equal(r.ReminderOffsets(), []time.Duration{10 * time.Minute, time.Minute}) {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	if r, _ := ParseApproval(json.RawMessage(`{"quorum":1}`), "approval"); r.MaxExtensionOf() != 0 || len(r.Reminders) != 0 {
+		t.Fatalf("defaults: %+v", r)
+	}
+	if err := r.CheckTimeout(10 * time.Minute); err == nil || !strings.Contains(err.Error(), `reminders[0]: "10m" is not below the approval timeout 10m0s`) {
+		t.Fatalf("a reminder at the timeout: %v", err)
+	}
+	if err := r.CheckTimeout(11 * time.Minute); err != nil {
+		t.Fatalf("below the timeout: %v", err)
+	}
+	_, err = ParsePolicy([]byte(`{"endpoints":{"POST /refunds":{"confirm":true,"approval_timeout":"5m","approval":{"reminders":["5m"]}}}}`))
+	if err == nil || !strings.Contains(err.Error(), `endpoints.POST /refunds.approval`) || !strings.Contains(err.Error(), "not below the approval timeout") {
+		t.Fatalf("an endpoint's reminder at its timeout: %v", err)
 	}
 }
 

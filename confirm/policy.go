@@ -189,6 +189,11 @@ func parseEndpoint(key string, raw json.RawMessage) (*Endpoint, error) {
 	if ep.Approval, err = ParseApproval(f.Approval, field+".approval"); err != nil {
 		return nil, err
 	}
+	if ep.Approval != nil {
+		if err := ep.Approval.CheckTimeout(ep.ApprovalTimeout); err != nil {
+			return nil, jsonconf.FieldErr(field+".approval", "%v", err)
+		}
+	}
 	for i, raw := range f.Thresholds {
 		tf := fmt.Sprintf("%s.thresholds[%d]", field, i)
 		var t thresholdFile

@@ -81,6 +81,7 @@ func (e *Engine) expirePass() {
 		next = e.clock.Now().Add(e.opts.ExpireEvery)
 	}
 	e.noteDeadline(next)
+	e.remindPass(e.ctx)
 }
 
 // disarm stops the timer; a deadline noted from now on arms it again.

@@ -119,8 +119,9 @@ type Engine struct {
 	mu   sync.Mutex
 	runs map[string]*runState // runs with a driver
 	// drivers counts the driver goroutines alive (Drivers).
-	drivers  atomic.Int64
-	deadline deadlineTimer
+	drivers   atomic.Int64
+	deadline  deadlineTimer
+	reminders reminderSet
 	// retireHook, when set (by tests), is called by a driver about to exit
 	// because its run waits only for people (stage "before", e.mu not
 	// held) and once it has left e.runs (stage "after").
@@ -206,6 +207,9 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	if expiry {
+		if err := e.loadReminders(ctx); err != nil {
+			return fmt.Errorf("load reminders: %w", err)
+		}
 		e.startExpiry()
 	}
 	if e.leasing() {

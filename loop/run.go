@@ -311,6 +311,7 @@ func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
 	for _, c := range calls {
 		if c.Status == agentd.StatusRequiresConfirmation && c.RequiresApprovalAt != nil {
 			e.noteDeadline(*c.RequiresApprovalAt)
+			e.noteReminders(c)
 		}
 	}
 }

@@ -54,6 +54,11 @@ var (
 	approvalsQuery = `
 				UPDATE tool_calls SET approval = jsonb_set(approval::jsonb, '{approvals}', ?::jsonb)::text
 				WHERE id = ? AND approval IS NOT NULL AND COALESCE(jsonb_array_length(approval::jsonb -> 'approvals'), 0) = ?::int`
+	governanceQuery = `
+				UPDATE tool_calls SET approval = jsonb_set(jsonb_set(approval::jsonb, '{reminded}', ?::jsonb), '{extended_ms}', to_jsonb(?::bigint))::text,
+					requires_approval_at = COALESCE(?::bigint, requires_approval_at)
+				WHERE id = ? AND approval IS NOT NULL AND requires_approval_at = ?::bigint
+					AND COALESCE(jsonb_array_length(approval::jsonb -> 'reminded'), 0) = ?::int`
 	insertDecisionQuery = `
 				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 					edited_arguments, edited_arguments_sha256, role, via)
@@ -530,6 +535,9 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *txn) (*agentd.To
 	if err := p.applyApprovals(ctx, q); err != nil {
 		return nil, err
 	}
+	if err := p.applyGovernance(ctx, q); err != nil {
+		return nil, err
+	}
 	if p.repark != nil {
 		if _, err := q.Exec(ctx, reparkCallQuery, append(p.repark, u.ID)...); err != nil {
 			return nil, err
@@ -550,7 +558,7 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *txn) (*agentd.To
 			return nil, err
 		}
 	}
-	if u.Status == agentd.StatusRefused || (u.Status == agentd.StatusRequiresConfirmation && u.Approvals == nil) {
+	if u.Status == agentd.StatusRefused || (u.Status == agentd.StatusRequiresConfirmation && u.Approvals == nil && u.Governance == nil) {
 		if err := db.auditCall(ctx, tx, call); err != nil {
 			return nil, err
 		}
@@ -694,6 +702,41 @@ func (p *preparedUpdate) applyApprovals(ctx context.Context, q *txn) error {
 		return err
 	} else if n == 0 {
 		return agentd.Errorf(agentd.ECONFLICT, "tool call %q was approved by another key meanwhile", p.u.ID)
+	}
+	return nil
+}
+
+// applyGovernance records a reminder or an extension of a parked call
+// (CallUpdate.Governance); ECONFLICT when its deadline or its reminders
+// changed meanwhile.
+func (p *preparedUpdate) applyGovernance(ctx context.Context, q *txn) error {
+	g := p.u.Governance
+	if g == nil {
+		return nil
+	}
+	reminded, err := agentd.EncodeReminders(g.Reminded)
+	if err != nil {
+		return err
+	}
+	deadline, err := encTime("deadline", g.Deadline)
+	if err != nil {
+		return err
+	}
+	next, err := encTime("new deadline", g.NewDeadline)
+	if err != nil {
+		return err
+	}
+	if deadline == nil {
+		return agentd.Errorf(agentd.EINVALID, "a governance update needs the call's deadline")
+	}
+	res, err := q.Exec(ctx, governanceQuery, reminded, g.Extended.Milliseconds(), next, p.u.ID, deadline, g.RemindedBefore)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return agentd.Errorf(agentd.ECONFLICT, "tool call %q was reminded, extended or parked again meanwhile", p.u.ID)
 	}
 	return nil
 }

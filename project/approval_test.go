@@ -40,6 +40,8 @@ func TestLoadApproval(t *testing.T) {
 			`agent.json: field "approval": quorum: must be 1 or more`},
 		"tool": {withTool(map[string]string{"agent.json": agent}, "refund", `, "approval": {"approvers": ["boss"]}`),
 			`field "approval": approvers[0]: must be owner`},
+		"reminder at timeout": {map[string]string{"agent.json": `{"name": "a", "model": {"provider": "script", "script": {"rules": []}}, "approval_timeout": "3s", "approval": {"reminders": ["3s"]}}`},
+			`agent.json: field "approval": reminders[0]: "3s" is not below the approval timeout 3s`},
 		"mcp name": {map[string]string{"agent.json": agent, "mcp.json": `{"servers": [{"id": "crm", "command": ["x"]}], "approval": {"delete": {}}}`},
 			`mcp.json: field "approval.delete": must name a tool`},
 		"mcp rule": {map[string]string{"agent.json": agent, "mcp.json": `{"servers": [{"id": "crm", "command": ["x"]}], "approval": {"crm__delete": {"quorum": -1}}}`},

@@ -255,6 +255,11 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 	if a.Approval, err = confirm.ParseApproval(f.Approval, "approval"); err != nil {
 		return Agent{}, err
 	}
+	if a.Approval != nil {
+		if err := a.Approval.CheckTimeout(a.ApprovalTimeout); err != nil {
+			return Agent{}, jsonconf.FieldErr("approval", "%v", err)
+		}
+	}
 	if f.MaxTurns != nil {
 		if *f.MaxTurns <= 0 {
 			return Agent{}, jsonconf.FieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)

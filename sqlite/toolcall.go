@@ -59,6 +59,11 @@ var (
 	approvalsQuery = prepared(`
 				UPDATE tool_calls SET approval = json_set(approval, '$.approvals', json(?))
 				WHERE id = ? AND approval IS NOT NULL AND COALESCE(json_array_length(approval, '$.approvals'), 0) = ?`)
+	governanceQuery = prepared(`
+				UPDATE tool_calls SET approval = json_set(approval, '$.reminded', json(?), '$.extended_ms', ?),
+					requires_approval_at = COALESCE(?, requires_approval_at)
+				WHERE id = ? AND approval IS NOT NULL AND requires_approval_at = ?
+					AND COALESCE(json_array_length(approval, '$.reminded'), 0) = ?`)
 	insertDecisionQuery = prepared(`
 				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 					edited_arguments, edited_arguments_sha256, role, via)
@@ -540,6 +545,9 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd
 	if err := p.applyApprovals(ctx, q); err != nil {
 		return nil, err
 	}
+	if err := p.applyGovernance(ctx, q); err != nil {
+		return nil, err
+	}
 	if p.repark != nil {
 		if _, err := q.ExecContext(ctx, reparkCallQuery, append(p.repark, u.ID)...); err != nil {
 			return nil, err
@@ -560,7 +568,7 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd
 			return nil, err
 		}
 	}
-	if u.Status == agentd.StatusRefused || (u.Status == agentd.StatusRequiresConfirmation && u.Approvals == nil) {
+	if u.Status == agentd.StatusRefused || (u.Status == agentd.StatusRequiresConfirmation && u.Approvals == nil && u.Governance == nil) {
 		if err := db.auditCall(ctx, tx, call); err != nil {
 			return nil, err
 		}
@@ -702,6 +710,41 @@ func (p *preparedUpdate) applyApprovals(ctx context.Context, q querier) error {
 		return err
 	} else if n == 0 {
 		return agentd.Errorf(agentd.ECONFLICT, "tool call %q was approved by another key meanwhile", p.u.ID)
+	}
+	return nil
+}
+
+// applyGovernance records a reminder or an extension of a parked call
+// (CallUpdate.Governance); ECONFLICT when its deadline or its reminders
+// changed meanwhile.
+func (p *preparedUpdate) applyGovernance(ctx context.Context, q querier) error {
+	g := p.u.Governance
+	if g == nil {
+		return nil
+	}
+	reminded, err := agentd.EncodeReminders(g.Reminded)
+	if err != nil {
+		return err
+	}
+	deadline, err := encTime("deadline", g.Deadline)
+	if err != nil {
+		return err
+	}
+	next, err := encTime("new deadline", g.NewDeadline)
+	if err != nil {
+		return err
+	}
+	if deadline == nil {
+		return agentd.Errorf(agentd.EINVALID, "a governance update needs the call's deadline")
+	}
+	res, err := q.ExecContext(ctx, governanceQuery, reminded, g.Extended.Milliseconds(), next, p.u.ID, deadline, g.RemindedBefore)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return agentd.Errorf(agentd.ECONFLICT, "tool call %q was reminded, extended or parked again meanwhile", p.u.ID)
 	}
 	return nil
 }

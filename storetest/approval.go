@@ -114,3 +114,37 @@ func testToolCallApprovalRule(t *testing.T, s agentd.Store) {
 		t.Errorf("after a re-park with a rule: %+v, approvals %+v", re.Approval, re.Approvals)
 	}
 }
+
+// testToolCallGovernance (SPEC §11.3): a reminder and an extension are
+// recorded only while the call's deadline and reminder count are what
+// the update saw (else ECONFLICT, nothing written); an extension moves
+// the deadline and the total; a reminder keeps the total it is given.
+func testToolCallGovernance(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	run := startRun(t, s, newConversation(t, s))
+	c := newCall(run, 1, 0, agentd.StatusRequiresConfirmation)
+	deadline := at(10 * time.Minute)
+	c.RequiresApprovalAt, c.Approval = &deadline, &agentd.ApprovalRule{Approvers: []string{"operator"}, Quorum: 1, Reminders: []string{"1m"}, MaxExtension: "1h"}
+	createCalls(t, s, c)
+	gov := func(g agentd.GovernanceUpdate) error {
+		_, _, err := s.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
+			Status: agentd.StatusRequiresConfirmation, Governance: &g}, nil)
+		return err
+	}
+	sent := []agentd.Reminder{{Deadline: deadline, Offset: "1m"}}
+	noErr(t, gov(agentd.GovernanceUpdate{Deadline: deadline, Reminded: sent}), "a reminder")
+	wantCode(t, gov(agentd.GovernanceUpdate{Deadline: deadline, Reminded: append(sent, sent[0])}), agentd.ECONFLICT) // a stale count
+	later := deadline.Add(30 * time.Minute)
+	wantCode(t, gov(agentd.GovernanceUpdate{Deadline: at(time.Minute), RemindedBefore: 1, NewDeadline: later, Extended: 30 * time.Minute}), agentd.ECONFLICT)
+	noErr(t, gov(agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: 1, NewDeadline: later, Extended: 30 * time.Minute}), "an extension")
+	got, err := s.ToolCall(ctx, c.ID)
+	noErr(t, err, "ToolCall")
+	if !got.RequiresApprovalAt.Equal(later) || got.Extended != 30*time.Minute || len(got.Reminded) != 0 || got.Approval.MaxExtension != "1h" ||
+		!slices.Equal(got.Approval.Reminders, []string{"1m"}) {
+		t.Fatalf("after the extension: deadline %v, extended %v, reminded %v, rule %+v", got.RequiresApprovalAt, got.Extended, got.Reminded, got.Approval)
+	}
+	noErr(t, gov(agentd.GovernanceUpdate{Deadline: later, Reminded: []agentd.Reminder{{Deadline: later, Offset: "1m"}}, Extended: got.Extended}), "a reminder of the new deadline")
+	if got, _ = s.ToolCall(ctx, c.ID); len(got.Reminded) != 1 || !got.Reminded[0].Deadline.Equal(later) || got.Extended != 30*time.Minute {
+		t.Fatalf("after the second reminder: %+v, extended %v", got.Reminded, got.Extended)
+	}
+}

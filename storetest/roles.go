@@ -121,6 +121,7 @@ func RunToolCalls(t *testing.T, b Backend) {
 		{"PendingToolCalls/Filters", testPendingFilters},
 		{"PendingToolCalls/ConversationScoped", testPendingByConversationScoped},
 		{"ToolCall/ApprovalRule", testToolCallApprovalRule},
+		{"ToolCall/Governance", testToolCallGovernance},
 		{"Run/RequestedBy", testRunRequestedBy},
 	})
 	t.Run("GroupCommit/ConditionalTransitions", func(t *testing.T) { testGroupConditionalTransitions(t, b) })

@@ -17,13 +17,16 @@ import (
 const (
 	EventApprovalRequired = "llm.tool_call_approval_required" // confirmation_required
 	EventApprovalResolved = "llm.tool_call_approval_resolved" // confirmation_resolved
+	EventApprovalReminder = "llm.tool_call_approval_reminder" // confirmation_reminder
+	EventApprovalExtended = "llm.tool_call_approval_extended" // confirmation_extended
 	EventStarted          = "llm.tool_call_started"           // tool_call_started
 	EventCompleted        = "llm.tool_call_completed"         // tool_call_result
 	EventRefused          = "llm.tool_call_refused"           // tool_call_refused
 )
 
 // EventNames are the webhook events, in the order of SPEC §7.
-var EventNames = []string{EventApprovalRequired, EventApprovalResolved, EventStarted, EventCompleted, EventRefused}
+var EventNames = []string{EventApprovalRequired, EventApprovalResolved, EventStarted, EventCompleted, EventRefused,
+	EventApprovalReminder, EventApprovalExtended}
 
 // eventOf maps a log event type to its webhook event.
 var eventOf = map[string]string{
@@ -32,6 +35,8 @@ var eventOf = map[string]string{
 	agentd.EventToolCallStarted:      EventStarted,
 	agentd.EventToolCallResult:       EventCompleted,
 	agentd.EventToolCallRefused:      EventRefused,
+	agentd.EventConfirmationReminder: EventApprovalReminder,
+	agentd.EventConfirmationExtended: EventApprovalExtended,
 }
 
 // PayloadVersion is event_context.version.
@@ -90,6 +95,15 @@ type ToolCall struct {
 	Error string `json:"error,omitempty"`
 	// Reason is a refusal's reason, or a decision's.
 	Reason string `json:"reason,omitempty"`
+	// ReminderOffset and RemainingMS are a reminder's
+	// (llm.tool_call_approval_reminder); PreviousRequiresApprovalAt,
+	// ExtendedBy (a key id) and ExtendedFor (the duration) an extension's
+	// (llm.tool_call_approval_extended). SPEC §11.3.
+	ReminderOffset             string     `json:"reminder_offset,omitempty"`
+	RemainingMS                *int64     `json:"remaining_ms,omitempty"`
+	PreviousRequiresApprovalAt *time.Time `json:"previous_requires_approval_at,omitempty"`
+	ExtendedBy                 string     `json:"extended_by,omitempty"`
+	ExtendedFor                string     `json:"extended_for,omitempty"`
 	// Subagent and TaskToolCallID mark a subagent's call (started,
 	// completed, refused): the subagent's name and the parent's task call
 	// that ran it. Absent for the agent's own calls.
@@ -130,6 +144,10 @@ func toolCallID(p agentd.EventPayload) string {
 	case *agentd.ToolCallResultPayload:
 		return p.ToolCallID
 	case *agentd.ToolCallRefusedPayload:
+		return p.ToolCallID
+	case *agentd.ConfirmationReminderPayload:
+		return p.ToolCallID
+	case *agentd.ConfirmationExtendedPayload:
 		return p.ToolCallID
 	}
 	return ""
@@ -181,6 +199,13 @@ func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payloa
 		}
 	case *agentd.ToolCallRefusedPayload:
 		tc.Status, tc.Reason = StatusName(agentd.StatusRefused), p.Reason
+	case *agentd.ConfirmationReminderPayload:
+		at, ms := p.RequiresApprovalAt, p.RemainingMS
+		tc.Status, tc.RequiresApprovalAt, tc.ReminderOffset, tc.RemainingMS = StatusName(agentd.StatusRequiresConfirmation), &at, p.Offset, &ms
+	case *agentd.ConfirmationExtendedPayload:
+		at, prev := p.RequiresApprovalAt, p.PreviousRequiresApprovalAt
+		tc.Status, tc.RequiresApprovalAt, tc.PreviousRequiresApprovalAt = StatusName(agentd.StatusRequiresConfirmation), &at, &prev
+		tc.ExtendedBy, tc.ExtendedFor, tc.Reason = p.ExtendedBy, p.By, p.Reason
 	}
 	summarize(tc)
 	if !isObject(tc.ArgumentsJSON) {

@@ -508,6 +508,13 @@ export class AgentdConfirmation extends HTMLElement {
     this._quorum.hidden = false;
   }
 
+  // extend moves the countdown to a new deadline (confirmation_extended).
+  extend(at) {
+    if (this._state !== 'pending' || !this._event || !at) return;
+    this._event = { ...this._event, requires_approval_at: at };
+    this._tick();
+  }
+
   _showError(msg) {
     this._error.textContent = msg;
     this._error.hidden = !msg;
@@ -636,7 +643,7 @@ export class AgentdChat extends HTMLElement {
     this._es = es;
     const onEvent = (e) => this._receive(e);
     for (const t of ['run_started', 'text_delta', 'message', 'tool_call_started', 'confirmation_required', 'confirmation_resolved', 'confirmation_progress',
-      'tool_call_refused', 'tool_call_result', 'subagent_event', 'run_waiting', 'run_finished', 'error']) {
+      'confirmation_extended', 'tool_call_refused', 'tool_call_result', 'subagent_event', 'run_waiting', 'run_finished', 'error']) {
       es.addEventListener(t, onEvent);
     }
     es.onopen = () => this._notify('');
@@ -729,6 +736,11 @@ export class AgentdChat extends HTMLElement {
       case 'confirmation_progress': {
         const card = this._items.get('card:' + d.tool_call_id);
         if (card) card.progress(d.approvals, d.quorum);
+        break;
+      }
+      case 'confirmation_extended': {
+        const card = this._items.get('card:' + d.tool_call_id);
+        if (card) card.extend(d.requires_approval_at);
         break;
       }
       case 'confirmation_resolved': {
