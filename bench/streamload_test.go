@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/replicas"
 )
 
 // BenchmarkStreamingLoad is issue 19's load run, tried as a user would: the
@@ -154,10 +157,7 @@ func startLoadServer(b *testing.B, dir string, deltas int) loadServer {
 		inst := startAgentd(b, dir, rules, nil)
 		return loadServer{base: inst.base, kind: "in-process", pid: os.Getpid()}
 	}
-	bin := filepath.Join(dir, "agentd")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/agentd").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := replicas.Binary(b) // the one build of this test process
 	proj := filepath.Join(dir, "project")
 	if err := os.MkdirAll(proj, 0o755); err != nil {
 		b.Fatal(err)
@@ -186,18 +186,15 @@ func startLoadServer(b *testing.B, dir string, deltas int) loadServer {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
+	out := bufio.NewReader(stdout)
+	line, err := out.ReadString('\n')
 	if err != nil {
 		b.Fatalf("agentd did not start: %v\n%s", err, stderr.String())
 	}
-	go func() { _, _ = bufio.NewReader(stdout).WriteTo(discard{}) }()
+	go func() { _, _ = io.Copy(io.Discard, out) }()
 	return loadServer{base: strings.TrimSpace(strings.TrimPrefix(line, "agentd listening on ")), kind: "agentd binary",
 		pid: cmd.Process.Pid}
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }
 
 // loadRound is what one round measured.
 type loadRound struct {
