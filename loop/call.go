@@ -142,7 +142,7 @@ func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
 		// Not copied into the event: the call holds them.
 		p.Arguments, p.Omitted = s.Arguments, agentd.Omitted{"arguments": om["arguments"]}
 	}
-	if c.Tier == agentd.TierConfirm && e.tools.now().visible(c.Name) != nil && e.tools.now().visible(c.Name).Kind == confirm.KindRequest {
+	if v := e.tools.now().visible(c.Name); c.Tier == agentd.TierConfirm && v != nil && v.Kind == confirm.KindRequest {
 		// The approved side of the handshake (SPEC §3): the same call,
 		// performed as a confirmed write.
 		p.Intent = confirm.IntentConfirmedWrite
