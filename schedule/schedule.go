@@ -6,14 +6,20 @@
 // passed with no run — every replica was down, or the previous run was
 // still going — are reported (a log line and a schedule_missed audit
 // entry, by the replica that claims the next tick), never run late in a
-// burst. What a run does (the durable execution context, its audit entry)
-// is the RunFunc's: cmd/agentd hands in tools/direct's.
+// burst. Each run is recorded in a delegated conversation of its own,
+// created by the system principal ScheduleKeyID for the job's tenant and
+// project when the tick is claimed: its log holds the call's
+// tool_call_started and tool_call_result (or tool_call_refused), so a
+// client reads a scheduled run like any conversation. What a run does (the
+// durable execution context, its audit entry) is the RunFunc's: cmd/agentd
+// hands in tools/direct's.
 //
 // It imports the domain only; docs/runtime.md is the user's view.
 package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -22,11 +28,14 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Store is what the scheduler uses of the store: the tick claims, and the
-// audit log for missed ticks.
+// Store is what the scheduler uses of the store: the tick claims, the
+// audit log for missed ticks, and the conversation and events each run is
+// recorded in.
 type Store interface {
 	agentd.ScheduleStore
 	AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error)
+	CreateConversation(ctx context.Context, c *agentd.Conversation) error
+	AppendEvents(ctx context.Context, events []agentd.EventDraft) ([]agentd.Event, error)
 }
 
 // Job is one scheduled tool and whom its runs act for.
@@ -36,8 +45,34 @@ type Job struct {
 	TenantID, ProjectID string
 }
 
-// RunFunc runs the job's tool for one claimed tick (and records the run).
-type RunFunc func(ctx context.Context, job Job, at time.Time)
+// Run is one claimed tick as a RunFunc runs it: the job, the tick, and
+// the delegated conversation and run id its call belongs to (the call's
+// ConversationID and RunID, and its audit entry's).
+type Run struct {
+	Job
+	At                    time.Time
+	ConversationID, RunID string
+	// Started records the call's tool_call_started in the conversation:
+	// the RunFunc calls it once, just before the tool runs, with the call
+	// as it runs (its id, effective arguments). A call refused before it
+	// ran has no start.
+	Started func(call agentd.ToolCall)
+}
+
+// Outcome is how a run ended: completed with its result, failed with its
+// error, or — when Started was not called — refused with nothing run (Tier
+// the call's, empty when it was refused before it was classified; Error
+// the reason).
+type Outcome struct {
+	ToolCallID string
+	Tier       agentd.Tier
+	Status     agentd.CallStatus
+	Result     json.RawMessage
+	Error      string
+}
+
+// RunFunc runs the job's tool for one claimed tick (and audits it).
+type RunFunc func(ctx context.Context, r Run) Outcome
 
 // maxMissedCount bounds the count of missed ticks a report computes; a
 // report of that many means "at least".
@@ -48,6 +83,11 @@ type Options struct {
 	Logger zerolog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Agent is the agent name of the runs' conversations.
+	Agent string
+	// Publish, when set, announces each event appended to a run's
+	// conversation once it is committed (to the live streams and the feed).
+	Publish func(agentd.Event)
 }
 
 // Scheduler runs its jobs at their ticks from Start until Close.
@@ -57,6 +97,8 @@ type Scheduler struct {
 	run   RunFunc
 	log   zerolog.Logger
 	now   func() time.Time
+	agent string
+	pub   func(agentd.Event)
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -67,7 +109,7 @@ func New(store Store, jobs []Job, run RunFunc, o Options) *Scheduler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Scheduler{store: store, jobs: jobs, run: run, log: o.Logger, now: o.Now}
+	return &Scheduler{store: store, jobs: jobs, run: run, log: o.Logger, now: o.Now, agent: o.Agent, pub: o.Publish}
 }
 
 // Start starts one goroutine per job, which waits for the job's next tick
@@ -117,9 +159,10 @@ func (s *Scheduler) loop(ctx context.Context, j Job) {
 }
 
 // Fire claims tick at of job and, when this claim won, reports the ticks
-// missed since the job's previous claimed tick and runs the tick. It
-// reports whether it ran. A failed claim is logged and the tick is not
-// run (another replica may have it).
+// missed since the job's previous claimed tick, creates the run's
+// delegated conversation and runs the tick in it. It reports whether it
+// ran. A failed claim is logged and the tick is not run (another replica
+// may have it); so is a conversation that could not be created.
 func (s *Scheduler) Fire(ctx context.Context, j Job, at time.Time) bool {
 	prev, claimed, err := s.store.ClaimTick(ctx, j.Tool, at)
 	if err != nil {
@@ -137,7 +180,20 @@ func (s *Scheduler) Fire(ctx context.Context, j Job, at time.Time) bool {
 			s.reportMissed(ctx, j, prev, at, n)
 		}
 	}
-	s.run(ctx, j, at)
+	conv, err := s.conversation(ctx, j, at)
+	if err != nil {
+		s.log.Error().Err(err).Str("tool", j.Tool).Time("tick", at).Msg("scheduled run's conversation not created: not run")
+		return false
+	}
+	r := Run{Job: j, At: at, ConversationID: conv.ID, RunID: agentd.NewID(agentd.PrefixRun)}
+	started := false
+	r.Started = func(call agentd.ToolCall) {
+		started = true
+		s.record(ctx, r, &agentd.ToolCallStartedPayload{RunID: r.RunID, ToolCallID: call.ID, ToolName: call.Name,
+			ServerID: call.ServerID, Arguments: call.Arguments})
+	}
+	out := s.run(ctx, r)
+	s.record(ctx, r, ended(r, out, started))
 	return true
 }
 
@@ -156,4 +212,71 @@ func (s *Scheduler) reportMissed(ctx context.Context, j Job, prev, at time.Time,
 	if _, err := s.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {
 		s.log.Error().Err(err).Str("tool", j.Tool).Msg("missed ticks not recorded in the audit log")
 	}
+}
+
+// Title is the title (metadata "title") of the conversation of job tool's
+// run at tick at.
+func Title(tool string, at time.Time) string {
+	return "schedule: " + tool + " @ " + at.UTC().Format(time.RFC3339Nano)
+}
+
+// conversation creates the delegated conversation of j's run at tick at,
+// created by ScheduleKeyID, with metadata {"title", "schedule": {"tool",
+// "tick"}}.
+func (s *Scheduler) conversation(ctx context.Context, j Job, at time.Time) (*agentd.Conversation, error) {
+	type tick struct {
+		Tool string    `json:"tool"`
+		Tick time.Time `json:"tick"`
+	}
+	meta, err := json.Marshal(struct {
+		Title    string `json:"title"`
+		Schedule tick   `json:"schedule"`
+	}{Title(j.Tool, at), tick{j.Tool, at.UTC()}})
+	if err != nil {
+		return nil, err
+	}
+	c := &agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: j.TenantID, ProjectID: j.ProjectID,
+		Agent: s.agent, Metadata: meta, Delegated: true, CreatedBy: agentd.ScheduleKeyID, CreatedAt: s.now().UTC()}
+	if err := s.store.CreateConversation(context.WithoutCancel(ctx), c); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// ended is the event of a run's end: tool_call_result of a call that
+// started, tool_call_refused of one refused before (tier never when it was
+// refused before it was classified: the tool was not found).
+func ended(r Run, out Outcome, started bool) agentd.EventPayload {
+	if started {
+		return &agentd.ToolCallResultPayload{RunID: r.RunID, ToolCallID: out.ToolCallID, ToolName: r.Tool,
+			Status: out.Status, Result: out.Result, Error: out.Error}
+	}
+	tier := out.Tier
+	if tier == "" {
+		tier = agentd.TierNever
+	}
+	reason := out.Error
+	if reason == "" {
+		reason = "refused"
+	}
+	return &agentd.ToolCallRefusedPayload{RunID: r.RunID, ToolCallID: out.ToolCallID, ToolName: r.Tool, Tier: tier, Reason: reason}
+}
+
+// record appends p to r's conversation and publishes it; a failure is
+// logged (the audit entry still records the run).
+func (s *Scheduler) record(ctx context.Context, r Run, p agentd.EventPayload) {
+	d, err := agentd.NewEventDraft(r.ConversationID, s.now(), p)
+	if err == nil {
+		var evs []agentd.Event
+		if evs, err = s.store.AppendEvents(context.WithoutCancel(ctx), []agentd.EventDraft{d}); err == nil {
+			for _, e := range evs {
+				if s.pub != nil {
+					s.pub(e)
+				}
+			}
+			return
+		}
+	}
+	s.log.Error().Err(err).Str("tool", r.Tool).Str("conversation_id", r.ConversationID).Str("type", p.EventType()).
+		Msg("scheduled run's event not recorded")
 }

@@ -2,6 +2,8 @@ package schedule_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -68,10 +70,11 @@ type runs struct {
 	ticks []time.Time
 }
 
-func (r *runs) run(_ context.Context, _ schedule.Job, at time.Time) {
+func (r *runs) run(_ context.Context, run schedule.Run) schedule.Outcome {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ticks = append(r.ticks, at)
+	r.ticks = append(r.ticks, run.At)
+	return schedule.Outcome{ToolCallID: "call_1", Status: agentd.StatusCompleted}
 }
 
 func openStore(t *testing.T, path string) *sqlite.DB {
@@ -138,7 +141,10 @@ func TestStartRunsNextTicksOnly(t *testing.T) {
 	}
 	started := time.Now()
 	got := make(chan time.Time, 10)
-	s := schedule.New(db, []schedule.Job{job}, func(_ context.Context, _ schedule.Job, at time.Time) { got <- at },
+	s := schedule.New(db, []schedule.Job{job}, func(_ context.Context, r schedule.Run) schedule.Outcome {
+		got <- r.At
+		return schedule.Outcome{ToolCallID: "call_1", Status: agentd.StatusCompleted}
+	},
 		schedule.Options{})
 	s.Start(context.Background())
 	var first time.Time
@@ -154,5 +160,104 @@ func TestStartRunsNextTicksOnly(t *testing.T) {
 	entries, err := db.Audit(context.Background(), agentd.AuditFilter{TenantID: "t1", ProjectID: "p1", Kind: agentd.AuditScheduleMissed})
 	if err != nil || len(entries) != 1 {
 		t.Fatalf("missed-tick entries = %+v, %v; want one", entries, err)
+	}
+}
+
+// Each claimed tick is run in a delegated conversation of its own, of the
+// job's tenant and project, created by the schedule principal; its log
+// holds the call's start and result, published as they commit. A call
+// refused before it ran is a tool_call_refused.
+func TestFireRecordsTheRunInAConversation(t *testing.T) {
+	db := openStore(t, filepath.Join(t.TempDir(), "agentd.db"))
+	ctx := context.Background()
+	job := schedule.Job{Tool: "report", Schedule: mustParse(t, "@every 1s"), TenantID: "t1", ProjectID: "p1"}
+	var published []agentd.Event
+	var seen []schedule.Run
+	refuse := false
+	run := func(_ context.Context, r schedule.Run) schedule.Outcome {
+		seen = append(seen, r)
+		id := fmt.Sprintf("call_%d", len(seen))
+		if refuse {
+			return schedule.Outcome{ToolCallID: id, Tier: agentd.TierReview, Status: agentd.StatusFailed, Error: "refused (tier review)"}
+		}
+		r.Started(agentd.ToolCall{ID: id, Name: r.Tool, Arguments: json.RawMessage(`{"n":1}`)})
+		return schedule.Outcome{ToolCallID: id, Tier: agentd.TierAuto, Status: agentd.StatusCompleted, Result: json.RawMessage(`{"ok":true}`)}
+	}
+	s := schedule.New(db, []schedule.Job{job}, run, schedule.Options{Agent: "assistant",
+		Publish: func(e agentd.Event) { published = append(published, e) }})
+	at := time.Date(2026, 12, 2, 10, 0, 1, 0, time.UTC)
+	if !s.Fire(ctx, job, at) {
+		t.Fatal("tick not run")
+	}
+	refuse = true
+	if !s.Fire(ctx, job, at.Add(time.Second)) {
+		t.Fatal("second tick not run")
+	}
+	if len(seen) != 2 || seen[0].ConversationID == seen[1].ConversationID || seen[0].RunID == seen[1].RunID {
+		t.Fatalf("runs = %+v, want two, each in a conversation and run of its own", seen)
+	}
+	c, err := db.Conversation(ctx, seen[0].ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Title    string `json:"title"`
+		Schedule struct {
+			Tool string    `json:"tool"`
+			Tick time.Time `json:"tick"`
+		} `json:"schedule"`
+	}
+	if err := json.Unmarshal(c.Metadata, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if c.TenantID != "t1" || c.ProjectID != "p1" || !c.Delegated || c.CreatedBy != agentd.ScheduleKeyID || c.Agent != "assistant" ||
+		meta.Title != "schedule: report @ 2026-12-02T10:00:01Z" || meta.Schedule.Tool != "report" || !meta.Schedule.Tick.Equal(at) {
+		t.Errorf("conversation = %+v, metadata %s", c, c.Metadata)
+	}
+	want := [][]string{
+		{agentd.EventToolCallStarted, agentd.EventToolCallResult},
+		{agentd.EventToolCallRefused},
+	}
+	n := 0
+	for i, r := range seen {
+		evs, err := db.Events(ctx, r.ConversationID, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != len(want[i]) {
+			t.Fatalf("run %d: %d events, want %v", i, len(evs), want[i])
+		}
+		for j, e := range evs {
+			p, err := agentd.DecodeEvent(e)
+			if err != nil || e.Type != want[i][j] {
+				t.Fatalf("run %d event %d: %s %v, want %s", i, j, e.Type, err, want[i][j])
+			}
+			checkPayload(t, p, r.RunID)
+			n++
+		}
+	}
+	if len(published) != n {
+		t.Errorf("%d events published, %d appended", len(published), n)
+	}
+}
+
+// checkPayload checks one event of a scheduled run of "report".
+func checkPayload(t *testing.T, p agentd.EventPayload, runID string) {
+	t.Helper()
+	switch p := p.(type) {
+	case *agentd.ToolCallStartedPayload:
+		if p.RunID != runID || p.ToolCallID != "call_1" || p.ToolName != "report" || string(p.Arguments) != `{"n":1}` {
+			t.Errorf("tool_call_started = %+v", p)
+		}
+	case *agentd.ToolCallResultPayload:
+		if p.RunID != runID || p.ToolCallID != "call_1" || p.Status != agentd.StatusCompleted || string(p.Result) != `{"ok":true}` {
+			t.Errorf("tool_call_result = %+v", p)
+		}
+	case *agentd.ToolCallRefusedPayload:
+		if p.RunID != runID || p.ToolCallID != "call_2" || p.Tier != agentd.TierReview || p.Reason != "refused (tier review)" {
+			t.Errorf("tool_call_refused = %+v", p)
+		}
+	default:
+		t.Errorf("unexpected event %T", p)
 	}
 }

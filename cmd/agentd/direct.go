@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/project"
@@ -30,7 +29,7 @@ func (t toolRunner) Run(ctx context.Context, p agentd.Principal, name string, ar
 
 // startSchedule starts the scheduler of the project's scheduled tools
 // (none: nil), whose ticks runner runs.
-func startSchedule(ctx context.Context, proj *project.Project, store agentd.Store, runner *direct.Runner, log zerolog.Logger) *schedule.Scheduler {
+func startSchedule(ctx context.Context, proj *project.Project, store agentd.Store, runner *direct.Runner, pub func(agentd.Event), log zerolog.Logger) *schedule.Scheduler {
 	var jobs []schedule.Job
 	for _, t := range proj.Tools {
 		if tr := t.Triggers; tr.Schedule != nil {
@@ -40,9 +39,11 @@ func startSchedule(ctx context.Context, proj *project.Project, store agentd.Stor
 	if len(jobs) == 0 {
 		return nil
 	}
-	s := schedule.New(store, jobs, func(ctx context.Context, j schedule.Job, at time.Time) {
-		runner.Scheduled(ctx, direct.Tick{Tool: j.Tool, At: at, TenantID: j.TenantID, ProjectID: j.ProjectID})
-	}, schedule.Options{Logger: log})
+	s := schedule.New(store, jobs, func(ctx context.Context, r schedule.Run) schedule.Outcome {
+		res, a := runner.Scheduled(ctx, direct.Tick{Tool: r.Tool, At: r.At, TenantID: r.TenantID, ProjectID: r.ProjectID,
+			ConversationID: r.ConversationID, RunID: r.RunID, Started: r.Started})
+		return schedule.Outcome{ToolCallID: a.ToolCallID, Tier: a.Tier, Status: res.Status, Result: res.Result, Error: res.Error}
+	}, schedule.Options{Logger: log, Agent: proj.Agent.Name, Publish: pub})
 	s.Start(ctx)
 	return s
 }

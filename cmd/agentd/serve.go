@@ -252,7 +252,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	}
 	done.add(engine.Close)
 	runner := direct.New(lp.tools.Registry(), store, log)
-	if sched := startSchedule(ctx, proj, store, runner, log); sched != nil {
+	if sched := startSchedule(ctx, proj, store, runner, publishers{hub, feed}.Publish, log); sched != nil {
 		done.add(sched.Close)
 	}
 

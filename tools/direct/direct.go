@@ -4,7 +4,8 @@
 // (POST /v1/tools/{name}/run, operator, delegate and admin keys: a tool
 // whose tool.json has triggers.invoke, in the durable execution context)
 // and a schedule's tick (package schedule calls Scheduled: the same
-// context, acting as a delegate). Every one of them is an audit entry.
+// context, acting as a delegate, in the tick's delegated conversation).
+// Every one of them is an audit entry.
 //
 // It imports the tool contract (toolset), confirm and the domain, never the
 // loop: the registry (tools/registry) that runs the calls is handed in by
@@ -263,49 +264,62 @@ func (r *Runner) append(ctx context.Context, a *agentd.AuditEntry) {
 	}
 }
 
-// Tick is one tick of a scheduled tool: the tool, the tick's time, and the
-// tenant and project its run acts for.
+// Tick is one tick of a scheduled tool: the tool, the tick's time, the
+// tenant and project its run acts for, and the delegated conversation and
+// run it is recorded in (package schedule makes them; empty: none).
 type Tick struct {
-	Tool                string
-	At                  time.Time
-	TenantID, ProjectID string
+	Tool                  string
+	At                    time.Time
+	TenantID, ProjectID   string
+	ConversationID, RunID string
+	// Started, when set, is called with the call just before it runs (not
+	// for a call refused before).
+	Started func(call agentd.ToolCall)
 }
 
 // Scheduled runs the tool of one claimed tick, in the durable execution
 // context as a delegate of the tick's tenant and project, with arguments
 // {} (the schema's defaults filled in), and audits it (kind schedule_run,
-// reason "tick <time>", then the failure). The call's id is derived from
-// the tool and the tick, the same on every replica. A tier other than auto
-// is refused (nothing ran): no one is there to confirm.
-func (r *Runner) Scheduled(ctx context.Context, t Tick) *Result {
+// reason "tick <time>", then the failure; the tick's conversation and run
+// ids). The call's id is derived from the tool and the tick, the same on
+// every replica. A tier other than auto is refused (nothing ran): no one
+// is there to confirm. It returns the outcome (a refusal as failed) and the
+// audit entry.
+func (r *Runner) Scheduled(ctx context.Context, t Tick) (*Result, agentd.AuditEntry) {
 	p := agentd.Principal{TenantID: t.TenantID, ProjectID: t.ProjectID, KeyID: agentd.ScheduleKeyID, Role: agentd.RoleDelegate}
 	a := r.begin(agentd.AuditScheduleRun, p, t.Tool)
+	a.ConversationID, a.RunID = t.ConversationID, t.RunID
 	at := t.At.UTC().Format(time.RFC3339Nano)
 	a.ToolCallID = agentd.PrefixToolCall + "_" + uuid.NewSHA1(tickSpace, []byte(t.Tool+"\x00"+at)).String()
-	res, err := r.scheduled(ctx, p, t.Tool, a)
+	res, err := r.scheduled(ctx, p, t, a)
 	outcome(a, res, err)
 	a.Reason = strings.TrimSuffix("tick "+at+": "+a.Reason, ": ")
 	r.append(ctx, a)
 	if res == nil {
 		res = &Result{Status: agentd.StatusFailed, Error: agentd.ErrorMessage(err)}
 	}
-	return res
+	return res, *a
 }
 
 // tickSpace is the UUID namespace of scheduled calls' ids.
 var tickSpace = uuid.MustParse("5f1f6f4e-2b43-4c62-9a43-0d7b2a9c5e11")
 
-func (r *Runner) scheduled(ctx context.Context, p agentd.Principal, name string, a *agentd.AuditEntry) (*Result, error) {
-	def, err := r.tool(name, p.TenantID)
+func (r *Runner) scheduled(ctx context.Context, p agentd.Principal, t Tick, a *agentd.AuditEntry) (*Result, error) {
+	def, err := r.tool(t.Tool, p.TenantID)
 	if err != nil {
 		return nil, err
 	}
-	d, err := classifyDurable(def, name, json.RawMessage(`{}`), p.TenantID, true, a)
+	d, err := classifyDurable(def, t.Tool, json.RawMessage(`{}`), p.TenantID, true, a)
 	if err != nil {
 		return nil, err
 	}
 	if d.Tier != agentd.TierAuto {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): a scheduled run has no one to confirm it", d.Tier)
 	}
-	return r.execute(ctx, def, r.call(p, name, d, a.ToolCallID)), nil
+	call := r.call(p, t.Tool, d, a.ToolCallID)
+	call.ConversationID, call.RunID = t.ConversationID, t.RunID
+	if t.Started != nil {
+		t.Started(call)
+	}
+	return r.execute(ctx, def, call), nil
 }

@@ -216,23 +216,35 @@ func TestRun(t *testing.T) {
 func TestScheduled(t *testing.T) {
 	f := newFixture(t)
 	at := time.Date(2026, 12, 2, 10, 0, 1, 0, time.UTC)
-	tick := direct.Tick{Tool: "lookup", At: at, TenantID: "acme", ProjectID: "shop"}
-	res := f.runner.Scheduled(context.Background(), tick)
+	var started []agentd.ToolCall
+	tick := direct.Tick{Tool: "lookup", At: at, TenantID: "acme", ProjectID: "shop", ConversationID: "conv_1", RunID: "run_1",
+		Started: func(c agentd.ToolCall) { started = append(started, c) }}
+	res, returned := f.runner.Scheduled(context.Background(), tick)
 	if res.Status != agentd.StatusCompleted {
 		t.Fatalf("scheduled run = %+v", res)
 	}
 	e := f.audit.last(t)
 	if e.Kind != agentd.AuditScheduleRun || e.TenantID != "acme" || e.ProjectID != "shop" || e.KeyID != agentd.ScheduleKeyID ||
-		e.Role != agentd.RoleDelegate || e.Outcome != direct.OutcomeCompleted || e.Reason != "tick 2026-12-02T10:00:01Z" {
-		t.Errorf("audit entry = %+v", e)
+		e.Role != agentd.RoleDelegate || e.Outcome != direct.OutcomeCompleted || e.Reason != "tick 2026-12-02T10:00:01Z" ||
+		e.ConversationID != "conv_1" || e.RunID != "run_1" || returned.ToolCallID != e.ToolCallID {
+		t.Errorf("audit entry = %+v (returned %+v)", e, returned)
+	}
+	if len(started) != 1 || started[0].ID != e.ToolCallID || started[0].ConversationID != "conv_1" || started[0].RunID != "run_1" ||
+		started[0].Name != "lookup" || started[0].TenantID != "acme" {
+		t.Errorf("started calls = %+v", started)
 	}
 	f.runner.Scheduled(context.Background(), tick)
 	if again := f.audit.last(t); again.ToolCallID != e.ToolCallID || !strings.HasPrefix(e.ToolCallID, "call_") {
 		t.Errorf("call ids of one tick: %s and %s, want one", e.ToolCallID, again.ToolCallID)
 	}
-	res = f.runner.Scheduled(context.Background(), direct.Tick{Tool: "refund", At: at, TenantID: "acme", ProjectID: "shop"})
-	if res.Status != agentd.StatusFailed || !strings.Contains(res.Error, "invalid arguments") {
-		t.Errorf("scheduled run of refund = %+v", res)
+	started = nil
+	tick.Tool = "refund"
+	res, returned = f.runner.Scheduled(context.Background(), tick)
+	if res.Status != agentd.StatusFailed || !strings.Contains(res.Error, "invalid arguments") || returned.Tier == "" {
+		t.Errorf("scheduled run of refund = %+v (audit %+v)", res, returned)
+	}
+	if len(started) != 0 {
+		t.Errorf("a refused scheduled call started: %+v", started)
 	}
 	if e := f.audit.last(t); e.Outcome != agentd.EINVALID || !strings.HasPrefix(e.Reason, "tick 2026-12-02T10:00:01Z: invalid arguments") {
 		t.Errorf("audit entry = %+v", e)
