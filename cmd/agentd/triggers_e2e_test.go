@@ -214,3 +214,75 @@ func tickIDs(t *testing.T, path string) []string {
 	}
 	return ids
 }
+
+// Issue 21, on the real binary: each scheduled run is a delegated
+// conversation of the tool's tenant and project, created by the schedule
+// principal and named in the run's audit entry; its events (the SSE
+// stream) show the call and its result or failure. An operator of that
+// tenant reads it; a client key of the tenant and another tenant's
+// operator see none of it (404, and no audit entries).
+func TestScheduledRunConversationE2E(t *testing.T) {
+	bin := agentdBinary(t)
+	dir, _ := writeProject(t, projectOpts{keys: map[string][3]string{
+		"k-ops": {"t1", "operator"}, "k-web": {"t1", "client"}, "k-other": {"t2", "operator"}}})
+	sched := map[string]any{"schedule": "@every 1s", "tenant_id": "t1", "project_id": "p1"}
+	ctxTool(t, dir, "tick", `cat >/dev/null; printf '{"ok":true}'`, map[string]any{"triggers": sched, "llm_callable": false})
+	ctxTool(t, dir, "boom", `cat >/dev/null; echo 'disk on fire' >&2; exit 3`, map[string]any{"triggers": sched, "llm_callable": false})
+	base, _ := startProcess(t, bin, dir, t.TempDir())
+
+	runs := map[string]map[string]any{} // tool -> its first schedule_run entry
+	for deadline := time.Now().Add(waitLimit); len(runs) < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("scheduled runs of %d tools, waited for 2", len(runs))
+		}
+		st, m := call(t, http.MethodGet, base+"/v1/audit?kind=schedule_run", "k-ops", "")
+		entries, _ := m["entries"].([]any)
+		if st != 200 {
+			t.Fatalf("audit: %d %v", st, m)
+		}
+		for _, e := range entries {
+			e := e.(map[string]any)
+			if tool := str(e, "tool_name"); runs[tool] == nil {
+				runs[tool] = e
+			}
+		}
+	}
+	for tool, want := range map[string]struct{ status, field, value string }{
+		"tick": {"completed", "result", `map[ok:true]`}, "boom": {"failed", "error", "disk on fire"},
+	} {
+		e := runs[tool]
+		conv := str(e, "conversation_id")
+		if !strings.HasPrefix(conv, "conv_") || !strings.HasPrefix(str(e, "run_id"), "run_") {
+			t.Fatalf("%s: audit entry without its conversation and run: %v", tool, e)
+		}
+		st, c := call(t, http.MethodGet, base+"/v1/conversations/"+conv, "k-ops", "")
+		meta, _ := c["metadata"].(map[string]any)
+		if st != 200 || c["delegated"] != true || c["created_by"] != "schedule" || c["tenant_id"] != "t1" ||
+			!strings.HasPrefix(str(meta, "title"), "schedule: "+tool+" @ ") {
+			t.Fatalf("%s: the run's conversation: %d %v", tool, st, c)
+		}
+		s := openStream(t, base, "k-ops", conv, 0)
+		started, ended := s.next(), s.next()
+		s.close()
+		if started.Type != "tool_call_started" || ended.Type != "tool_call_result" ||
+			started.Data["tool_call_id"] != e["tool_call_id"] || ended.Data["tool_call_id"] != e["tool_call_id"] ||
+			started.Data["run_id"] != e["run_id"] || started.Data["tool_name"] != tool {
+			t.Fatalf("%s: events %s %v, %s %v; audit %v", tool, started.Type, started.Data, ended.Type, ended.Data, e)
+		}
+		if ended.Data["status"] != want.status || !strings.Contains(fmt.Sprint(ended.Data[want.field]), want.value) {
+			t.Errorf("%s: tool_call_result %v, want %s with %s %q", tool, ended.Data, want.status, want.field, want.value)
+		}
+		for _, key := range []string{"k-web", "k-other"} {
+			if st, m := call(t, http.MethodGet, base+"/v1/conversations/"+conv, key, ""); st != 404 {
+				t.Errorf("%s: %s read the run's conversation: %d %v", tool, key, st, m)
+			}
+			if st, _ := callRaw(t, http.MethodGet, base+"/v1/conversations/"+conv+"/events", key, ""); st != 404 {
+				t.Errorf("%s: %s streamed the run's conversation: %d", tool, key, st)
+			}
+		}
+	}
+	st, m := call(t, http.MethodGet, base+"/v1/audit?kind=schedule_run", "k-other", "")
+	if entries, _ := m["entries"].([]any); st != 200 || len(entries) != 0 {
+		t.Errorf("another tenant's audit of schedule_run: %d %v", st, m)
+	}
+}
