@@ -64,24 +64,7 @@ func runReadmeSection(t *testing.T, heading string, wants []string) {
 // their output has every one of wants.
 func runDocSection(t *testing.T, file, heading string, wants []string) {
 	t.Helper()
-	if _, err := exec.LookPath("curl"); err != nil {
-		t.Skip("curl is not installed")
-	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", file))
-	must(t, err)
-	section := string(readme)
-	i := strings.Index(section, heading+"\n")
-	if i < 0 {
-		t.Fatalf("%s has no section %q", file, heading)
-	}
-	section = section[i+1:]
-	if j := strings.Index(section, "\n## "); j >= 0 {
-		section = section[:j]
-	}
-	blocks := regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1)
-	if len(blocks) < 1 {
-		t.Fatalf("found %d shell blocks in %q", len(blocks), heading)
-	}
+	blocks := docBlocks(t, file, heading)
 	base, _, stop := serveWithLog(t, "--addr", "127.0.0.1:0", "--data", t.TempDir())
 	defer stop()
 	// curl talks to the server through a proxy that validates every
@@ -91,16 +74,54 @@ func runDocSection(t *testing.T, file, heading string, wants []string) {
 	var script strings.Builder
 	script.WriteString("set -e\n")
 	for k, b := range blocks {
-		body := strings.ReplaceAll(b[1], "A=http://127.0.0.1:8787", "A="+base)
+		body := strings.ReplaceAll(b, "A=http://127.0.0.1:8787", "A="+base)
 		script.WriteString(body)
 		if k < len(blocks)-1 {
 			script.WriteString("\nsleep 1\n") // the model runs while the reader looks at the card
 		}
 	}
 	script.WriteString("\nsleep 1\nkill %1 2>/dev/null || true\n") // the stream in the background, if any
+	runShell(t, file, script.String(), nil, wants)
+}
+
+// docBlocks are the shell blocks (```sh) of one section of a file of the
+// repository, from its heading to the next "## " heading, in order; it
+// skips the test when curl is missing and fails it when there is none.
+func docBlocks(t *testing.T, file, heading string) []string {
+	t.Helper()
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Skip("curl is not installed")
+	}
+	doc, err := os.ReadFile(filepath.Join("..", "..", file))
+	must(t, err)
+	section := string(doc)
+	i := strings.Index(section, heading+"\n")
+	if i < 0 {
+		t.Fatalf("%s has no section %q", file, heading)
+	}
+	section = section[i+1:]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	var blocks []string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(section, -1) {
+		blocks = append(blocks, m[1])
+	}
+	if len(blocks) < 1 {
+		t.Fatalf("found no shell blocks in %q of %s", heading, file)
+	}
+	return blocks
+}
+
+// runShell runs script with bash (env, NAME=value, added to the test's
+// environment) and checks its output has every one of wants.
+func runShell(t *testing.T, file, script string, env []string, wants []string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "bash", "-c", script.String()).CombinedOutput()
+	cmd := exec.CommandContext(ctx, "bash", "-c", script)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s session failed: %v\n%s", file, err, out)
 	}
