@@ -23,6 +23,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
 	"github.com/agentd-dev/agentd/feed"
+	"github.com/agentd-dev/agentd/internal/mcptest"
 	"github.com/agentd-dev/agentd/internal/replicas"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/metrics"
@@ -608,6 +609,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(agentdPath)) // the binary agentdBinary built
 	}
 	replicas.RemoveBinary() // the one internal/replicas built
+	mcptest.Remove()        // the MCP test server, if a benchmark built it
 	tablesMu.Lock()
 	if len(tableOrder) > 0 {
 		fmt.Printf("\nhub wiring (all but BenchmarkHubWiring, which runs both): %s ($AGENTD_BENCH_WIRING: feed or direct)\n", benchWiring())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/internal/mcptest"
 	"github.com/agentd-dev/agentd/mcp"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
@@ -28,10 +29,7 @@ import (
 func BenchmarkMCPCall(b *testing.B) {
 	n := iterations(b, "AGENTD_BENCH_SAMPLES", 200)
 	dir := b.TempDir()
-	server := filepath.Join(dir, "server")
-	if out, err := exec.Command("go", "build", "-o", server, "../mcp/testdata/server").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	server := mcptest.Server(b)
 	b.Setenv("NOTES_FILE", filepath.Join(dir, "notes"))
 	cfg, err := mcp.Parse([]byte(`{"servers":[{"id":"notes","command":["`+server+`"],"env":["NOTES_FILE"]}],"trust_annotations":["notes"]}`), dir, nil)
 	if err != nil {

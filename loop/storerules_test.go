@@ -27,8 +27,9 @@ func checkStoreRules(t *testing.T) {
 	// and internal/seed do. internal/seed is the one other package allowed:
 	// it writes parked runs into a SQLite file for tests and benchmarks, and
 	// only test files may import it (checked here too). internal/pgtest
-	// (a PostgreSQL database per test) and internal/replicas (real agentd
-	// processes on one database) are for test files only as well.
+	// (a PostgreSQL database per test), internal/replicas (real agentd
+	// processes on one database) and internal/mcptest (the MCP test
+	// server's build) are for test files only as well.
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", mod+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -47,7 +48,7 @@ func checkStoreRules(t *testing.T) {
 		if slices.Contains(imports, mod+"/postgres") && pkg != mod+"/cmd/agentd" {
 			t.Errorf("%s imports %s/postgres: only cmd/agentd may (tests may too)", pkg, mod)
 		}
-		for _, testOnly := range []string{"/internal/seed", "/internal/pgtest", "/internal/replicas"} {
+		for _, testOnly := range []string{"/internal/seed", "/internal/pgtest", "/internal/replicas", "/internal/mcptest"} {
 			if slices.Contains(imports, mod+testOnly) {
 				t.Errorf("%s imports %s%s: only test files may", pkg, mod, testOnly)
 			}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/mcptest"
 	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/mcp/internal/testserver"
 	"github.com/agentd-dev/agentd/toolset"
@@ -29,16 +29,12 @@ import (
 var serverBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mcptest")
-	if err != nil {
+	var err error
+	if serverBin, err = mcptest.Build(); err != nil {
 		panic(err)
 	}
-	serverBin = filepath.Join(dir, "server")
-	if out, err := exec.Command("go", "build", "-o", serverBin, "./testdata/server").CombinedOutput(); err != nil {
-		panic(fmt.Sprintf("go build ./testdata/server: %v\n%s", err, out))
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	mcptest.Remove()
 	os.Exit(code)
 }
 

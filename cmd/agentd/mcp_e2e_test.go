@@ -10,38 +10,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/mcptest"
 )
 
-var (
-	mcpServerOnce sync.Once
-	mcpServerPath string
-	mcpServerErr  error
-)
-
-// mcpTestServer builds mcp/testdata/server (the SDK's own MCP server with
-// the tools of mcp/internal/testserver) once per test process.
-func mcpTestServer(t *testing.T) string {
-	t.Helper()
-	mcpServerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentd-mcp")
-		if err != nil {
-			mcpServerErr = err
-			return
-		}
-		mcpServerPath = filepath.Join(dir, "server")
-		if out, err := exec.Command("go", "build", "-o", mcpServerPath, "../../mcp/testdata/server").CombinedOutput(); err != nil {
-			mcpServerErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if mcpServerErr != nil {
-		t.Fatal(mcpServerErr)
-	}
-	return mcpServerPath
-}
+// mcpTestServer is the MCP test server (mcp/testdata/server), built once
+// per test process.
+func mcpTestServer(t *testing.T) string { return mcptest.Server(t) }
 
 const mcpRules = `[
  {"when":{"user":"^note"},"reply":{"tool_calls":[{"name":"notes__note","arguments":{"text":"hello"}}]}},
