@@ -112,7 +112,9 @@ func (s *Service) deliveriesFor(ctx context.Context, ev agentd.Event) ([]agentd.
 	}
 	call, err := s.store.ToolCall(ctx, callID)
 	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
-		s.log.Error().Int64("position", ev.Position).Str("tool_call_id", callID).Msg("webhooks: event of an unknown call skipped")
+		// A call's events commit with the call, so this is a call that is
+		// not stored: a scheduled run's (docs/runtime.md), which sends none.
+		s.log.Debug().Int64("position", ev.Position).Str("tool_call_id", callID).Msg("webhooks: event of a call that is not stored skipped")
 		return nil, nil
 	} else if err != nil {
 		return nil, err
