@@ -214,9 +214,9 @@ func (s *Scheduler) reportMissed(ctx context.Context, j Job, prev, at time.Time,
 	}
 }
 
-// Title is the title (metadata "title") of the conversation of job tool's
+// title is the title (metadata "title") of the conversation of tool's
 // run at tick at.
-func Title(tool string, at time.Time) string {
+func title(tool string, at time.Time) string {
 	return "schedule: " + tool + " @ " + at.UTC().Format(time.RFC3339Nano)
 }
 
@@ -231,7 +231,7 @@ func (s *Scheduler) conversation(ctx context.Context, j Job, at time.Time) (*age
 	meta, err := json.Marshal(struct {
 		Title    string `json:"title"`
 		Schedule tick   `json:"schedule"`
-	}{Title(j.Tool, at), tick{j.Tool, at.UTC()}})
+	}{title(j.Tool, at), tick{j.Tool, at.UTC()}})
 	if err != nil {
 		return nil, err
 	}
