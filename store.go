@@ -62,6 +62,7 @@ type Store interface {
 	WebhookOutbox
 	ScheduleStore
 	Health
+	ChildJournal
 	// Close releases the store; no method may be called after it.
 	Close() error
 }
@@ -242,6 +243,37 @@ type ScheduleStore interface {
 	// it is set only when claimed. EINVALID when tool is empty or at is the
 	// zero time (or out of the times the store holds).
 	ClaimTick(ctx context.Context, tool string, at time.Time) (prev time.Time, claimed bool, err error)
+}
+
+// ChildJournal is the journal of durable tools' child calls (package
+// tools/callcontext, docs/runtime.md): each child request a durable tool's
+// call makes through its context endpoint is keyed by the tenant, the
+// parent call's id and its ordinal in the call (1, 2, …), and its result is
+// recorded once it succeeded, so a re-run of the call after a crash gets
+// the journaled result instead of sending the child again.
+type ChildJournal interface {
+	// JournaledChild returns the entry of (tenantID, callID, ordinal);
+	// ENOTFOUND when there is none (another tenant's entry is none).
+	JournaledChild(ctx context.Context, tenantID, callID string, ordinal int) (*JournalEntry, error)
+	// JournalChild records e. ECONFLICT when (TenantID, ToolCallID,
+	// Ordinal) is recorded already (the first entry stays); EINVALID when
+	// TenantID, ToolCallID or Digest is empty or Ordinal is below 1.
+	JournalChild(ctx context.Context, e JournalEntry) error
+}
+
+// JournalEntry is one journaled child call of a durable tool's call.
+type JournalEntry struct {
+	TenantID   string
+	ToolCallID string
+	// Ordinal is the child's place among the call's child requests: the
+	// n-th one the call made.
+	Ordinal int
+	// Digest is the lowercase hex SHA-256 that identifies the child's
+	// request (what it asked, of whom).
+	Digest string
+	// Result is the child's answer as the tool got it (JSON).
+	Result    json.RawMessage
+	CreatedAt time.Time
 }
 
 // ThreadStore binds chat protocols' thread names to conversations.

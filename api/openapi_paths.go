@@ -174,8 +174,10 @@ func otherOperations() []operation {
 		{method: http.MethodPost, path: "/v1/context/request", id: "contextRequest",
 			summary: "A command tool's request on a connection, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
 			body:    requestBody[contextRequest](), bodyRequired: true, status: http.StatusOK,
-			content: jsonContent(object([]string{"status", "body"}, schema{"status": schema{"type": "integer"}, "body": schema{},
-				"truncated": schema{"type": "boolean"}, "idempotency_key": str()}))},
+			content: jsonContent(schema{"oneOf": []schema{object([]string{"status", "body"}, schema{"status": schema{"type": "integer"}, "body": schema{},
+				"truncated": schema{"type": "boolean"}, "idempotency_key": str()}),
+				// A durable tool's confirm-tier write without confirmed_write.
+				object([]string{"preview"}, schema{"preview": schema{"type": "object"}})}})},
 		{method: http.MethodPost, path: "/v1/context/tools/{name}", id: "contextTool",
 			summary: "A composite's call of a tool of its uses.tools, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
 			body:    requestBody[contextToolRequest](), status: http.StatusOK,

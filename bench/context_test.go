@@ -26,8 +26,8 @@ import (
 // inline adapts connections.Durable to callcontext.Requests.
 type inline struct{ d *connections.Durable }
 
-func (r inline) Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, writes bool) (any, error) {
-	return r.d.Inline(ctx, args, caller, writes)
+func (r inline) Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, o callcontext.RequestOptions) (any, bool, error) {
+	return r.d.Inline(ctx, args, caller, connections.InlineOptions{Writes: o.Writes, Durable: o.Durable, IdempotencyKey: o.IdempotencyKey})
 }
 
 // BenchmarkContextRequest: a command tool's read through its per-call
@@ -63,7 +63,7 @@ func BenchmarkContextRequest(b *testing.B) {
 		srv := httptest.NewServer(api.New(nil, nil, nil, api.Config{Context: ep, Logger: zerolog.Nop()}).Handler())
 		b.Cleanup(srv.Close)
 		ep.SetURL(srv.URL + "/v1/context")
-		env, closeCtx := ep.Open(agentd.ToolCall{ID: "call_bench", Name: "bench", TenantID: "default", ProjectID: "default"}, false, nil)
+		env, closeCtx := ep.Open(agentd.ToolCall{ID: "call_bench", Name: "bench", TenantID: "default", ProjectID: "default"}, false, nil, false)
 		b.Cleanup(closeCtx)
 		return srv.URL, strings.TrimPrefix(env[1], callcontext.EnvToken+"=")
 	}

@@ -156,11 +156,7 @@ func (d *Durable) request(ctx context.Context, name string, args json.RawMessage
 	case dec.Refused:
 		return nil, false, &dec, agentd.Errorf(agentd.EFORBIDDEN, "refused (tier %s): %s", dec.Tier, dec.Why)
 	case dec.Preview:
-		return map[string]Preview{"preview": {
-			Connection: dec.Connection, Method: dec.Method, Endpoint: dec.Endpoint, PathTemplate: dec.PathTemplate,
-			Arguments: dec.Params, ArgumentsSHA256: dec.Digest, Tier: dec.Tier, Reason: dec.Reason,
-			Instruction: `Nothing was sent. This write needs confirmation: call again with "intent": "confirmed_write" to perform it.`,
-		}}, true, &dec, nil
+		return previewOf(&dec), true, &dec, nil
 	}
 	tg := dec.Target
 	key := ""
@@ -181,6 +177,17 @@ func (d *Durable) request(ctx context.Context, name string, args json.RawMessage
 	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
 	r.Body = shapeBody(resp, conn.maxResponse)
 	return r, false, &dec, nil
+}
+
+// previewOf is the answer of a confirm-tier write in the durable context
+// that did not declare intent confirmed_write: {"preview": Preview}, on
+// the durable path and through a durable tool's context endpoint alike.
+func previewOf(dec *confirm.Classification) map[string]Preview {
+	return map[string]Preview{"preview": {
+		Connection: dec.Connection, Method: dec.Method, Endpoint: dec.Endpoint, PathTemplate: dec.PathTemplate,
+		Arguments: dec.Params, ArgumentsSHA256: dec.Digest, Tier: dec.Tier, Reason: dec.Reason,
+		Instruction: `Nothing was sent. This write needs confirmation: call again with "intent": "confirmed_write" to perform it.`,
+	}}
 }
 
 // namespacedKey is the Idempotency-Key sent downstream for a durable-path

@@ -3,6 +3,7 @@ package connections
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/agentd-dev/agentd"
@@ -20,7 +21,12 @@ func TestInline(t *testing.T) {
 	d := NewDurable([]*Connection{conn})
 	t1 := agentd.Principal{TenantID: "t1", ProjectID: "p1", KeyID: "tool call c1"}
 	do := func(p agentd.Principal, writes bool, args string) (Result, error) {
-		return d.Inline(context.Background(), json.RawMessage(args), p, writes)
+		out, preview, err := d.Inline(context.Background(), json.RawMessage(args), p, InlineOptions{Writes: writes})
+		if preview {
+			t.Errorf("%s: a preview outside a durable tool", args)
+		}
+		r, _ := out.(Result)
+		return r, err
 	}
 	read := `{"connection":"api","method":"GET","endpoint":"/x","intent":"read"}`
 	pay := `{"connection":"api","method":"POST","endpoint":"/pay","data":{"n":1},"intent":"write"}`
@@ -50,5 +56,57 @@ func TestInline(t *testing.T) {
 	reqs := api.requests()
 	if len(reqs) != 2 || reqs[0].Method != "GET" || reqs[1].Method != "POST" || reqs[1].Header.Get("Idempotency-Key") == "" {
 		t.Fatalf("the server got %+v, want the read and the allowed write", reqs)
+	}
+}
+
+// A durable tool's request (SPEC §2.3's durable context): a confirm-tier
+// write with intent write answers the preview object and sends nothing;
+// confirmed_write is sent with the Idempotency-Key derived from the
+// caller's key as the durable path derives it; review and never still
+// refuse; a confirm false tool still may not write; reads run.
+func TestInlineDurablePreview(t *testing.T) {
+	api := newRecorder(t, nil)
+	policy := `{"endpoints": {"GET /x": {}, "POST /pay": {"confirm": true, "reason": "Moves money"}, "POST /big": {"confirm": "review"}, "POST /gone": {"confirm": "never"}},
+		"defaults": {"read": "auto", "write": "confirm"}}`
+	conn := loadConn(t, `{"base_url":"`+api.URL+`"}`, nil, map[string]string{"policy.json": policy})
+	d := NewDurable([]*Connection{conn})
+	caller := agentd.Principal{TenantID: "t1", ProjectID: "p1", KeyID: "tool call c1"}
+	durable := InlineOptions{Writes: true, Durable: true, IdempotencyKey: "c1#2"}
+	do := func(o InlineOptions, args string) (any, bool, error) {
+		return d.Inline(context.Background(), json.RawMessage(args), caller, o)
+	}
+
+	out, preview, err := do(durable, `{"connection":"api","method":"POST","endpoint":"/pay","data":{"amount":5},"intent":"write"}`)
+	p, _ := out.(map[string]Preview)
+	if err != nil || !preview || p["preview"].Connection != "api" || p["preview"].Method != "POST" || p["preview"].Endpoint != "/pay" ||
+		p["preview"].Tier != agentd.TierConfirm || p["preview"].Reason != "Moves money" || p["preview"].ArgumentsSHA256 == "" ||
+		!strings.Contains(p["preview"].Instruction, "confirmed_write") || !strings.Contains(string(p["preview"].Arguments), `"amount":5`) {
+		t.Fatalf("a durable confirm-tier write = %+v %v %v, want the preview object", out, preview, err)
+	}
+	if n := len(api.requests()); n != 0 {
+		t.Fatalf("a preview sent %d requests", n)
+	}
+	if _, _, err := do(InlineOptions{Durable: true}, `{"connection":"api","method":"POST","endpoint":"/pay","intent":"write"}`); agentd.ErrorCode(err) != agentd.EWRITENOTALLOWED {
+		t.Errorf("a durable tool with confirm false: %v, want write_not_allowed", err)
+	}
+	for _, ep := range []string{"/big", "/gone"} {
+		for _, intent := range []string{"write", "confirmed_write"} {
+			if _, _, err := do(durable, `{"connection":"api","method":"POST","endpoint":"`+ep+`","intent":"`+intent+`"}`); agentd.ErrorCode(err) != agentd.EFORBIDDEN {
+				t.Errorf("%s %s: %v, want forbidden", ep, intent, err)
+			}
+		}
+	}
+	out, preview, err = do(durable, `{"connection":"api","method":"POST","endpoint":"/pay","data":{"amount":5},"intent":"confirmed_write"}`)
+	r, _ := out.(Result)
+	want := namespacedKey(caller, "c1#2")
+	if err != nil || preview || r.Status != 200 || r.IdempotencyKey != want {
+		t.Fatalf("confirmed_write = %+v %v %v, want sent with key %s", out, preview, err, want)
+	}
+	if _, _, err := do(durable, `{"connection":"api","method":"GET","endpoint":"/x","intent":"read"}`); err != nil {
+		t.Errorf("a durable read: %v", err)
+	}
+	reqs := api.requests()
+	if len(reqs) != 2 || reqs[0].Header.Get("Idempotency-Key") != want || reqs[1].Method != "GET" {
+		t.Fatalf("the server got %+v, want the confirmed write with key %s and the read", reqs, want)
 	}
 }

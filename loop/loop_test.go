@@ -488,7 +488,9 @@ func TestImportRules(t *testing.T) {
 		// connections are handed to it, and the API serves it.
 		"github.com/agentd-dev/agentd/tools/callcontext": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/tools/registry",
 			"github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "github.com/agentd-dev/agentd/api",
-			"github.com/labstack/echo/v4", "net/http", "os/exec"},
+			"github.com/labstack/echo/v4", "net/http", "os/exec",
+			// A durable tool's journal is the store's ChildJournal role, handed in.
+			"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/postgres", "database/sql"},
 		// Direct eval, the invoke trigger and scheduled runs go through the
 		// registry handed in by cmd/agentd, which the API serves.
 		"github.com/agentd-dev/agentd/tools/direct": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/tools/registry",

@@ -43,6 +43,7 @@ func Run(t *testing.T, b Backend) {
 	RunThreads(t, b.Open)
 	RunWebhookOutbox(t, b.Open)
 	RunSchedules(t, b.Open)
+	RunChildJournal(t, b.Open)
 }
 
 // RunHealth tests the Health role: Ping (storetest.go).
@@ -197,5 +198,15 @@ func RunSchedules(t *testing.T, open func(t *testing.T) agentd.Store) {
 	runCases(t, open, []testCase{
 		{"ClaimTick", testClaimTick},
 		{"ClaimTick/Concurrent", testClaimTickConcurrent},
+	})
+}
+
+// RunChildJournal tests the ChildJournal role: entries recorded and read
+// back, the first entry of a key stays, tenants apart, bad input
+// (journal.go).
+func RunChildJournal(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"ChildJournal", testChildJournal},
+		{"ChildJournal/Tenants", testChildJournalTenants},
 	})
 }

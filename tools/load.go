@@ -41,6 +41,7 @@ type toolFile struct {
 	Uses        json.RawMessage `json:"uses"`
 	Approval    json.RawMessage `json:"approval"`
 	Triggers    json.RawMessage `json:"triggers"`
+	Execution   *string         `json:"execution"`
 }
 
 // triggersFile is tool.json's "triggers": what may start the tool outside
@@ -155,6 +156,9 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		return nil, "", err
 	}
 	t.Env = f.Env
+	if t.Durable, err = parseExecution(f.Execution, t.Name); err != nil {
+		return nil, "", err
+	}
 	if t.Uses, err = parseUses(f.Uses, t.Name); err != nil {
 		return nil, "", err
 	}
@@ -169,6 +173,18 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 		t.Timeout = time.Duration(ms) * time.Millisecond
 	}
 	return t, warning, nil
+}
+
+// parseExecution checks tool.json's "execution": "inline" (the default)
+// or "durable" (docs/runtime.md#durable-tools), and reports durable.
+func parseExecution(raw *string, name string) (bool, error) {
+	switch {
+	case raw == nil || *raw == ExecutionInline:
+		return false, nil
+	case *raw == ExecutionDurable:
+		return true, nil
+	}
+	return false, jsonconf.FieldErr("execution", "tool %q: must be %q or %q, got %q", name, ExecutionInline, ExecutionDurable, *raw)
 }
 
 // parseName checks tool.json's "name": required, a valid tool name, and

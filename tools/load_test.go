@@ -38,9 +38,11 @@ func TestLoadDirFull(t *testing.T) {
 		"command": ["./run.sh", "--live"],
 		"env": ["BILLING_TOKEN"],
 		"timeout_ms": 5000,
-		"idempotent": true
+		"idempotent": true,
+		"execution": "durable"
 	}`)
 	writeTool(t, toolsDir, "minimal", `{"name": "minimal", "command": ["./run.sh"]}`)
+	writeTool(t, toolsDir, "inline", `{"name": "inline", "command": ["./run.sh"], "execution": "inline"}`)
 
 	got, warnings, err := LoadDir(toolsDir)
 	if err != nil {
@@ -49,8 +51,8 @@ func TestLoadDirFull(t *testing.T) {
 	if len(warnings) != 0 {
 		t.Errorf("warnings = %q", warnings)
 	}
-	if len(got) != 2 {
-		t.Fatalf("loaded %d tools, want 2", len(got))
+	if len(got) != 3 {
+		t.Fatalf("loaded %d tools, want 3", len(got))
 	}
 	r := got["refund_payment"]
 	wantDir, _ := filepath.Abs(filepath.Join(toolsDir, "refund_payment"))
@@ -65,6 +67,7 @@ func TestLoadDirFull(t *testing.T) {
 		Env:         []string{"BILLING_TOKEN"},
 		Timeout:     5 * time.Second,
 		Idempotent:  true,
+		Durable:     true,
 		Dir:         wantDir,
 	}
 	if r.schema == nil {
@@ -78,7 +81,7 @@ func TestLoadDirFull(t *testing.T) {
 
 	m := got["minimal"]
 	if m.Exposure.Kind != ExposureOpen || !m.LLMCallable || m.Confirm != "" || m.Timeout != 30*time.Second ||
-		m.Idempotent || string(m.Parameters) != `{"type":"object"}` {
+		m.Idempotent || m.Durable || got["inline"].Durable || string(m.Parameters) != `{"type":"object"}` {
 		t.Errorf("defaults wrong: %+v", m)
 	}
 	spec := m.Spec()
@@ -140,7 +143,9 @@ func TestLoadDirErrors(t *testing.T) {
 		{"empty file", ``, `tools/x/tool.json: empty file, expected a JSON object`},
 		{"not an object", `["x"]`, `tools/x/tool.json: must be a JSON object`},
 		{"trailing data", `{"name": "x", "command": ["./run.sh"]} {}`, `tools/x/tool.json: line 1, column 41: unexpected data after the JSON object`},
-		{"unknown field", `{"name": "x", "command": ["./run.sh"], "execution": "durable"}`, `tools/x/tool.json: field "execution": unknown field`},
+		{"unknown field", `{"name": "x", "command": ["./run.sh"], "runtime": "durable"}`, `tools/x/tool.json: field "runtime": unknown field`},
+		{"execution value", `{"name": "x", "command": ["./run.sh"], "execution": "eventually"}`, `tools/x/tool.json: field "execution": tool "x": must be "inline" or "durable", got "eventually"`},
+		{"execution type", `{"name": "x", "command": ["./run.sh"], "execution": true}`, `tools/x/tool.json: field "execution": must be a string, got bool`},
 		{"missing name", `{"command": ["./run.sh"]}`, `tools/x/tool.json: field "name": required (the folder name, "x")`},
 		{"name differs", `{"name": "y", "command": ["./run.sh"]}`, `tools/x/tool.json: field "name": must equal the folder name "x", got "y"`},
 		{"name type", `{"name": 7, "command": ["./run.sh"]}`, `tools/x/tool.json: field "name": must be a string, got number`},

@@ -28,9 +28,10 @@ type Source struct {
 // callcontext.Endpoint is one): the variables of the command's
 // environment, AGENTD_CONTEXT_URL and AGENTD_CONTEXT_TOKEN, and a function
 // that closes it when the call ends. writes is the tool's confirm (true or
-// "review"), uses its uses.tools.
+// "review"), uses its uses.tools, durable its execution "durable" (the
+// call's child requests are journaled).
 type Context interface {
-	Open(call agentd.ToolCall, writes bool, uses []string) (env []string, closeFn func())
+	Open(call agentd.ToolCall, writes bool, uses []string, durable bool) (env []string, closeFn func())
 }
 
 // SourceOption configures NewSource.
@@ -60,7 +61,7 @@ func NewSource(ts map[string]*Tool, opts ...SourceOption) *Source {
 			Confirm: &confirm.Tool{Name: t.Name, ServerID: ServerID, Exposure: t.Exposure.Kind,
 				Prompt: t.Exposure.Prompt, Validate: t.ValidateArguments, Approval: t.Approval},
 			LLMCallable: t.LLMCallable,
-			Idempotent:  t.Idempotent,
+			Idempotent:  t.Idempotent || t.Durable, // a durable call resumes from its journal
 			Origin:      fmt.Sprintf("%s (tools/%s/tool.json)", ServerID, t.Name),
 			Uses:        t.Uses,
 			Invoke:      t.Triggers.Invoke,
@@ -87,7 +88,7 @@ func (s *Source) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 	if s.ctx == nil {
 		return t.Run(ctx, call.ID, call.Arguments)
 	}
-	env, closeCtx := s.ctx.Open(call, t.Confirm != "", t.Uses)
+	env, closeCtx := s.ctx.Open(call, t.Confirm != "", t.Uses, t.Durable)
 	defer closeCtx()
 	return t.run(ctx, call.ID, call.Arguments, env)
 }

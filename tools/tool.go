@@ -34,6 +34,12 @@ const (
 	ExposureOperatorGated        = confirm.ExposureOperatorGated
 )
 
+// Execution modes of a tool (tool.json "execution", SPEC §2.3).
+const (
+	ExecutionInline  = "inline"
+	ExecutionDurable = "durable"
+)
+
 // Limits and defaults of a tool (docs/tools.md).
 const (
 	defaultTimeout = 30 * time.Second
@@ -77,6 +83,10 @@ type Tool struct {
 	Timeout time.Duration
 	// Idempotent tools may be re-run by crash recovery.
 	Idempotent bool
+	// Durable is tool.json "execution": "durable": the call's child
+	// requests through its context endpoint are journaled, and crash
+	// recovery runs the call again (docs/runtime.md#durable-tools).
+	Durable bool
 	// Dir is the tool's folder; the command runs there.
 	Dir string
 	// Uses are the tools the command may call through its context

@@ -37,7 +37,9 @@ type Tool struct {
 	// (tool.json llm_callable); only the registry reads it.
 	LLMCallable bool
 	// Idempotent reports whether a call interrupted by a crash may run
-	// again (SPEC §8); false reports it failed, outcome unknown.
+	// again (SPEC §8): an idempotent tool, or a durable one (its child
+	// requests are journaled, so a re-run sends none twice); false
+	// reports it failed, outcome unknown.
 	Idempotent bool
 	// Origin says where the tool is defined, for load errors: for example
 	// `tools (tools/lookup/tool.json)` or `connection "billing"`. Empty

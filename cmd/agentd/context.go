@@ -33,16 +33,18 @@ func contextURL(addr net.Addr) string {
 // endpoint.
 type inlineRequests struct{ d *connections.Durable }
 
-func (r inlineRequests) Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, writes bool) (any, error) {
-	return r.d.Inline(ctx, args, caller, writes)
+func (r inlineRequests) Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, o callcontext.RequestOptions) (any, bool, error) {
+	return r.d.Inline(ctx, args, caller, connections.InlineOptions{Writes: o.Writes, Durable: o.Durable, IdempotencyKey: o.IdempotencyKey})
 }
 
 // wireContext hands the context endpoint the registry (a composite's
-// children) and the connections (nil: none).
-func wireContext(ep *callcontext.Endpoint, lp *servedProject, durable *connections.Durable) {
+// children), the connections (nil: none) and the store's journal of
+// durable tools' children.
+func wireContext(ep *callcontext.Endpoint, lp *servedProject, durable *connections.Durable, journal agentd.ChildJournal) {
 	var requests callcontext.Requests
 	if durable != nil {
 		requests = inlineRequests{durable}
 	}
 	ep.Wire(lp.tools.Registry(), requests)
+	ep.WireJournal(journal)
 }

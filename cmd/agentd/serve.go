@@ -244,7 +244,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	if len(proj.Connections) > 0 {
 		durable = connections.NewDurable(proj.Connections, connections.WithAudit(store, log))
 	}
-	wireContext(lp.context, lp, durable) // before the engine starts: recovery may run tools
+	wireContext(lp.context, lp, durable, store) // before the engine starts: recovery may run tools
 	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
 		Tracer: lp.tracer, TraceContent: lp.traceContent, Lease: runLease(store, fan)})
 	if err := engine.Start(ctx); err != nil {

@@ -51,10 +51,23 @@ type Tools interface {
 
 // Requests performs one request of a command tool on a connection:
 // connections.Durable.Inline, whose errors (agentd.Error codes) the
-// endpoint returns as they are. writes is the tool's confirm (true or
-// "review").
+// endpoint returns as they are. It returns the answer and whether it is a
+// preview (nothing was sent).
 type Requests interface {
-	Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, writes bool) (any, error)
+	Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, o RequestOptions) (out any, preview bool, err error)
+}
+
+// RequestOptions are what the calling tool allows a request.
+type RequestOptions struct {
+	// Writes is the tool's confirm (true or "review").
+	Writes bool
+	// Durable is the tool's execution "durable": a confirm-tier write that
+	// does not declare intent confirmed_write answers a preview.
+	Durable bool
+	// IdempotencyKey is the caller's key of a durable tool's request:
+	// sent downstream on a write, namespaced by tenant and project, as the
+	// durable path sends one. Empty: a fresh key.
+	IdempotencyKey string
 }
 
 // ChildResult is the answer of POST …/tools/{name}: the child call's
@@ -76,6 +89,7 @@ type Endpoint struct {
 	open     map[[sha256.Size]byte]*grant // by the token's SHA-256
 	tools    Tools
 	requests Requests
+	journal  agentd.ChildJournal // nil: durable tools' children are not journaled
 }
 
 // grant is one running call's right to the endpoint.
@@ -85,6 +99,8 @@ type grant struct {
 	writes   bool
 	uses     []string
 	children atomic.Int64 // child calls made, for their ids
+	durable  bool
+	ordinal  atomic.Int64 // a durable call's child requests made, both routes
 }
 
 // New returns an endpoint with no open call, logging on log.
@@ -105,12 +121,21 @@ func (e *Endpoint) Wire(tools Tools, requests Requests) {
 	e.tools, e.requests = tools, requests
 }
 
+// WireJournal hands the endpoint the store's journal of durable tools'
+// child calls (docs/runtime.md#durable-tools); without one a durable
+// tool's children run as an inline tool's.
+func (e *Endpoint) WireJournal(j agentd.ChildJournal) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.journal = j
+}
+
 // Open opens the context of a running call of a command tool: it returns
 // the variables for the command's environment ("NAME=value") and a
 // function that closes the context when the call ends, after which the
 // token is refused. writes is the tool's confirm (true or "review"), uses
-// its uses.tools.
-func (e *Endpoint) Open(call agentd.ToolCall, writes bool, uses []string) (env []string, closeFn func()) {
+// its uses.tools, durable its execution "durable" (journal.go).
+func (e *Endpoint) Open(call agentd.ToolCall, writes bool, uses []string, durable bool) (env []string, closeFn func()) {
 	u := e.url.Load()
 	if u == nil || *u == "" {
 		return nil, func() {}
@@ -120,7 +145,7 @@ func (e *Endpoint) Open(call agentd.ToolCall, writes bool, uses []string) (env [
 		panic(fmt.Sprintf("callcontext: random token: %v", err)) // crypto/rand does not fail on Linux
 	}
 	token := tokenPrefix + hex.EncodeToString(raw[:])
-	g := &grant{digest: sha256.Sum256([]byte(token)), call: call, writes: writes, uses: slices.Clone(uses)}
+	g := &grant{digest: sha256.Sum256([]byte(token)), call: call, writes: writes, uses: slices.Clone(uses), durable: durable}
 	e.mu.Lock()
 	e.open[g.digest] = g
 	e.mu.Unlock()
@@ -155,11 +180,26 @@ func (e *Endpoint) lookup(token string) (*grant, Tools, Requests, error) {
 	return g, tools, requests, nil
 }
 
+// journalOf is the journal a durable grant's children use; nil for an
+// inline one.
+func (e *Endpoint) journalOf(g *grant) agentd.ChildJournal {
+	if !g.durable {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.journal
+}
+
 // Request performs one request on a connection for the call the token
 // belongs to (POST …/request): args are the request tool's arguments, and
 // the call's tenant and project are the caller's. A tool whose confirm is
 // false may only read (EWRITENOTALLOWED); an endpoint at review or never
-// is refused (EFORBIDDEN) whatever the tool's confirm; nothing parks.
+// is refused (EFORBIDDEN) whatever the tool's confirm; nothing parks. In
+// a durable tool's call a confirm-tier write without intent
+// confirmed_write answers a preview, and the request is journaled
+// (journal.go): a request the call made before a restart is not sent
+// again, its journaled answer is returned.
 func (e *Endpoint) Request(ctx context.Context, token string, args json.RawMessage) (any, error) {
 	g, _, requests, err := e.lookup(token)
 	if err != nil {
@@ -168,16 +208,40 @@ func (e *Endpoint) Request(ctx context.Context, token string, args json.RawMessa
 	if requests == nil {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "the project has no connections")
 	}
+	o := RequestOptions{Writes: g.writes, Durable: g.durable}
+	var child journaled
+	if g.durable {
+		child = e.childOf(g, "request", "", args)
+		if out, done, err := child.replay(ctx); done {
+			e.logRequest(g, child, err, "journaled")
+			return out, err
+		}
+		o.IdempotencyKey = child.key()
+	}
 	caller := agentd.Principal{TenantID: g.call.TenantID, ProjectID: g.call.ProjectID, KeyID: "tool call " + g.call.ID}
-	out, err := requests.Inline(ctx, args, caller, g.writes)
+	out, preview, err := requests.Inline(ctx, args, caller, o)
+	outcome := "performed"
+	if preview {
+		outcome = "preview"
+	} else if err == nil {
+		child.record(ctx, e.log, out)
+	}
+	e.logRequest(g, child, err, outcome)
+	return out, err
+}
+
+// logRequest logs one answered request of the context endpoint.
+func (e *Endpoint) logRequest(g *grant, child journaled, err error, outcome string) {
 	ev := e.log.Info().Str("tool", g.call.Name).Str("tool_call_id", g.call.ID).Str("tenant_id", g.call.TenantID)
+	if child.ordinal > 0 {
+		ev = ev.Int("ordinal", child.ordinal)
+	}
 	if err != nil {
 		ev = ev.Str("outcome", agentd.ErrorCode(err)).Str("reason", agentd.ErrorMessage(err))
 	} else {
-		ev = ev.Str("outcome", "performed")
+		ev = ev.Str("outcome", outcome)
 	}
 	ev.Msg("context endpoint request")
-	return out, err
 }
 
 // CallTool runs one child call of the composite the token belongs to
@@ -194,6 +258,24 @@ func (e *Endpoint) CallTool(ctx context.Context, token, name string, args json.R
 	if err != nil {
 		return nil, err
 	}
+	var child journaled
+	if g.durable {
+		child = e.childOf(g, "tool", name, args)
+		if out, done, err := child.replay(ctx); done {
+			return out, err
+		}
+	}
+	out, err := e.callTool(ctx, g, tools, name, args, child.ordinal)
+	if res, ok := out.(*ChildResult); ok && res.Status == agentd.StatusCompleted {
+		child.record(ctx, e.log, res)
+	}
+	return out, err
+}
+
+// callTool is CallTool once the token is known and no journaled answer
+// applies; ordinal, when above 0, is the child's in a durable call (its
+// id's suffix, so a re-run's child has the same id).
+func (e *Endpoint) callTool(ctx context.Context, g *grant, tools Tools, name string, args json.RawMessage, ordinal int) (any, error) {
 	if !slices.Contains(g.uses, name) {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "tool %q may not call %q: it is not in its uses.tools", g.call.Name, name)
 	}
@@ -221,7 +303,11 @@ func (e *Endpoint) CallTool(ctx context.Context, token, name string, args json.R
 		}
 	}
 	parent := g.call
-	child := agentd.ToolCall{ID: fmt.Sprintf("%s.%d", parent.ID, g.children.Add(1)), TenantID: parent.TenantID,
+	n := int64(ordinal)
+	if n <= 0 {
+		n = g.children.Add(1)
+	}
+	child := agentd.ToolCall{ID: fmt.Sprintf("%s.%d", parent.ID, n), TenantID: parent.TenantID,
 		ProjectID: parent.ProjectID, ConversationID: parent.ConversationID, RunID: parent.RunID,
 		CorrelationID: parent.CorrelationID, Name: name, ServerID: def.Confirm.ServerID, Arguments: d.Arguments,
 		ArgumentsSHA256: d.Digest, Tier: d.Tier, Status: agentd.StatusExecuting}

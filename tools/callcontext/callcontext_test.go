@@ -48,9 +48,9 @@ type recorder struct {
 	writes  []bool
 }
 
-func (r *recorder) Inline(_ context.Context, args json.RawMessage, caller agentd.Principal, writes bool) (any, error) {
-	r.callers, r.writes = append(r.callers, caller), append(r.writes, writes)
-	return map[string]any{"status": 200}, nil
+func (r *recorder) Inline(_ context.Context, args json.RawMessage, caller agentd.Principal, o RequestOptions) (any, bool, error) {
+	r.callers, r.writes = append(r.callers, caller), append(r.writes, o.Writes)
+	return map[string]any{"status": 200}, false, nil
 }
 
 func newEndpoint(t *testing.T) (*Endpoint, *fakeTools, *recorder) {
@@ -93,12 +93,12 @@ func code(err error) string { return agentd.ErrorCode(err) }
 func TestTokenScope(t *testing.T) {
 	ep, ft, rec := newEndpoint(t)
 	call := agentd.ToolCall{ID: "call_1", Name: "report", TenantID: "t1", ProjectID: "p1", ConversationID: "conv_1", RunID: "run_1"}
-	env, closeCtx := ep.Open(call, false, []string{"lookup", "broken", "acme_only", "pay", "billing__createRefund", "missing"})
+	env, closeCtx := ep.Open(call, false, []string{"lookup", "broken", "acme_only", "pay", "billing__createRefund", "missing"}, false)
 	if len(env) != 2 || env[0] != EnvURL+"=http://127.0.0.1:1/v1/context" {
 		t.Fatalf("env %v", env)
 	}
 	token := tokenOf(t, env)
-	other, closeOther := ep.Open(agentd.ToolCall{ID: "call_2", Name: "other", TenantID: "t2", ProjectID: "p2"}, true, nil)
+	other, closeOther := ep.Open(agentd.ToolCall{ID: "call_2", Name: "other", TenantID: "t2", ProjectID: "p2"}, true, nil, false)
 	if tokenOf(t, other) == token {
 		t.Fatal("two calls got the same token")
 	}
@@ -166,7 +166,7 @@ func TestTokenScope(t *testing.T) {
 // Without a URL (before the server listens) a call gets no variables.
 func TestNoURL(t *testing.T) {
 	ep := New(zerolog.Nop())
-	env, closeCtx := ep.Open(agentd.ToolCall{ID: "c"}, false, nil)
+	env, closeCtx := ep.Open(agentd.ToolCall{ID: "c"}, false, nil, false)
 	closeCtx()
 	if env != nil || ep.OpenCalls() != 0 {
 		t.Fatalf("env %v", env)
