@@ -43,6 +43,7 @@ func Run(t *testing.T, b Backend) {
 	RunThreads(t, b.Open)
 	RunWebhookOutbox(t, b.Open)
 	RunSchedules(t, b.Open)
+	RunLinks(t, b.Open)
 }
 
 // RunHealth tests the Health role: Ping (storetest.go).
@@ -197,5 +198,14 @@ func RunSchedules(t *testing.T, open func(t *testing.T) agentd.Store) {
 	runCases(t, open, []testCase{
 		{"ClaimTick", testClaimTick},
 		{"ClaimTick/Concurrent", testClaimTickConcurrent},
+	})
+}
+
+// RunLinks tests the LinkStore role: LinkSecret, SpendLink and LinkSpent,
+// also under concurrent spenders (link.go).
+func RunLinks(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"LinkSecret", testLinkSecret},
+		{"SpendLink", testSpendLink},
 	})
 }
