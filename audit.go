@@ -12,6 +12,7 @@ const (
 	ViaProtocol = "protocol" // a chat protocol's resume (AG-UI, AI SDK)
 	ViaDeadline = "deadline" // the approval deadline passed (an expiry)
 	ViaCancel   = "cancel"   // the run was cancelled
+	ViaLink     = "link"     // POST /d/{token}, a decision link (SPEC §11.4)
 )
 
 // Actor is who did something the audit log records: the API key's id and
