@@ -64,7 +64,7 @@ type linkPage struct {
 
 var linkTemplate = template.Must(template.New("link").Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer"><title>{{.Title}}</title>
+<meta name="referrer" content="same-origin"><title>{{.Title}}</title>
 <style>body{font-family:system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem}pre{background:#f4f4f4;padding:.75rem;overflow:auto;white-space:pre-wrap}button{font-size:1rem;padding:.5rem 1.25rem}</style>
 </head><body>
 <h1>{{.Title}}</h1>
@@ -88,7 +88,7 @@ func writeLinkPage(c echo.Context, status int, page linkPage) error {
 	h.Set("Content-Security-Policy", linkPageCSP)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Cache-Control", "no-store")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // not no-referrer: a form POST would send Origin: null
 	var buf bytes.Buffer
 	if err := linkTemplate.Execute(&buf, page); err != nil {
 		return err
