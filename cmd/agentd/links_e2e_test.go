@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,4 +98,143 @@ func TestDecisionLinksInBrowser(t *testing.T) {
 	if status != 200 || len(entries) != 1 || entries[0].(map[string]any)["via"] != "link" || entries[0].(map[string]any)["key_id"] != "op1" {
 		t.Fatalf("audit: %d %v", status, m)
 	}
+}
+
+// Acceptance 6 for links: each check of a link fails its test when
+// removed — the minting key's rights (403 with the rule's code), the
+// ttl's form, a GET that never decides, the signature (404 for one
+// character changed anywhere), single use (410 again, and one winner of
+// concurrent uses), expiry (410), a call decided by another path (409).
+func TestDecisionLinkChecks(t *testing.T) {
+	bin := agentdBinary(t)
+	dir, execLog := govProject(t, `{"approvers":["operator"]}`)
+	base, _ := startProcess(t, bin, dir, t.TempDir(), "AGENTD_TEST_LOG="+execLog)
+	park := func() string {
+		t.Helper()
+		conv, st := newConversation(t, base, "k-owner")
+		defer st.close()
+		send(t, base, "k-owner", conv, "pay the bill")
+		return str(st.waitFor("confirmation_required", nil).Data, "tool_call_id")
+	}
+	pending := func(id string) {
+		t.Helper()
+		if c := getCall(t, base, "k-op1", id); c["status"] != "requires_confirmation" {
+			t.Fatalf("call %s is %v, want still pending", id, c["status"])
+		}
+	}
+
+	// The minting key's rights: the owner is not an approver here.
+	id := park()
+	status, m := call(t, http.MethodPost, base+"/v1/tool-calls/"+id+"/links", "k-owner", "")
+	if status != http.StatusForbidden || errCode(m) != "approver_not_allowed" {
+		t.Fatalf("links by a key that may not decide: %d %v", status, m)
+	}
+	for _, ttl := range []string{`"soon"`, `"-1h"`, `"8761h"`, `5`} {
+		status, m = call(t, http.MethodPost, base+"/v1/tool-calls/"+id+"/links", "k-op1", `{"ttl":`+ttl+`}`)
+		if status != http.StatusBadRequest || !strings.Contains(m["error"].(map[string]any)["message"].(string), "ttl") {
+			t.Fatalf("ttl %s: %d %v", ttl, status, m)
+		}
+	}
+	approve, deny, minted := mintLinks(t, base, "k-op1", id, "")
+	exp, _ := time.Parse(time.RFC3339, str(minted, "expires_at"))
+	deadline, _ := time.Parse(time.RFC3339Nano, getCall(t, base, "k-op1", id)["requires_approval_at"].(string))
+	if exp.After(deadline) || time.Until(exp) > time.Hour {
+		t.Fatalf("expires_at %s: after the deadline %s or over the default ttl", exp, deadline)
+	}
+
+	// A GET never decides, however often.
+	for range 2 {
+		status, body := getPage(t, deny)
+		if status != 200 || !strings.Contains(body, `name="reason"`) {
+			t.Fatalf("GET deny link: %d %s", status, body)
+		}
+	}
+	pending(id)
+
+	// The signature: one character changed anywhere is 404.
+	token := deny[strings.Index(deny, "/d/")+3:]
+	for _, i := range []int{0, len(token) / 3, strings.Index(token, ".") - 1, strings.Index(token, ".") + 1, len(token) - 1} {
+		b := []byte(token)
+		b[i] ^= 0x01
+		if b[i] == '.' || b[i] == '/' {
+			b[i] ^= 0x03
+		}
+		if status, _ := postLink(t, base+"/d/"+string(b), nil); status != http.StatusNotFound {
+			t.Fatalf("token changed at %d: %d, want 404", i, status)
+		}
+	}
+	pending(id)
+
+	// Single use: the deny link decides once, with its reason; again 410.
+	if status, body := postLink(t, deny, url.Values{"reason": {"not this month"}}); status != 200 || !strings.Contains(body, "Denied") {
+		t.Fatalf("deny link: %d %s", status, body)
+	}
+	if c := getCall(t, base, "k-op1", id); c["status"] != "denied" {
+		t.Fatalf("after the deny link the call is %v", c["status"])
+	}
+	if status, body := postLink(t, deny, nil); status != http.StatusGone || !strings.Contains(body, "already used") {
+		t.Fatalf("deny link again: %d %s", status, body)
+	}
+	// Links die with the decision: the unused approve link is 409.
+	if status, _ := postLink(t, approve, nil); status != http.StatusConflict {
+		t.Fatalf("approve link of a denied call: %d", status)
+	}
+
+	// Decided by another path: 409, and the call is not decided twice.
+	id = park()
+	approve, _, _ = mintLinks(t, base, "k-op1", id, "")
+	if status, m := call(t, http.MethodPost, base+"/v1/tool-calls/"+id+"/approval", "k-op2", `{"decision":"approve"}`); status != 200 {
+		t.Fatalf("approve by op2: %d %v", status, m)
+	}
+	if status, body := postLink(t, approve, nil); status != http.StatusConflict {
+		t.Fatalf("link of a call approved by another path: %d %s", status, body)
+	}
+
+	// Concurrent uses of one link: one decides, the others are refused.
+	id = park()
+	approve, _, _ = mintLinks(t, base, "k-op1", id, "")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for range 6 {
+		wg.Go(func() {
+			resp, err := http.PostForm(approve, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if statuses[200] != 1 || statuses[http.StatusGone]+statuses[http.StatusConflict] != 5 {
+		t.Fatalf("concurrent uses: %v, want one 200 and five 410 or 409", statuses)
+	}
+
+	// Expiry: a link past its ttl is 410 while the call is still pending.
+	id = park()
+	approve, _, minted = mintLinks(t, base, "k-op1", id, `{"ttl":"1s"}`)
+	exp, _ = time.Parse(time.RFC3339, str(minted, "expires_at"))
+	time.Sleep(time.Until(exp) + 50*time.Millisecond)
+	if status, body := postLink(t, approve, nil); status != http.StatusGone || !strings.Contains(body, "expired") {
+		t.Fatalf("expired link: %d %s", status, body)
+	}
+	pending(id)
+	if n := execCount(t, execLog, "pay"); n != 2 {
+		t.Fatalf("pay ran %d times, want 2 (op2's approval and the concurrent link)", n)
+	}
+}
+
+// getPage is a GET of a link's page, as a browser or a mail scanner does.
+func getPage(t *testing.T, link string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(link)
+	must(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return resp.StatusCode, string(b)
 }
