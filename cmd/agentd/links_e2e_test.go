@@ -8,12 +8,15 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd-dev/agentd/internal/jstest"
+	"github.com/agentd-dev/agentd/webhook"
+	"github.com/agentd-dev/agentd/webhook/webhooktest"
 )
 
 // Decision links (SPEC §11.4, issue 22 acceptance 5 and 6) on the real
@@ -237,4 +240,72 @@ func getPage(t *testing.T, link string) (int, string) {
 	b, err := io.ReadAll(resp.Body)
 	must(t, err)
 	return resp.StatusCode, string(b)
+}
+
+// A webhook endpoint with include_decision_links gets decision_links in
+// llm.tool_call_approval_required, minted as its links_key_id under
+// public_url, signed, valid under the schema, and usable; an endpoint
+// whose key may not decide the call gets none.
+func TestWebhookDecisionLinks(t *testing.T) {
+	bin := agentdBinary(t)
+	dir, execLog := govProject(t, `{"approvers":["operator"]}`)
+	bot, plain := webhooktest.NewReceiver(t), webhooktest.NewReceiver(t)
+	secret := newSecret(t)
+	addWebhook(t, dir,
+		map[string]any{"id": "bot", "url": bot.URL, "secret_env": "BOT_SECRET", "events": []string{webhook.EventApprovalRequired},
+			"include_decision_links": true, "links_key_id": "op1"},
+		map[string]any{"id": "owner-bot", "url": plain.URL, "secret_env": "BOT_SECRET", "events": []string{webhook.EventApprovalRequired},
+			"include_decision_links": true, "links_key_id": "owner"})
+	setServerField(t, dir, "public_url", "https://agentd.example.com/")
+	base, _ := startProcess(t, bin, dir, t.TempDir(), "AGENTD_TEST_LOG="+execLog, "BOT_SECRET="+secret)
+
+	conv, st := newConversation(t, base, "k-owner")
+	send(t, base, "k-owner", conv, "pay the bill")
+	callID := str(st.waitFor("confirmation_required", nil).Data, "tool_call_id")
+	got := func(rc *webhooktest.Receiver) webhooktest.Request {
+		reqs := rc.WaitFor(t, waitLimit, "approval_required", func(r []webhooktest.Request) bool {
+			return len(webhooktest.WithEvent(r, webhook.EventApprovalRequired)) == 1
+		})
+		r := webhooktest.WithEvent(reqs, webhook.EventApprovalRequired)[0]
+		webhooktest.Validate(t, r.Body)
+		must(t, webhooktest.Verify(secret, r))
+		return r
+	}
+	if p := bodyOf(t, got(plain)); p.DecisionLinks != nil || p.ToolCall.ID != callID {
+		t.Fatalf("the owner's endpoint got links: %+v", p.DecisionLinks)
+	}
+	p := bodyOf(t, got(bot))
+	dl := p.DecisionLinks
+	if dl == nil || !strings.HasPrefix(dl.Approve, "https://agentd.example.com/d/") || !strings.HasPrefix(dl.Deny, "https://agentd.example.com/d/") ||
+		dl.ExpiresAt.After(*p.ToolCall.RequiresApprovalAt) {
+		t.Fatalf("decision_links %+v (deadline %v)", dl, p.ToolCall.RequiresApprovalAt)
+	}
+	local := strings.Replace(dl.Approve, "https://agentd.example.com", base, 1)
+	if status, body := getPage(t, local); status != 200 || !strings.Contains(body, "Approve") {
+		t.Fatalf("the webhook's approve link: %d %s", status, body)
+	}
+	if status, body := postLink(t, local, nil); status != 200 {
+		t.Fatalf("using the webhook's approve link: %d %s", status, body)
+	}
+	if res := st.waitFor("confirmation_resolved", nil); str(res.Data, "decided_by") != "op1" || str(res.Data, "decision") != "approved" {
+		t.Fatalf("confirmation_resolved %s", res.Raw)
+	}
+	st.waitFor("tool_call_result", nil)
+	if n := execCount(t, execLog, "pay"); n != 1 {
+		t.Fatalf("pay ran %d times", n)
+	}
+}
+
+// setServerField sets one field of the project's agentd.json.
+func setServerField(t *testing.T, dir, name string, value any) {
+	t.Helper()
+	path := filepath.Join(dir, "agentd.json")
+	b, err := os.ReadFile(path)
+	must(t, err)
+	var conf map[string]any
+	must(t, json.Unmarshal(b, &conf))
+	conf[name] = value
+	b, err = json.Marshal(conf)
+	must(t, err)
+	must(t, os.WriteFile(path, b, 0o644))
 }
