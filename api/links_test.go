@@ -48,7 +48,9 @@ func (f *fakeLinks) view(token string) (*agentd.LinkView, error) {
 	return nil, agentd.Errorf(agentd.ENOTFOUND, "no such decision link")
 }
 
-func (f *fakeLinks) Open(_ context.Context, token string) (*agentd.LinkView, error) { return f.view(token) }
+func (f *fakeLinks) Open(_ context.Context, token string) (*agentd.LinkView, error) {
+	return f.view(token)
+}
 
 func (f *fakeLinks) Use(_ context.Context, token, reason string) (*agentd.LinkView, *agentd.Decision, error) {
 	v, err := f.view(token)
