@@ -12,6 +12,7 @@ const (
 	ViaProtocol = "protocol" // a chat protocol's resume (AG-UI, AI SDK)
 	ViaDeadline = "deadline" // the approval deadline passed (an expiry)
 	ViaCancel   = "cancel"   // the run was cancelled
+	ViaLink     = "link"     // POST /d/{token}, a decision link (SPEC §11.4)
 )
 
 // Actor is who did something the audit log records: the API key's id and
@@ -41,6 +42,10 @@ const (
 	// AuditApproval: one approval of a call whose quorum it did not yet
 	// reach (SPEC §11.1); the approval that reaches it is a decision.
 	AuditApproval = "approval"
+	// AuditExtension: a parked call's deadline was moved later (SPEC
+	// §11.3, POST /v1/tool-calls/{id}/extend); Reason is the extension's,
+	// Outcome its duration ("30m").
+	AuditExtension = "extension"
 	// AuditConnectionRequest: a request on the durable path,
 	// POST /v1/connections/{name}/request.
 	AuditConnectionRequest = "connection_request"
@@ -57,7 +62,7 @@ const (
 
 // AuditKinds are the valid kinds, in documentation order.
 var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest, AuditApproval,
-	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed}
+	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed, AuditExtension}
 
 // AuditEntry is one immutable record of the audit log (docs/audit.md). The
 // store writes the entries of decisions, expiries, cancellations, refusals

@@ -8,6 +8,11 @@ const (
 	// DefaultApprovalTimeout is how long a parked call waits for a decision
 	// when neither the agent, the tool nor the endpoint says otherwise.
 	DefaultApprovalTimeout = 15 * time.Minute
+	// DefaultLinkTTL is how long a decision link is valid when its request
+	// names no ttl (SPEC §11.4); it never outlives the call's deadline.
+	DefaultLinkTTL = time.Hour
+	// MaxLinkTTL bounds a decision link's ttl; a longer one is EINVALID.
+	MaxLinkTTL = 7 * 24 * time.Hour
 	// DefaultMaxTurns is the most model steps one run may take.
 	DefaultMaxTurns = 20
 	// DefaultMaxBodyBytes bounds a request body; larger ones get 413.

@@ -34,6 +34,8 @@ const (
 	// max_extension (SPEC §11.3).
 	EEXTENSIONEXCEEDSMAX = "extension_exceeds_max"
 	EUNAVAILABLE         = "unavailable" // 503
+	// EGONE: a decision link already used, or past its expiry (SPEC §11.4).
+	EGONE = "gone" // 410
 
 	// EMETHODNOTALLOWED is 405: a known path asked with a method it does
 	// not serve; the answer's Allow header lists the ones it does.

@@ -63,6 +63,7 @@ type Store interface {
 	ScheduleStore
 	Health
 	ChildJournal
+	LinkStore
 	// Close releases the store; no method may be called after it.
 	Close() error
 }
@@ -338,6 +339,22 @@ type WebhookOutbox interface {
 	// SetWebhookEndpointState records st (replacing the endpoint's state).
 	// EINVALID without id.
 	SetWebhookEndpointState(ctx context.Context, st WebhookEndpointState) error
+}
+
+// LinkStore holds decision links' state (SPEC §11.4, package links): the
+// server's signing secret when AGENTD_LINK_SECRET is not set, and the links
+// already used.
+type LinkStore interface {
+	// LinkSecret returns the stored signing secret, storing candidate
+	// first when none is stored: every replica and restart gets the secret
+	// the first caller stored. EINVALID for a candidate under 32 bytes.
+	LinkSecret(ctx context.Context, candidate []byte) ([]byte, error)
+	// SpendLink records the link id (a token's nonce) as used for call
+	// toolCallID at at: true for the first use, false for every later one
+	// (a repeat, or a concurrent use that lost). EINVALID without id.
+	SpendLink(ctx context.Context, id, toolCallID string, at time.Time) (bool, error)
+	// LinkSpent reports whether the link id was used.
+	LinkSpent(ctx context.Context, id string) (bool, error)
 }
 
 // Health reports on the store for readiness.

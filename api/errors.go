@@ -29,6 +29,7 @@ var statusOf = map[string]int{
 	agentd.EUNSUPPORTED:            http.StatusUnsupportedMediaType,
 	agentd.EINTERNAL:               http.StatusInternalServerError,
 	agentd.EUNAVAILABLE:            http.StatusServiceUnavailable,
+	agentd.EGONE:                   http.StatusGone,
 
 	// The router's answer to a known path with another method (with Allow).
 	agentd.EMETHODNOTALLOWED: http.StatusMethodNotAllowed,

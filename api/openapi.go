@@ -55,6 +55,7 @@ type operation struct {
 	params                    []schema // Parameter Objects
 	body                      schema   // the request body's schema, nil for none
 	bodyRequired              bool
+	form                      schema // a form body's schema (application/x-www-form-urlencoded), nil for none
 	status                    int    // the success status
 	content                   schema // the success response's Content Object, nil for none
 	headers                   schema // the success response's headers
@@ -124,6 +125,9 @@ func (op operation) object() schema {
 	if op.body != nil {
 		o["requestBody"] = schema{"required": op.bodyRequired, "content": jsonContent(op.body),
 			"description": "JSON, read by the strict decoder (docs/api.md#limits-and-decoding) whatever the Content-Type says."}
+	}
+	if op.form != nil {
+		o["requestBody"] = schema{"required": false, "content": schema{echo.MIMEApplicationForm: schema{"schema": op.form}}}
 	}
 	return o
 }
@@ -242,6 +246,7 @@ func componentSchemas() schema {
 		"Tool":                responseOf[toolView](),
 		"WebhookDelivery":     responseOf[agentd.WebhookDelivery](),
 		"WebhookEndpoint":     responseOf[agentd.WebhookEndpoint](),
+		"DecisionLinks":       responseOf[agentd.DecisionLinks](),
 	}
 	var events []any
 	mapping := schema{}

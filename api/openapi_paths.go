@@ -112,6 +112,14 @@ func approvalOperations() []operation {
 		{method: http.MethodPost, path: "/v1/tool-calls/{id}/extend", id: "extendToolCall",
 			summary: "Move a parked call's deadline later, within max_extension (docs/governance.md#reminders-and-extensions)",
 			body:    extend, bodyRequired: true, status: http.StatusOK, content: jsonContent(ref("ToolCall"))},
+		linksOperation(),
+		{method: http.MethodGet, path: "/d/{token}", id: "decisionLinkPage", public: true,
+			summary: "A decision link's page: the card and one button; never decides (docs/governance.md#decision-links). Errors are short text/html pages.",
+			status:  http.StatusOK, content: htmlContent},
+		{method: http.MethodPost, path: "/d/{token}", id: "useDecisionLink", public: true,
+			summary: "Decide once as the link's minting key (410 spent or expired, 404 tampered or unknown, 409 decided otherwise; text/html pages)",
+			form:    object(nil, schema{"reason": schema{"type": "string", "description": "a deny link's optional reason, at most 4096 bytes"}}),
+			status:  http.StatusOK, content: htmlContent},
 		{method: http.MethodGet, path: "/v1/approvals", id: "listApprovals", summary: "The caller's parked calls, oldest first",
 			params: []schema{query("status", "only pending is listed", schema{"type": "string", "enum": []string{"pending"}}),
 				limitParam, query("cursor", "the next_cursor of the previous page", str()),
@@ -191,4 +199,16 @@ func otherOperations() []operation {
 func toolOutcome() schema {
 	return object([]string{"status"}, schema{"status": schema{"enum": []string{"completed", "failed"}},
 		"result": schema{}, "error": str()})
+}
+
+// htmlContent is a page's Content Object (the decision links' pages).
+var htmlContent = schema{"text/html": schema{"schema": str()}}
+
+// linksOperation is POST /v1/tool-calls/{id}/links (SPEC §11.4).
+func linksOperation() operation {
+	links := object(nil, schema{"ttl": schema{"type": "string",
+		"description": `a positive Go duration of at most ` + agentd.MaxLinkTTL.String() + `; default ` + agentd.DefaultLinkTTL.String() + `; the links never outlive the call's deadline`}})
+	return operation{method: http.MethodPost, path: "/v1/tool-calls/{id}/links", id: "mintDecisionLinks",
+		summary: "Single-use approve and deny URLs of a parked call (docs/governance.md#decision-links)",
+		body:    links, status: http.StatusOK, content: jsonContent(ref("DecisionLinks"))}
 }

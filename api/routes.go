@@ -53,6 +53,7 @@ func (s *Server) routes() {
 	authed.GET("/tool-calls/:id", s.handleGetToolCall)
 	authed.POST("/tool-calls/:id/approval", s.handleApproval)
 	authed.POST("/tool-calls/:id/extend", s.handleExtend)
+	authed.POST("/tool-calls/:id/links", s.handleMintLinks)
 	authed.GET("/approvals", s.handleListApprovals)
 	authed.POST("/approvals", s.handleBulkApprovals)
 	authed.GET("/audit", s.handleAudit)
@@ -72,6 +73,10 @@ func (s *Server) routes() {
 	// bearer token, valid while the call runs, not an API key.
 	e.POST("/v1/context/request", s.handleContextRequest)
 	e.POST("/v1/context/tools/:name", s.handleContextTool)
+
+	// Decision links' pages (SPEC §11.4): the token is the credential.
+	e.GET("/d/:token", s.handleLinkPage)
+	e.POST("/d/:token", s.handleLinkUse)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
 	e.GET("/v1/conversations/:id/events", s.handleEvents, s.authenticate(true))

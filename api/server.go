@@ -67,6 +67,27 @@ type Config struct {
 	// Tools serves direct eval and the invoke trigger, POST
 	// /v1/tools/{name}/eval and /run; nil: both answer 404.
 	Tools ToolRunner
+	// Links mints and answers decision links (SPEC §11.4): POST
+	// /v1/tool-calls/{id}/links and the /d/{token} pages; nil: those
+	// answer 404.
+	Links Links
+	// PublicURL is agentd.json public_url, the server's base URL as its
+	// users reach it (no trailing slash): the decision links' URLs start
+	// with it. Empty: the request's scheme and Host.
+	PublicURL string
+}
+
+// Links are decision links (SPEC §11.4); links.Service implements it.
+type Links interface {
+	// Mint returns call id's approve and deny tokens minted by p, valid
+	// for ttl ("" for the default): EINVALID (ttl), the rule's 403 codes,
+	// ENOTFOUND, ECONFLICT, EEXPIRED.
+	Mint(ctx context.Context, p agentd.Principal, id, ttl string) (*agentd.DecisionLinks, error)
+	// Open is what a link's page shows; it never decides. ENOTFOUND
+	// (tampered, unknown), EGONE (spent, expired), ECONFLICT (decided).
+	Open(ctx context.Context, token string) (*agentd.LinkView, error)
+	// Use decides once as the minting key (via "link"): Open's errors.
+	Use(ctx context.Context, token, reason string) (*agentd.LinkView, *agentd.Decision, error)
 }
 
 // ToolRunner runs tools outside the agent loop (SPEC §2.3, §4.1);

@@ -506,6 +506,11 @@ func TestImportRules(t *testing.T) {
 		// HTTP framework, no engine (the loop reports to them).
 		"github.com/agentd-dev/agentd/metrics": {"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/api",
 			"github.com/labstack/echo/v4", "github.com/agentd-dev/agentd/loop", "modernc.org/sqlite"},
+		// Decision links sign tokens and decide through the Engine they
+		// are handed: no engine, no store, no HTTP (the API serves them).
+		"github.com/agentd-dev/agentd/links": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite",
+			"github.com/agentd-dev/agentd/postgres", "github.com/agentd-dev/agentd/api", "github.com/labstack/echo/v4",
+			"net/http", "database/sql"},
 		// Webhooks read the store and the feed through their interfaces;
 		// the API reaches them through api.Webhooks.
 		"github.com/agentd-dev/agentd/webhook": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite",

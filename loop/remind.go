@@ -268,5 +268,8 @@ func (e *Engine) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 			NewDeadline: next, Extended: c.Extended + by}}
 	draft := e.event(c.ConversationID, &agentd.ConfirmationExtendedPayload{RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name,
 		RequiresApprovalAt: next, PreviousRequiresApprovalAt: prev, ExtendedBy: cmp.Or(p.KeyID, "anonymous"), By: req.By, Reason: req.Reason})
+	draft.Audit = &agentd.AuditEntry{Kind: agentd.AuditExtension, RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name,
+		KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role, Reason: req.Reason, Outcome: req.By, Tier: c.Tier,
+		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	return u, []agentd.EventDraft{draft}, nil
 }

@@ -67,6 +67,12 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 	if n, _ := h.engine.RemindDue(ctx); n != 0 {
 		t.Fatalf("a reminder past when the extension armed it was sent (%d)", n)
 	}
+	// The extension is audited (one entry per extension; the refused
+	// ones above none).
+	if es, _, err := h.engine.Audit(ctx, govOp1, agentd.AuditQuery{Kind: agentd.AuditExtension}); err != nil || len(es) != 1 ||
+		es[0].ToolCallID != c.ID || es[0].KeyID != "owner" || es[0].Outcome != "2m" || es[0].ConversationID != c.ConversationID {
+		t.Fatalf("extension audit: %+v, %v", es, err)
+	}
 	h.clock.now = h.clock.now.Add(90 * time.Second) // 1m before the new deadline
 	if n, _ := h.engine.RemindDue(ctx); n != 1 {
 		t.Fatalf("the 1m reminder of the new deadline: %d", n)

@@ -14,9 +14,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -92,6 +94,10 @@ type Server struct {
 	// CORSOrigins are the web origins, besides the server's own, whose
 	// pages may call the API (cors_origins), normalized by origin.Normalize.
 	CORSOrigins []string
+	// PublicURL is the server's base URL as its users reach it
+	// (public_url: an http or https URL without query, fragment or
+	// trailing slash); decision links start with it (SPEC §11.4).
+	PublicURL string
 }
 
 var (
@@ -340,6 +346,7 @@ type serverFile struct {
 	Webhooks    json.RawMessage   `json:"webhooks"`
 	Limits      json.RawMessage   `json:"limits"`
 	CORSOrigins []string          `json:"cors_origins"`
+	PublicURL   string            `json:"public_url"`
 }
 
 type apiKeyFile struct {
@@ -422,6 +429,12 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 			return Server{}, err
 		}
 	}
+	if s.PublicURL, err = parsePublicURL(f.PublicURL); err != nil {
+		return Server{}, err
+	}
+	if err := checkLinksKeys(s); err != nil {
+		return Server{}, err
+	}
 
 	if err := parseLimits(f.Limits, &s); err != nil {
 		return Server{}, err
@@ -481,4 +494,40 @@ func compact(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return buf.Bytes()
+}
+
+// parsePublicURL validates agentd.json public_url ("" when absent) and
+// drops a trailing slash.
+func parsePublicURL(raw string) (string, error) {
+	if raw == "" {
+		return "", nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", jsonconf.FieldErr("public_url", "must be an http or https URL with a host and no user, query or fragment, got %q", raw)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+// checkLinksKeys checks each webhook endpoint's links_key_id names a
+// configured API key ("dev" without keys, the development server's), and
+// that public_url is set for them: a webhook's links have no request to
+// take a host from.
+func checkLinksKeys(s Server) error {
+	for i, e := range s.Webhooks {
+		if !e.IncludeDecisionLinks {
+			continue
+		}
+		known := len(s.APIKeys) == 0 && e.LinksKeyID == "dev"
+		for _, k := range s.APIKeys {
+			known = known || k.ID == e.LinksKeyID
+		}
+		if !known {
+			return jsonconf.FieldErr(fmt.Sprintf("webhooks[%d].links_key_id", i), "%q is not the id of a key of api_keys", e.LinksKeyID)
+		}
+		if s.PublicURL == "" {
+			return jsonconf.FieldErr(fmt.Sprintf("webhooks[%d].include_decision_links", i), "needs public_url in agentd.json: the links' base URL")
+		}
+	}
+	return nil
 }

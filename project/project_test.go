@@ -399,3 +399,42 @@ func TestLoadMCPErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadDecisionLinkConfig: public_url is checked and loses its trailing
+// slash; a webhook's include_decision_links needs a links_key_id naming a
+// key of api_keys, and public_url (SPEC §11.4).
+func TestLoadDecisionLinkConfig(t *testing.T) {
+	t.Setenv("PROJECT_TEST_WEBHOOK_SECRET", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	keys := `"api_keys": [{"id": "ops", "sha256": "` + okKey + `", "tenant_id": "acme", "project_id": "shop", "role": "operator"}]`
+	hook := func(extra string) string {
+		return `"webhooks": [{"id": "bot", "url": "https://bot.example.com/hooks", "secret_env": "PROJECT_TEST_WEBHOOK_SECRET"` + extra + `}]`
+	}
+	load := func(server string) (*Project, error) {
+		files := map[string]string{"agent.json": `{"name": "a", "system_prompt": "x", "model": {"provider": "script", "script": {"rules": []}}}`,
+			"agentd.json": server}
+		return Load(writeProject(t, files), nil)
+	}
+	p, err := load(`{` + keys + `, "public_url": "https://agentd.example.com/", ` + hook(`, "include_decision_links": true, "links_key_id": "ops"`) + `}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Server.PublicURL != "https://agentd.example.com" || !p.Server.Webhooks[0].IncludeDecisionLinks || p.Server.Webhooks[0].LinksKeyID != "ops" {
+		t.Fatalf("server %+v", p.Server)
+	}
+	for _, tt := range []struct{ name, server, want string }{
+		{"unknown key", `{` + keys + `, "public_url": "https://a.example", ` + hook(`, "include_decision_links": true, "links_key_id": "nobody"`) + `}`,
+			`agentd.json: field "webhooks[0].links_key_id": "nobody" is not the id of a key of api_keys`},
+		{"flag without key", `{` + keys + `, "public_url": "https://a.example", ` + hook(`, "include_decision_links": true`) + `}`,
+			`agentd.json: field "webhooks[0].links_key_id": required with include_decision_links`},
+		{"key without flag", `{` + keys + `, ` + hook(`, "links_key_id": "ops"`) + `}`,
+			`agentd.json: field "webhooks[0].links_key_id": only with include_decision_links`},
+		{"no public_url", `{` + keys + `, ` + hook(`, "include_decision_links": true, "links_key_id": "ops"`) + `}`,
+			`agentd.json: field "webhooks[0].include_decision_links": needs public_url`},
+		{"bad public_url", `{"public_url": "ftp://a.example"}`, `agentd.json: field "public_url": must be an http or https URL`},
+		{"public_url with query", `{"public_url": "https://a.example/?x=1"}`, `agentd.json: field "public_url"`},
+	} {
+		if _, err := load(tt.server); err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+			t.Errorf("%s: err = %v, want prefix %q", tt.name, err, tt.want)
+		}
+	}
+}

@@ -44,6 +44,7 @@ func Run(t *testing.T, b Backend) {
 	RunWebhookOutbox(t, b.Open)
 	RunSchedules(t, b.Open)
 	RunChildJournal(t, b.Open)
+	RunLinks(t, b.Open)
 }
 
 // RunHealth tests the Health role: Ping (storetest.go).
@@ -208,5 +209,14 @@ func RunChildJournal(t *testing.T, open func(t *testing.T) agentd.Store) {
 	runCases(t, open, []testCase{
 		{"ChildJournal", testChildJournal},
 		{"ChildJournal/Tenants", testChildJournalTenants},
+	})
+}
+
+// RunLinks tests the LinkStore role: LinkSecret, SpendLink and LinkSpent,
+// also under concurrent spenders (link.go).
+func RunLinks(t *testing.T, open func(t *testing.T) agentd.Store) {
+	runCases(t, open, []testCase{
+		{"LinkSecret", testLinkSecret},
+		{"SpendLink", testSpendLink},
 	})
 }

@@ -2,7 +2,7 @@
 // pass: one suite, run by each backend's own tests against a real database
 // (SQLite always, PostgreSQL when one is available). The suite is organised
 // by the store's roles (roles.go): RunConversations, RunRuns, RunToolCalls,
-// RunEventLog, RunAudit, RunThreads, RunWebhookOutbox, RunSchedules and RunHealth, so a
+// RunEventLog, RunAudit, RunThreads, RunWebhookOutbox, RunSchedules, RunHealth and RunLinks, so a
 // new backend can pass it role by role; Run runs them all.
 //
 //	func TestStore(t *testing.T) {

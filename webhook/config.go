@@ -46,6 +46,12 @@ type Endpoint struct {
 	RetrySchedule       []time.Duration
 	Timeout             time.Duration
 	MaxInFlight         int
+	// IncludeDecisionLinks puts decision links (SPEC §11.4), minted as
+	// the key LinksKeyID, in llm.tool_call_approval_required
+	// (include_decision_links, links_key_id; the key is checked against
+	// the configured API keys by package project).
+	IncludeDecisionLinks bool
+	LinksKeyID           string
 	// keys are the decoded signing secrets; a pointer, so that printing an
 	// Endpoint never prints them.
 	keys *keyring
@@ -73,6 +79,9 @@ type endpointFile struct {
 	RetrySchedule []string `json:"retry_schedule"`
 	Timeout       *string  `json:"timeout"`
 	MaxInFlight   *int     `json:"max_in_flight"`
+	// IncludeDecisionLinks and LinksKeyID: Endpoint's.
+	IncludeDecisionLinks bool   `json:"include_decision_links"`
+	LinksKeyID           string `json:"links_key_id"`
 }
 
 var (
@@ -163,6 +172,13 @@ func parseEndpoint(raw json.RawMessage, prefix string, getenv func(string) strin
 		}
 		e.MaxInFlight = *f.MaxInFlight
 	}
+	switch {
+	case f.IncludeDecisionLinks && f.LinksKeyID == "":
+		return Endpoint{}, jsonconf.FieldErr(prefix+".links_key_id", "required with include_decision_links: the id of the API key whose approval rules the links follow")
+	case !f.IncludeDecisionLinks && f.LinksKeyID != "":
+		return Endpoint{}, jsonconf.FieldErr(prefix+".links_key_id", "only with include_decision_links: true")
+	}
+	e.IncludeDecisionLinks, e.LinksKeyID = f.IncludeDecisionLinks, f.LinksKeyID
 	return e, nil
 }
 

@@ -142,10 +142,16 @@ func (s *Service) deliveriesFor(ctx context.Context, ev agentd.Event) ([]agentd.
 		if !ep.Wants(name, call.TenantID, call.ProjectID) {
 			continue
 		}
+		epBody := body
+		if ep.IncludeDecisionLinks && name == EventApprovalRequired && sub == nil {
+			if epBody, err = s.withLinks(ctx, ep, payload, call); err != nil {
+				return nil, err
+			}
+		}
 		out = append(out, agentd.WebhookDelivery{
 			ID: DeliveryID(payload.EventContext.EventID, ep.ID), EndpointID: ep.ID,
 			EventID: payload.EventContext.EventID, EventName: name, Position: ev.Position,
-			TenantID: call.TenantID, ProjectID: call.ProjectID, Body: body, NextAttemptAt: &now,
+			TenantID: call.TenantID, ProjectID: call.ProjectID, Body: epBody, NextAttemptAt: &now,
 		})
 	}
 	return out, nil
@@ -188,4 +194,23 @@ func sleep(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	case <-t.C:
 	}
+}
+
+// withLinks is payload's body with the call's decision links minted as the
+// endpoint's links_key_id (SPEC §11.4). A key that may not decide the call
+// (or a call no longer pending) gets no links, and a log line: the
+// delivery goes without them.
+func (s *Service) withLinks(ctx context.Context, ep *endpoint, payload Payload, call *agentd.ToolCall) ([]byte, error) {
+	var err error
+	if s.opts.Links == nil {
+		err = agentd.Errorf(agentd.EUNAVAILABLE, "decision links are not configured")
+	} else {
+		payload.DecisionLinks, err = s.opts.Links(ctx, ep.LinksKeyID, call)
+	}
+	if err != nil {
+		s.log.Warn().Str("endpoint", ep.ID).Str("tool_call_id", call.ID).Str("links_key_id", ep.LinksKeyID).
+			Str("code", agentd.ErrorCode(err)).Msg("webhooks: no decision links: " + agentd.ErrorMessage(err))
+		payload.DecisionLinks = nil
+	}
+	return json.Marshal(payload)
 }

@@ -47,6 +47,10 @@ const PayloadVersion = "1.0"
 type Payload struct {
 	EventContext EventContext `json:"event_context"`
 	ToolCall     ToolCall     `json:"tool_call"`
+	// DecisionLinks are the call's decision links, in
+	// llm.tool_call_approval_required to an endpoint with
+	// include_decision_links (Options.Links); absent otherwise.
+	DecisionLinks *agentd.DecisionLinks `json:"decision_links,omitempty"`
 }
 
 // EventContext is the event's provenance and routing.

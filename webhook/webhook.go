@@ -58,6 +58,10 @@ type Options struct {
 	// traceparent) and sends it as the delivery's traceparent header. Off,
 	// a delivery costs no read of its run.
 	Traces bool
+	// Links mints a call's decision links as the key keyID, with URLs
+	// (SPEC §11.4), for the endpoints with include_decision_links; nil:
+	// no links (and a log line per such delivery).
+	Links func(ctx context.Context, keyID string, call *agentd.ToolCall) (*agentd.DecisionLinks, error)
 }
 
 // Store is what the service keeps in the store: the webhook outbox, the

@@ -24,6 +24,7 @@ import (
 	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/files"
 	"github.com/agentd-dev/agentd/hooks"
+	"github.com/agentd-dev/agentd/links"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/mcp"
 	"github.com/agentd-dev/agentd/metrics"
@@ -76,6 +77,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("open store: %w", err)
 	}
 	done.add(func() { store.Close() })
+	if lp.linkSecret, err = links.Secret(ctx, getenv, store); err != nil {
+		return fmt.Errorf("decision links: %w", err)
+	}
 	// Listening before the engine starts: a command tool that recovery
 	// runs gets its context endpoint's URL (docs/runtime.md).
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -155,6 +159,8 @@ type servedProject struct {
 	// message text and tool arguments in spans.
 	tracer       trace.TracerProvider
 	traceContent bool
+	// linkSecret signs decision links (links.Secret; never logged).
+	linkSecret []byte
 }
 
 // loadServeProject loads the project (writing the embedded demo into the
@@ -227,7 +233,11 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg, lp.tracer != nil)
+	dl, linkEngine, err := newLinks(lp, store, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg, lp.tracer != nil, webhookLinks(dl, proj.Server.PublicURL))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -247,6 +257,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	wireContext(lp.context, lp, durable, store) // before the engine starts: recovery may run tools
 	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
 		Tracer: lp.tracer, TraceContent: lp.traceContent, Lease: runLease(store, fan)})
+	linkEngine.set(engine)
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -270,6 +281,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	}
 	cfg.Context = lp.context
 	cfg.Tools = toolRunner{runner}
+	cfg.Links, cfg.PublicURL = dl, proj.Server.PublicURL
 	return api.New(engine, hub, store, cfg).Handler(), hub, nil
 }
 
@@ -314,8 +326,8 @@ func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
 // event the loop commits. reg, when set, gets its metrics; traces puts the
 // runs' trace context in the payloads.
 func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, feed agentd.Feed,
-	log zerolog.Logger, reg prometheus.Registerer, traces bool) (*webhook.Service, error) {
-	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg, Traces: traces})
+	log zerolog.Logger, reg prometheus.Registerer, traces bool, links func(context.Context, string, *agentd.ToolCall) (*agentd.DecisionLinks, error)) (*webhook.Service, error) {
+	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg, Traces: traces, Links: links})
 	if err != nil {
 		return nil, err
 	}

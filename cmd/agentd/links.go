@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/api"
+	"github.com/agentd-dev/agentd/links"
+	"github.com/agentd-dev/agentd/loop"
+	"github.com/rs/zerolog"
+)
+
+// lateEngine is the engine as decision links use it, set once it exists:
+// the webhook outbox, which mints links, starts before the engine (its
+// first cursor must precede the engine's first event).
+type lateEngine struct{ e atomic.Pointer[loop.Engine] }
+
+func (l *lateEngine) set(e *loop.Engine) { l.e.Store(e) }
+
+func (l *lateEngine) engine() (*loop.Engine, error) {
+	if e := l.e.Load(); e != nil {
+		return e, nil
+	}
+	return nil, agentd.Errorf(agentd.EUNAVAILABLE, "the engine is starting")
+}
+
+func (l *lateEngine) MayDecideNow(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	e, err := l.engine()
+	if err != nil {
+		return nil, err
+	}
+	return e.MayDecideNow(ctx, p, id)
+}
+
+func (l *lateEngine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	e, err := l.engine()
+	if err != nil {
+		return nil, err
+	}
+	return e.ToolCall(ctx, p, id)
+}
+
+func (l *lateEngine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
+	e, err := l.engine()
+	if err != nil {
+		return nil, err
+	}
+	return e.Decide(ctx, p, id, req)
+}
+
+// newLinks is the decision links' service (SPEC §11.4) over the store and
+// the engine to come. A link's minting key is looked up by id in
+// agentd.json api_keys as they are now; without keys (the development
+// server) the one key is "dev", the API's.
+func newLinks(lp *servedProject, store agentd.LinkStore, log zerolog.Logger) (*links.Service, *lateEngine, error) {
+	byID := map[string]agentd.Principal{}
+	for _, k := range lp.proj.Server.APIKeys {
+		byID[k.ID] = agentd.Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID, Groups: k.Groups}
+	}
+	if len(byID) == 0 {
+		byID["dev"] = agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"}
+	}
+	keys := func(id string) (agentd.Principal, bool) { p, ok := byID[id]; return p, ok }
+	eng := &lateEngine{}
+	svc, err := links.New(lp.linkSecret, store, eng, keys, nil, log)
+	return svc, eng, err
+}
+
+// webhookLinks mints a webhook's decision links as a configured key, with
+// URLs under agentd.json public_url (project requires it for such
+// endpoints).
+func webhookLinks(svc *links.Service, publicURL string) func(context.Context, string, *agentd.ToolCall) (*agentd.DecisionLinks, error) {
+	return func(ctx context.Context, keyID string, call *agentd.ToolCall) (*agentd.DecisionLinks, error) {
+		l, err := svc.MintAs(ctx, keyID, call.ID)
+		if err != nil {
+			return nil, err
+		}
+		return &agentd.DecisionLinks{Approve: api.LinkURL(publicURL, l.Approve), Deny: api.LinkURL(publicURL, l.Deny), ExpiresAt: l.ExpiresAt}, nil
+	}
+}
