@@ -335,6 +335,8 @@ const (
 	EventRunFinished          = "run_finished"
 	EventError                = "error"
 	EventSubagentEvent        = "subagent_event"
+	EventGrantCreated         = "grant_created"
+	EventGrantRevoked         = "grant_revoked"
 )
 
 // Clock is injected wherever time matters, so deadline tests never sleep.

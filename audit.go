@@ -41,6 +41,12 @@ const (
 	// AuditApproval: one approval of a call whose quorum it did not yet
 	// reach (SPEC §11.1); the approval that reaches it is a decision.
 	AuditApproval = "approval"
+	// AuditGrantCreated, AuditGrantRevoked, AuditGrantUse: a remembered
+	// grant was made (with the approval), revoked, or let a call run
+	// without a card (SPEC §11.2); the reason names the grant.
+	AuditGrantCreated = "grant_created"
+	AuditGrantRevoked = "grant_revoked"
+	AuditGrantUse     = "grant_use"
 	// AuditConnectionRequest: a request on the durable path,
 	// POST /v1/connections/{name}/request.
 	AuditConnectionRequest = "connection_request"
@@ -57,7 +63,7 @@ const (
 
 // AuditKinds are the valid kinds, in documentation order.
 var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest, AuditApproval,
-	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed}
+	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed, AuditGrantCreated, AuditGrantRevoked, AuditGrantUse}
 
 // AuditEntry is one immutable record of the audit log (docs/audit.md). The
 // store writes the entries of decisions, expiries, cancellations, refusals

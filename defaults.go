@@ -8,6 +8,11 @@ const (
 	// DefaultApprovalTimeout is how long a parked call waits for a decision
 	// when neither the agent, the tool nor the endpoint says otherwise.
 	DefaultApprovalTimeout = 15 * time.Minute
+	// DefaultGrantTTL is a remembered grant's life when its approval names
+	// no ttl; DefaultGrantMaxTTL the longest an approval rule allows
+	// (SPEC §11.2).
+	DefaultGrantTTL    = 8 * time.Hour
+	DefaultGrantMaxTTL = 24 * time.Hour
 	// DefaultMaxTurns is the most model steps one run may take.
 	DefaultMaxTurns = 20
 	// DefaultMaxBodyBytes bounds a request body; larger ones get 413.

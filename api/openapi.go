@@ -270,7 +270,7 @@ var eventTypes = []string{agentd.EventRunStarted, agentd.EventTextDelta, agentd.
 	agentd.EventToolCallStarted, agentd.EventConfirmationRequired, agentd.EventConfirmationResolved, agentd.EventConfirmationProgress,
 	agentd.EventConfirmationReminder, agentd.EventConfirmationExtended,
 	agentd.EventToolCallRefused, agentd.EventToolCallResult, agentd.EventRunWaiting, agentd.EventRunFinished,
-	agentd.EventError, agentd.EventSubagentEvent}
+	agentd.EventError, agentd.EventSubagentEvent, agentd.EventGrantCreated, agentd.EventGrantRevoked}
 
 // eventSchemaName is run_started → RunStartedEvent.
 func eventSchemaName(typ string) string {
