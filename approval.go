@@ -232,6 +232,22 @@ type approvalColumn struct {
 	// ToolCall.Extended); a GovernanceUpdate writes them.
 	Reminded   []Reminder `json:"reminded,omitempty"`
 	ExtendedMS int64      `json:"extended_ms,omitempty"`
+	// GrantedBy is ToolCall.GrantedBy (SPEC §11.2).
+	GrantedBy *GrantRef `json:"granted_by,omitempty"`
+}
+
+// EncodeCallApprovalColumn is the stored JSON of c's approval column as
+// inserted: its rule, approvals and grant; nil (NULL) for a call without
+// a rule.
+func EncodeCallApprovalColumn(c *ToolCall) (any, error) {
+	if c.Approval == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(approvalColumn{ApprovalRule: c.Approval, Approvals: c.Approvals, GrantedBy: c.GrantedBy})
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }
 
 // EncodeReminders is the stored JSON of reminders (a GovernanceUpdate's
@@ -285,5 +301,6 @@ func DecodeApprovalColumn(c *ToolCall, s string, valid bool) error {
 	}
 	c.Approval, c.Approvals = col.ApprovalRule, col.Approvals
 	c.Reminded, c.Extended = col.Reminded, time.Duration(col.ExtendedMS)*time.Millisecond
+	c.GrantedBy = col.GrantedBy
 	return nil
 }

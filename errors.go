@@ -33,7 +33,12 @@ const (
 	// EEXTENSIONEXCEEDSMAX is 422: an extension past the call's
 	// max_extension (SPEC §11.3).
 	EEXTENSIONEXCEEDSMAX = "extension_exceeds_max"
-	EUNAVAILABLE         = "unavailable" // 503
+	// EGRANTTTLEXCEEDSMAX is 422: a remember whose ttl is above the
+	// call's grant_max_ttl; EREMEMBERNOTALLOWED is 403: a remember on a
+	// call whose card does not offer it (SPEC §11.2).
+	EGRANTTTLEXCEEDSMAX = "grant_ttl_exceeds_max"
+	EREMEMBERNOTALLOWED = "remember_not_allowed"
+	EUNAVAILABLE        = "unavailable" // 503
 
 	// EMETHODNOTALLOWED is 405: a known path asked with a method it does
 	// not serve; the answer's Allow header lists the ones it does.

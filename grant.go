@@ -24,7 +24,7 @@ const (
 )
 
 // PrefixGrant prefixes grant ids.
-const PrefixGrant = "grant_"
+const PrefixGrant = "grant"
 
 // Grant is a remembered approval (SPEC §11.2).
 type Grant struct {
@@ -156,3 +156,7 @@ func GrantAudit(kind string, g *Grant, by Actor, at time.Time) *AuditEntry {
 func GrantReason(g *Grant) string {
 	return fmt.Sprintf("grant %s (%s, until %s)", g.ID, g.Scope, g.ExpiresAt.UTC().Format(time.RFC3339))
 }
+
+// AllowedRemember is the entry of a card's allowed_decisions that says an
+// approval may carry remember.
+const AllowedRemember = "remember"

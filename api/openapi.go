@@ -239,6 +239,7 @@ func componentSchemas() schema {
 		"Decision":            responseOf[agentd.Decision](),
 		"BatchDecisionResult": responseOf[agentd.BatchDecisionResult](),
 		"AuditEntry":          responseOf[agentd.AuditEntry](),
+		"Grant":               responseOf[agentd.Grant](),
 		"Tool":                responseOf[toolView](),
 		"WebhookDelivery":     responseOf[agentd.WebhookDelivery](),
 		"WebhookEndpoint":     responseOf[agentd.WebhookEndpoint](),

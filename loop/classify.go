@@ -34,6 +34,9 @@ type classifyIn struct {
 type classified struct {
 	d    confirm.Classification
 	prep toolset.Preparation
+	// hookAsked is set when a hook's ask made the tier confirm (or kept
+	// it): no remembered grant answers a hook (SPEC §11.2).
+	hookAsked bool
 }
 
 // classify classifies a call: confirm's classification of the arguments,
@@ -63,8 +66,9 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 			d = confirm.Classify(call)
 		}
 	}
+	asked := call.Hook != nil && call.Hook.Verdict == confirm.HookAsk
 	if d.Refused || in.def.Prepare == nil {
-		return classified{d: d}
+		return classified{d: d, hookAsked: asked}
 	}
 	prep, err := in.def.Prepare(ctx, d.Arguments)
 	if err != nil {
@@ -74,7 +78,7 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 		d.AllowedDecisions = nil
 		return classified{d: d}
 	}
-	return classified{d: d, prep: prep}
+	return classified{d: d, prep: prep, hookAsked: asked}
 }
 
 // def returns the tool the model sees by that name, or nil.

@@ -162,7 +162,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	approval, err := agentd.EncodeApprovalColumn(c.Approval, c.Approvals)
+	approval, err := agentd.EncodeCallApprovalColumn(c)
 	if err != nil {
 		return nil, err
 	}
