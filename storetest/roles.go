@@ -43,6 +43,7 @@ func Run(t *testing.T, b Backend) {
 	RunThreads(t, b.Open)
 	RunWebhookOutbox(t, b.Open)
 	RunSchedules(t, b.Open)
+	RunGrants(t, b.Open)
 }
 
 // RunHealth tests the Health role: Ping (storetest.go).
