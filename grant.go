@@ -81,14 +81,15 @@ type Remember struct {
 	Match json.RawMessage `json:"match,omitempty"`
 }
 
-// CheckScope validates r's scope and returns its ttl (DefaultGrantTTL
-// when empty). Errors name the field: EINVALID.
+// CheckScope validates r's scope and ttl and returns the ttl (0 when
+// empty: the default, DefaultGrantTTL bounded by the rule's
+// grant_max_ttl). Errors name the field: EINVALID.
 func (r *Remember) CheckScope() (time.Duration, error) {
 	if r.Scope != GrantConversation && r.Scope != GrantProject {
 		return 0, Errorf(EINVALID, `remember.scope: must be "conversation" or "project", got %q`, r.Scope)
 	}
 	if r.TTL == "" {
-		return DefaultGrantTTL, nil
+		return 0, nil
 	}
 	d, err := time.ParseDuration(r.TTL)
 	if err != nil || d <= 0 {

@@ -35,8 +35,12 @@ func planGrant(c *agentd.ToolCall, d *checkedDecision, rule agentd.ApprovalRule,
 	if err != nil {
 		return nil, err
 	}
-	if max := rule.GrantMaxTTLOf(); ttl > max {
-		return nil, agentd.Errorf(agentd.EGRANTTTLEXCEEDSMAX, "remember.ttl: %s is above this call's grant_max_ttl %s", rem.TTL, max)
+	limit := rule.GrantMaxTTLOf()
+	switch {
+	case ttl == 0:
+		ttl = min(agentd.DefaultGrantTTL, limit)
+	case ttl > limit:
+		return nil, agentd.Errorf(agentd.EGRANTTTLEXCEEDSMAX, "remember.ttl: %s is above this call's grant_max_ttl %s", rem.TTL, limit)
 	}
 	if _, err := confirm.ParseGrantMatch(rem.Match); err != nil {
 		return nil, err
