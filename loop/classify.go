@@ -128,6 +128,11 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 	case d.Tier == agentd.TierConfirm && c.Tier != agentd.TierConfirm:
 		e.repark(ctx, c, cl, d.Reason, true)
 		return false
+	case c.GrantedBy != nil && cl.hookAsked:
+		// A hook asks now for a call a grant cleared: a grant never
+		// answers a hook's ask (SPEC §11.2).
+		e.repark(ctx, c, cl, d.Reason, true)
+		return false
 	}
 	return true
 }

@@ -33,11 +33,12 @@ func (m *argsModel) Generate(ctx context.Context, req agentd.ModelRequest, onDel
 	return &agentd.ModelResponse{Text: "done"}, nil
 }
 
-// askHook asks for confirmation of every call while ask is set.
-type askHook struct{ ask atomic.Bool }
+// askHook asks for confirmation of every call while ask is set (only at
+// execution while atExecute is set too).
+type askHook struct{ ask, atExecute atomic.Bool }
 
 func (h *askHook) PreToolUse(ctx context.Context, c toolset.HookCall) *confirm.HookVerdict {
-	if !h.ask.Load() {
+	if !h.ask.Load() || (h.atExecute.Load() && c.Phase != toolset.PhaseExecute) {
 		return nil
 	}
 	return &confirm.HookVerdict{Verdict: confirm.HookAsk, Hook: "gate"}
@@ -153,7 +154,8 @@ func remember(scope, ttl, match string) *agentd.Remember {
 // TestRememberedGrant: a conversation grant with match exact answers the
 // next identical call (tool_call_started.granted_by, an audit entry of
 // its use) and not one with other arguments, not in another
-// conversation, not when a hook asks, not after its expiry and not after
+// conversation, not when a hook asks (at classification or at execution),
+// not after its expiry and not after
 // its revocation; a constraint grant covers a small amount and not a
 // large one.
 func TestRememberedGrant(t *testing.T) {
@@ -198,7 +200,14 @@ func TestRememberedGrant(t *testing.T) {
 	} else if _, err := f.decide(t, govOwner, c, agentd.DecisionRequest{Decision: "deny"}); err != nil {
 		t.Fatal(err)
 	}
+	f.hook.atExecute.Store(true) // allows at classification, asks at execution
+	if c, _ := f.send(t, govOwner, conv, `{"q":"a"}`); c == nil || !c.Escalated {
+		t.Fatalf("a granted call a hook asks for at execution: %+v, want it parked again", c)
+	} else if _, err := f.decide(t, govOwner, c, agentd.DecisionRequest{Decision: "deny"}); err != nil {
+		t.Fatal(err)
+	}
 	f.hook.ask.Store(false)
+	f.hook.atExecute.Store(false)
 
 	// Revoked by its creator: the card is back; the audit has the three.
 	if _, err := f.engine.RevokeGrant(ctx, govOwner, gc.GrantID); err != nil {
