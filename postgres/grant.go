@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,8 +24,10 @@ const insertGrantQuery = `INSERT INTO grants (` + grantColumns + `)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '')`
 
 const activeGrantsQuery = `SELECT ` + grantColumns + ` FROM grants
-	WHERE tenant_id = ? AND project_id = ? AND tool_name = ? AND expires_at > ? AND revoked_at IS NULL
-	AND (scope = 'project' OR conversation_id = ?) ORDER BY id`
+	WHERE tenant_id = ? AND project_id = ? AND tool_name = ? AND scope = 'project' AND expires_at > ? AND revoked_at IS NULL
+	UNION ALL SELECT ` + grantColumns + ` FROM grants
+	WHERE tenant_id = ? AND project_id = ? AND tool_name = ? AND scope = 'conversation' AND conversation_id = ?
+	AND expires_at > ? AND revoked_at IS NULL`
 
 // insertGrant writes g, made by the approval of by, and queues its audit
 // entry inside tx.
@@ -106,9 +110,13 @@ func (db *DB) ActiveGrants(ctx context.Context, q agentd.GrantQuery) ([]agentd.G
 	}
 	var out []agentd.Grant
 	err = db.readTx(ctx, func(tx *txn) (err error) {
-		out, err = queryGrants(ctx, tx, activeGrantsQuery, q.TenantID, q.ProjectID, q.ToolName, at, q.ConversationID)
+		out, err = queryGrants(ctx, tx, activeGrantsQuery, q.TenantID, q.ProjectID, q.ToolName, at,
+			q.TenantID, q.ProjectID, q.ToolName, q.ConversationID, at)
 		return err
 	})
+	// In ID order, sorted here: an ORDER BY over the two ranges makes
+	// the planner walk every grant of the project in id order instead.
+	slices.SortFunc(out, func(a, b agentd.Grant) int { return strings.Compare(a.ID, b.ID) })
 	return out, err
 }
 

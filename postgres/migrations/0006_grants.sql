@@ -23,5 +23,5 @@ CREATE TABLE grants (
 	revoked_at       BIGINT,
 	revoked_by       TEXT NOT NULL DEFAULT ''
 );
-CREATE INDEX grants_live ON grants (tenant_id, project_id, tool_name, expires_at) WHERE revoked_at IS NULL;
+CREATE INDEX grants_live ON grants (tenant_id, project_id, tool_name, scope, conversation_id, expires_at) WHERE revoked_at IS NULL;
 CREATE INDEX grants_by_tenant ON grants (tenant_id, project_id, id);

@@ -1,8 +1,10 @@
 -- 0021: remembered grants (SPEC §11.2, docs/governance.md). A grant is
 -- inserted in the transaction of the approval that made it. Times are unix
 -- nanoseconds in UTC; match is the JSON as written; creator_groups a JSON
--- list. The index serves a classification's lookup: the live grants of a
--- tool in one tenant and project.
+-- list. The index serves a classification's lookup: the live project
+-- grants of a tool in one tenant and project, and its conversation grants
+-- of one conversation (two ranges, however many other conversations have
+-- grants).
 CREATE TABLE grants (
 	id               TEXT PRIMARY KEY,
 	tenant_id        TEXT NOT NULL,
@@ -25,5 +27,5 @@ CREATE TABLE grants (
 	revoked_at       INTEGER,
 	revoked_by       TEXT NOT NULL DEFAULT ''
 ) STRICT;
-CREATE INDEX grants_live ON grants (tenant_id, project_id, tool_name, expires_at) WHERE revoked_at IS NULL;
+CREATE INDEX grants_live ON grants (tenant_id, project_id, tool_name, scope, conversation_id, expires_at) WHERE revoked_at IS NULL;
 CREATE INDEX grants_by_tenant ON grants (tenant_id, project_id, id);
