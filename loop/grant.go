@@ -124,6 +124,9 @@ func (e *Engine) grantFor(ctx context.Context, run *agentd.Run, c *agentd.ToolCa
 		}
 		if conv == nil {
 			if conv, err = e.store.Conversation(ctx, c.ConversationID); err != nil {
+				if ctx.Err() == nil {
+					e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("grant lookup: read conversation")
+				}
 				return nil
 			}
 		}
