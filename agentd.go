@@ -248,11 +248,14 @@ type ToolCall struct {
 	Approvals []Approval    `json:"approvals,omitempty"`
 	// Reminded are the reminders sent (SPEC §11.3), Extended the total of
 	// its extensions; both are kept in the approval column.
-	Reminded  []Reminder    `json:"-"`
-	Extended  time.Duration `json:"-"`
-	CreatedAt time.Time     `json:"created_at"`
-	UpdatedAt time.Time     `json:"updated_at"`
-	Decisions []Decision    `json:"decisions,omitempty"`
+	Reminded []Reminder    `json:"-"`
+	Extended time.Duration `json:"-"`
+	// GrantedBy names the remembered grant the call ran under without a
+	// card (SPEC §11.2); kept in the approval column.
+	GrantedBy *GrantRef  `json:"granted_by,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Decisions []Decision `json:"decisions,omitempty"`
 }
 
 // Decision values as stored and as shown in confirmation_resolved.
@@ -335,6 +338,8 @@ const (
 	EventRunFinished          = "run_finished"
 	EventError                = "error"
 	EventSubagentEvent        = "subagent_event"
+	EventGrantCreated         = "grant_created"
+	EventGrantRevoked         = "grant_revoked"
 )
 
 // Clock is injected wherever time matters, so deadline tests never sleep.

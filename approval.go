@@ -37,6 +37,20 @@ type ApprovalRule struct {
 	// MaxExtension bounds the total of a call's extensions (a Go
 	// duration; "" or "0s": extensions are off).
 	MaxExtension string `json:"max_extension,omitempty"`
+	// AllowRemember lets an approval carry "remember" (SPEC §11.2; only
+	// with a quorum of 1); GrantMaxTTL bounds its ttl (a Go duration; ""
+	// means DefaultGrantMaxTTL).
+	AllowRemember bool   `json:"allow_remember,omitempty"`
+	GrantMaxTTL   string `json:"grant_max_ttl,omitempty"`
+}
+
+// GrantMaxTTLOf is r's grant_max_ttl as a duration (DefaultGrantMaxTTL
+// when unset).
+func (r ApprovalRule) GrantMaxTTLOf() time.Duration {
+	if d, err := time.ParseDuration(r.GrantMaxTTL); err == nil && d > 0 {
+		return d
+	}
+	return DefaultGrantMaxTTL
 }
 
 // Reminder is a reminder sent for a call (SPEC §11.3): its offset before
@@ -116,6 +130,14 @@ func (r ApprovalRule) Check() error {
 	}
 	if r.Quorum < 1 {
 		return fmt.Errorf("quorum: must be 1 or more, got %d", r.Quorum)
+	}
+	if r.AllowRemember && r.Quorum != 1 {
+		return fmt.Errorf("allow_remember: needs a quorum of 1 (a grant would let one key stand for %d), got quorum %d", r.Quorum, r.Quorum)
+	}
+	if r.GrantMaxTTL != "" {
+		if d, err := time.ParseDuration(r.GrantMaxTTL); err != nil || d <= 0 {
+			return fmt.Errorf("grant_max_ttl: must be a positive Go duration such as \"24h\", got %q", r.GrantMaxTTL)
+		}
 	}
 	return r.checkReminders()
 }
@@ -210,6 +232,22 @@ type approvalColumn struct {
 	// ToolCall.Extended); a GovernanceUpdate writes them.
 	Reminded   []Reminder `json:"reminded,omitempty"`
 	ExtendedMS int64      `json:"extended_ms,omitempty"`
+	// GrantedBy is ToolCall.GrantedBy (SPEC §11.2).
+	GrantedBy *GrantRef `json:"granted_by,omitempty"`
+}
+
+// EncodeCallApprovalColumn is the stored JSON of c's approval column as
+// inserted: its rule, approvals and grant; nil (NULL) for a call without
+// a rule.
+func EncodeCallApprovalColumn(c *ToolCall) (any, error) {
+	if c.Approval == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(approvalColumn{ApprovalRule: c.Approval, Approvals: c.Approvals, GrantedBy: c.GrantedBy})
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }
 
 // EncodeReminders is the stored JSON of reminders (a GovernanceUpdate's
@@ -263,5 +301,6 @@ func DecodeApprovalColumn(c *ToolCall, s string, valid bool) error {
 	}
 	c.Approval, c.Approvals = col.ApprovalRule, col.Approvals
 	c.Reminded, c.Extended = col.Reminded, time.Duration(col.ExtendedMS)*time.Millisecond
+	c.GrantedBy = col.GrantedBy
 	return nil
 }

@@ -46,6 +46,12 @@ const (
 	// §11.3, POST /v1/tool-calls/{id}/extend); Reason is the extension's,
 	// Outcome its duration ("30m").
 	AuditExtension = "extension"
+	// AuditGrantCreated, AuditGrantRevoked, AuditGrantUse: a remembered
+	// grant was made (with the approval), revoked, or let a call run
+	// without a card (SPEC §11.2); the reason names the grant.
+	AuditGrantCreated = "grant_created"
+	AuditGrantRevoked = "grant_revoked"
+	AuditGrantUse     = "grant_use"
 	// AuditConnectionRequest: a request on the durable path,
 	// POST /v1/connections/{name}/request.
 	AuditConnectionRequest = "connection_request"
@@ -62,7 +68,7 @@ const (
 
 // AuditKinds are the valid kinds, in documentation order.
 var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest, AuditApproval,
-	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed, AuditExtension}
+	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed, AuditExtension, AuditGrantCreated, AuditGrantRevoked, AuditGrantUse}
 
 // AuditEntry is one immutable record of the audit log (docs/audit.md). The
 // store writes the entries of decisions, expiries, cancellations, refusals

@@ -13,6 +13,11 @@ const (
 	DefaultLinkTTL = time.Hour
 	// MaxLinkTTL bounds a decision link's ttl; a longer one is EINVALID.
 	MaxLinkTTL = 7 * 24 * time.Hour
+	// DefaultGrantTTL is a remembered grant's life when its approval names
+	// no ttl; DefaultGrantMaxTTL the longest an approval rule allows
+	// (SPEC §11.2).
+	DefaultGrantTTL    = 8 * time.Hour
+	DefaultGrantMaxTTL = 24 * time.Hour
 	// DefaultMaxTurns is the most model steps one run may take.
 	DefaultMaxTurns = 20
 	// DefaultMaxBodyBytes bounds a request body; larger ones get 413.

@@ -36,6 +36,11 @@ const (
 	EUNAVAILABLE         = "unavailable" // 503
 	// EGONE: a decision link already used, or past its expiry (SPEC §11.4).
 	EGONE = "gone" // 410
+	// EGRANTTTLEXCEEDSMAX is 422: a remember whose ttl is above the
+	// call's grant_max_ttl; EREMEMBERNOTALLOWED is 403: a remember on a
+	// call whose card does not offer it (SPEC §11.2).
+	EGRANTTTLEXCEEDSMAX = "grant_ttl_exceeds_max"
+	EREMEMBERNOTALLOWED = "remember_not_allowed"
 
 	// EMETHODNOTALLOWED is 405: a known path asked with a method it does
 	// not serve; the answer's Allow header lists the ones it does.

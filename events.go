@@ -85,6 +85,9 @@ type ToolCallStartedPayload struct {
 	// Intent is "confirmed_write" when an approved request-tool call runs
 	// (SPEC §3), absent otherwise.
 	Intent string `json:"intent,omitempty"`
+	// GrantedBy names the remembered grant a call of tier confirm ran
+	// under without a card (SPEC §11.2), absent otherwise.
+	GrantedBy *GrantRef `json:"granted_by,omitempty"`
 }
 
 // ConfirmationRequiredPayload is the data of confirmation_required: a call
@@ -191,6 +194,30 @@ type ConfirmationExtendedPayload struct {
 	ExtendedBy string `json:"extended_by" event:"required"`
 	By         string `json:"by" event:"required"`
 	Reason     string `json:"reason,omitempty"`
+}
+
+// GrantCreatedPayload is the data of grant_created: an approval made a
+// remembered grant (SPEC §11.2).
+type GrantCreatedPayload struct {
+	EventHeader
+	GrantID   string    `json:"grant_id" event:"required"`
+	Scope     string    `json:"scope" event:"required"`
+	ToolName  string    `json:"tool_name" event:"required"`
+	ExpiresAt time.Time `json:"expires_at" event:"required"`
+	// ToolCallID is the call whose approval made it; CreatedBy its key.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	CreatedBy  string `json:"created_by,omitempty"`
+}
+
+// GrantRevokedPayload is the data of grant_revoked: a grant was revoked
+// and applies to no call classified after it.
+type GrantRevokedPayload struct {
+	EventHeader
+	GrantID   string    `json:"grant_id" event:"required"`
+	Scope     string    `json:"scope" event:"required"`
+	ToolName  string    `json:"tool_name" event:"required"`
+	ExpiresAt time.Time `json:"expires_at" event:"required"`
+	RevokedBy string    `json:"revoked_by,omitempty"`
 }
 
 // ConfirmationResolvedPayload is the data of confirmation_resolved: a parked
@@ -329,6 +356,12 @@ func (ConfirmationReminderPayload) EventType() string { return EventConfirmation
 // EventType returns confirmation_extended.
 func (ConfirmationExtendedPayload) EventType() string { return EventConfirmationExtended }
 
+// EventType returns grant_created.
+func (GrantCreatedPayload) EventType() string { return EventGrantCreated }
+
+// EventType returns grant_revoked.
+func (GrantRevokedPayload) EventType() string { return EventGrantRevoked }
+
 // EventType returns tool_call_refused.
 func (ToolCallRefusedPayload) EventType() string { return EventToolCallRefused }
 
@@ -365,6 +398,8 @@ var eventPayloads = map[string]func() EventPayload{
 	EventRunFinished:          func() EventPayload { return new(RunFinishedPayload) },
 	EventError:                func() EventPayload { return new(ErrorPayload) },
 	EventSubagentEvent:        func() EventPayload { return new(SubagentEventPayload) },
+	EventGrantCreated:         func() EventPayload { return new(GrantCreatedPayload) },
+	EventGrantRevoked:         func() EventPayload { return new(GrantRevokedPayload) },
 }
 
 // NewEventDraft returns the draft of an event of conversationID that

@@ -113,6 +113,17 @@ func eventFixtures() []eventFixture {
 			return &ConfirmationExtendedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", RequiresApprovalAt: tDeadline.Add(30 * time.Minute),
 				PreviousRequiresApprovalAt: tDeadline, ExtendedBy: "key_ops1", By: "30m", Reason: "waiting for the invoice"}
 		}},
+		{"grant_created", func() EventPayload {
+			return &GrantCreatedPayload{GrantID: "grant_01", Scope: GrantConversation, ToolName: "lookup", ExpiresAt: tDeadline,
+				ToolCallID: tCall, CreatedBy: "key_ops1"}
+		}},
+		{"grant_revoked", func() EventPayload {
+			return &GrantRevokedPayload{GrantID: "grant_01", Scope: GrantConversation, ToolName: "lookup", ExpiresAt: tDeadline, RevokedBy: "key_ops1"}
+		}},
+		{"tool_call_started_granted", func() EventPayload {
+			return &ToolCallStartedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "lookup", ServerID: "tools",
+				Arguments: json.RawMessage(`{"q":"x"}`), GrantedBy: &GrantRef{GrantID: "grant_01", KeyID: "key_ops1"}}
+		}},
 		{"confirmation_required_approval", func() EventPayload {
 			args := json.RawMessage(`{"amount":900}`)
 			return &ConfirmationRequiredPayload{RunID: tRun, CorrelationID: tCorr, ToolCallID: tCall, ToolName: "refund", ServerID: "tools",
@@ -344,6 +355,8 @@ var requiredFields = map[string][]string{
 	EventRunFinished:          {"run_id", "correlation_id", "status", "reason"},
 	EventError:                {"code", "message"},
 	EventSubagentEvent:        {"tool_call_id", "subagent", "event"},
+	EventGrantCreated:         {"grant_id", "scope", "tool_name", "expires_at"},
+	EventGrantRevoked:         {"grant_id", "scope", "tool_name", "expires_at"},
 }
 
 // TestNewEventDraftRequiredFields zeroes each required field of each type

@@ -32,6 +32,8 @@ type DecisionRequest struct {
 	// a call of another one is not found (a chat protocol's thread names
 	// its calls).
 	ConversationID string
+	// Remember, when set on an approval, makes a grant (SPEC §11.2).
+	Remember *Remember
 }
 
 // CallDecision is a decision on one named call: an item of a chat

@@ -61,6 +61,7 @@ type Store interface {
 	ThreadStore
 	WebhookOutbox
 	ScheduleStore
+	GrantStore
 	Health
 	ChildJournal
 	LinkStore
@@ -357,6 +358,30 @@ type LinkStore interface {
 	LinkSpent(ctx context.Context, id string) (bool, error)
 }
 
+// GrantStore holds remembered grants (SPEC §11.2). A grant is created by
+// the approval that makes it (CallUpdate.Grant), in the decision's
+// transaction.
+type GrantStore interface {
+	// Grant returns one grant, revoked or expired ones too, or ENOTFOUND.
+	Grant(ctx context.Context, id string) (*Grant, error)
+	// Grants returns up to f.Limit grants of f's tenant and project (and,
+	// with f.ConversationCreatedBy, made in conversations that key
+	// created) that are neither revoked nor expired at now, with ID >
+	// f.After, in ID order. EINVALID without tenant or project.
+	Grants(ctx context.Context, f GrantFilter, now time.Time) ([]Grant, error)
+	// ActiveGrants returns the grants that may apply to a call of
+	// q.ToolName in q.ConversationID: of q's tenant and project, not
+	// revoked, expiring after q.Now, of scope project or of scope
+	// conversation made in q.ConversationID; in ID order. It reads one
+	// index range. EINVALID when a field of q is empty.
+	ActiveGrants(ctx context.Context, q GrantQuery) ([]Grant, error)
+	// RevokeGrant revokes a grant that is not revoked yet, as by at now,
+	// writes its AuditGrantRevoked entry and appends events, atomically.
+	// ECONFLICT, with the grant, when it was revoked already; ENOTFOUND
+	// when there is no such grant.
+	RevokeGrant(ctx context.Context, id string, by Actor, now time.Time, events []EventDraft) (*Grant, []Event, error)
+}
+
 // Health reports on the store for readiness.
 type Health interface {
 	// Ping reports whether the store is usable (readiness).
@@ -424,7 +449,12 @@ type CallUpdate struct {
 	// Governance, when set, records a reminder or an extension of a
 	// parked call (SPEC §11.3); see GovernanceUpdate.
 	Governance *GovernanceUpdate
-	Now        time.Time
+	// Grant, when set, is a remembered grant (SPEC §11.2) inserted in the
+	// same transaction, with its AuditGrantCreated entry by the decision's
+	// DecidedBy: only with a Decision of DecisionApproved (else EINVALID;
+	// CheckGrant's EINVALID cases too; an existing ID is ECONFLICT).
+	Grant *Grant
+	Now   time.Time
 }
 
 // GovernanceUpdate is CallUpdate.Governance: it applies only while the

@@ -279,3 +279,11 @@ func (e *fakeEngine) ToolTier(name string) (agentd.Tier, string) { return agentd
 func (e *fakeEngine) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
 	return nil, agentd.Errorf(agentd.EUNSUPPORTED, "not in this fake")
 }
+
+func (e *fakeEngine) Grants(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.Grant, string, error) {
+	return []agentd.Grant{}, "", nil
+}
+
+func (e *fakeEngine) RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error) {
+	return nil, agentd.Errorf(agentd.ENOTFOUND, "grant not found")
+}

@@ -16,6 +16,8 @@ var statusOf = map[string]int{
 	agentd.EAPPROVERNOTALLOWED:     http.StatusForbidden,
 	agentd.EREQUESTERMAYNOTAPPROVE: http.StatusForbidden,
 	agentd.EEXTENSIONEXCEEDSMAX:    http.StatusUnprocessableEntity,
+	agentd.EGRANTTTLEXCEEDSMAX:     http.StatusUnprocessableEntity,
+	agentd.EREMEMBERNOTALLOWED:     http.StatusForbidden,
 	agentd.EWRITENOTALLOWED:        http.StatusForbidden,
 	agentd.ENOTFOUND:               http.StatusNotFound,
 	agentd.ECONFLICT:               http.StatusConflict,

@@ -225,3 +225,25 @@ func serve(t *testing.T, engine api.Service, store api.Store, keys []testKey, cf
 func (f *fakeService) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
 	return nil, agentd.Errorf(agentd.EUNSUPPORTED, "not in this fake")
 }
+
+// Grants answers one grant of p's tenant and project; its cursor is
+// recorded as the request.
+func (f *fakeService) Grants(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.Grant, string, error) {
+	if err := f.record("Grants", p, "", cursor); err != nil {
+		return nil, "", err
+	}
+	return []agentd.Grant{{ID: "grant_1", TenantID: p.TenantID, ProjectID: p.ProjectID, Scope: agentd.GrantConversation,
+		ConversationID: "conv_1", ToolCallID: "call_1", ToolName: "pay", Match: json.RawMessage(`"exact"`), CreatedBy: p.KeyID,
+		CreatedAt: time.Unix(0, 0).UTC(), ExpiresAt: time.Unix(3600, 0).UTC()}}, "", nil
+}
+
+// RevokeGrant records the id and answers a revoked grant.
+func (f *fakeService) RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error) {
+	if err := f.record("RevokeGrant", p, id, nil); err != nil {
+		return nil, err
+	}
+	at := time.Unix(60, 0).UTC()
+	return &agentd.Grant{ID: id, TenantID: p.TenantID, ProjectID: p.ProjectID, Scope: agentd.GrantProject, ConversationID: "conv_1",
+		ToolCallID: "call_1", ToolName: "pay", Match: json.RawMessage(`"any"`), CreatedBy: p.KeyID,
+		CreatedAt: time.Unix(0, 0).UTC(), ExpiresAt: time.Unix(3600, 0).UTC(), RevokedAt: &at, RevokedBy: p.KeyID}, nil
+}

@@ -127,6 +127,8 @@ type approvalRequest struct {
 	// CardRevision is the card_revision of the card decided (absent: see
 	// agentd.DecisionRequest.CardRevision).
 	CardRevision *int `json:"card_revision,omitempty"`
+	// Remember makes a grant of the approval (SPEC §11.2).
+	Remember *agentd.Remember `json:"remember,omitempty"`
 }
 
 func (s *Server) handleApproval(c echo.Context) error {
@@ -140,7 +142,7 @@ func (s *Server) handleApproval(c echo.Context) error {
 	}
 	d, err := s.engine.Decide(c.Request().Context(), principal(c), c.Param("id"), agentd.DecisionRequest{
 		Decision: req.Decision, Reason: req.Reason, Arguments: req.Arguments, ArgumentsSHA256: req.ArgumentsSHA256,
-		CardRevision: card, Via: agentd.ViaSingle,
+		CardRevision: card, Via: agentd.ViaSingle, Remember: req.Remember,
 	})
 	if err != nil {
 		return err
@@ -516,4 +518,27 @@ func (s *Server) handleContextTool(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// handleListGrants is GET /v1/grants (SPEC §11.2): the live grants the
+// caller may see, a page.
+func (s *Server) handleListGrants(c echo.Context) error {
+	limit, err := queryLimit(c)
+	if err != nil {
+		return err
+	}
+	gs, next, err := s.engine.Grants(c.Request().Context(), principal(c), c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"grants": gs, "next_cursor": next})
+}
+
+// handleRevokeGrant is DELETE /v1/grants/{id}: the grant as revoked.
+func (s *Server) handleRevokeGrant(c echo.Context) error {
+	g, err := s.engine.RevokeGrant(c.Request().Context(), principal(c), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, g)
 }

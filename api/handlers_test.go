@@ -249,3 +249,50 @@ func TestAuditQuery(t *testing.T) {
 		t.Errorf("cursor reached the service as %d", got.Cursor)
 	}
 }
+
+// TestGrantRoutes: an approval's remember reaches the service decoded
+// (strictly: an unknown field is 400 before it); GET /v1/grants passes
+// its cursor and limit; DELETE /v1/grants/{id} passes the id and answers
+// the revoked grant.
+func TestGrantRoutes(t *testing.T) {
+	s, fake := newFakeServer(t, nil, api.Config{})
+	body := `{"decision":"approve","remember":{"scope":"project","ttl":"2h","match":{"body.amount":{"max":100}}}}`
+	want(t, "approve with remember", s.do("POST", "/v1/tool-calls/"+someCall+"/approval", "", body, nil), http.StatusOK, "")
+	got := fake.last()
+	req, _ := got.req.(agentd.DecisionRequest)
+	if got.method != "Decide" || req.Remember == nil || req.Remember.Scope != "project" || req.Remember.TTL != "2h" ||
+		string(req.Remember.Match) != `{"body.amount":{"max":100}}` {
+		t.Fatalf("service got %+v", got)
+	}
+	before := fake.count()
+	for name, body := range map[string]string{
+		"unknown remember field": `{"decision":"approve","remember":{"scope":"project","until":"2h"}}`,
+		"remember not an object": `{"decision":"approve","remember":"yes"}`,
+		"ttl not a string":       `{"decision":"approve","remember":{"scope":"project","ttl":3600}}`,
+	} {
+		want(t, name, s.do("POST", "/v1/tool-calls/"+someCall+"/approval", "", body, nil), http.StatusBadRequest, agentd.EINVALID)
+	}
+	if fake.count() != before {
+		t.Error("a bad remember reached the service")
+	}
+	want(t, "limit 0", s.do("GET", "/v1/grants?limit=0", "", "", nil), http.StatusBadRequest, agentd.EINVALID)
+	r := s.do("GET", "/v1/grants?cursor=grant_x&limit=5", "", "", nil)
+	want(t, "list", r, http.StatusOK, "")
+	if got := fake.last(); got.method != "Grants" || got.req != "grant_x" {
+		t.Fatalf("service got %+v", got)
+	}
+	var page struct {
+		Grants []agentd.Grant `json:"grants"`
+		Next   *string        `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &page); err != nil || len(page.Grants) != 1 || page.Next == nil {
+		t.Fatalf("grants page %s (%v)", r.body, err)
+	}
+	r = s.do("DELETE", "/v1/grants/grant_1", "", "", nil)
+	want(t, "revoke", r, http.StatusOK, "")
+	if got := fake.last(); got.method != "RevokeGrant" || got.id != "grant_1" || !strings.Contains(r.body, `"revoked_at"`) {
+		t.Fatalf("service got %+v, answered %s", got, r.body)
+	}
+	fake.fail = agentd.Errorf(agentd.EFORBIDDEN, "only the grant's creator, an operator or an admin may revoke it")
+	want(t, "refused revoke", s.do("DELETE", "/v1/grants/grant_1", "", "", nil), http.StatusForbidden, agentd.EFORBIDDEN)
+}

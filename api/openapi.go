@@ -243,6 +243,7 @@ func componentSchemas() schema {
 		"Decision":            responseOf[agentd.Decision](),
 		"BatchDecisionResult": responseOf[agentd.BatchDecisionResult](),
 		"AuditEntry":          responseOf[agentd.AuditEntry](),
+		"Grant":               responseOf[agentd.Grant](),
 		"Tool":                responseOf[toolView](),
 		"WebhookDelivery":     responseOf[agentd.WebhookDelivery](),
 		"WebhookEndpoint":     responseOf[agentd.WebhookEndpoint](),
@@ -275,7 +276,7 @@ var eventTypes = []string{agentd.EventRunStarted, agentd.EventTextDelta, agentd.
 	agentd.EventToolCallStarted, agentd.EventConfirmationRequired, agentd.EventConfirmationResolved, agentd.EventConfirmationProgress,
 	agentd.EventConfirmationReminder, agentd.EventConfirmationExtended,
 	agentd.EventToolCallRefused, agentd.EventToolCallResult, agentd.EventRunWaiting, agentd.EventRunFinished,
-	agentd.EventError, agentd.EventSubagentEvent}
+	agentd.EventError, agentd.EventSubagentEvent, agentd.EventGrantCreated, agentd.EventGrantRevoked}
 
 // eventSchemaName is run_started → RunStartedEvent.
 func eventSchemaName(typ string) string {

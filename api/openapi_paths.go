@@ -96,6 +96,7 @@ func approvalOperations() []operation {
 	props["decision"] = schema{"type": "string", "enum": []string{"approve", "edit", "deny"}}
 	props["card_revision"] = schema{"type": "integer", "minimum": 1}
 	props["reason"] = schema{"type": "string", "description": "at most 4096 bytes"}
+	props["remember"] = rememberSchema()
 	extend := requestBody[agentd.ExtendRequest]("by")
 	extend["properties"].(schema)["by"] = schema{"type": "string", "description": `a positive Go duration such as "30m"`, "minLength": 1}
 	extend["properties"].(schema)["reason"] = schema{"type": "string", "description": "at most 4096 bytes"}
@@ -137,6 +138,13 @@ func approvalOperations() []operation {
 				query("since", "RFC 3339", timeSchema), query("until", "RFC 3339", timeSchema),
 				query("cursor", "the next_cursor of the previous page", schema{"type": "string", "pattern": "^[0-9]+$"}), limitParam},
 			status: http.StatusOK, content: jsonContent(page("entries", ref("AuditEntry")))},
+		{method: http.MethodGet, path: "/v1/grants", id: "listGrants",
+			summary: "The live remembered grants the caller may see (docs/governance.md#remembered-grants)",
+			params:  []schema{limitParam, query("cursor", "the next_cursor of the previous page", str())},
+			status:  http.StatusOK, content: jsonContent(page("grants", ref("Grant")))},
+		{method: http.MethodDelete, path: "/v1/grants/{id}", id: "revokeGrant",
+			summary: "Revoke a remembered grant (its creator, an operator or an admin)",
+			status:  http.StatusOK, content: jsonContent(ref("Grant"))},
 	}
 }
 
@@ -211,4 +219,16 @@ func linksOperation() operation {
 	return operation{method: http.MethodPost, path: "/v1/tool-calls/{id}/links", id: "mintDecisionLinks",
 		summary: "Single-use approve and deny URLs of a parked call (docs/governance.md#decision-links)",
 		body:    links, status: http.StatusOK, content: jsonContent(ref("DecisionLinks"))}
+}
+
+// rememberSchema is an approval's remember (SPEC §11.2).
+func rememberSchema() schema {
+	cond := object(nil, schema{"equals": schema{}, "one_of": schema{"type": "array", "minItems": 1},
+		"min": schema{"type": "number"}, "max": schema{"type": "number"}})
+	return object([]string{"scope"}, schema{
+		"scope": schema{"type": "string", "enum": []string{agentd.GrantConversation, agentd.GrantProject}},
+		"ttl":   schema{"type": "string", "description": `a positive Go duration such as "8h", at most the call's grant_max_ttl`},
+		"match": schema{"oneOf": []schema{{"type": "string", "enum": []string{agentd.GrantMatchExact, agentd.GrantMatchAny}},
+			{"type": "object", "minProperties": 1, "additionalProperties": cond}}},
+	})
 }

@@ -68,6 +68,8 @@ func (s *Server) routes() {
 	authed.POST("/webhooks/deliveries/:id/redeliver", s.handleRedeliver)
 	authed.GET("/webhooks/endpoints", s.handleListEndpoints)
 	authed.POST("/webhooks/endpoints/:id/enable", s.handleEnableEndpoint)
+	authed.GET("/grants", s.handleListGrants)
+	authed.DELETE("/grants/:id", s.handleRevokeGrant)
 
 	// A command tool's per-call context endpoint (SPEC §4.1): its own
 	// bearer token, valid while the call runs, not an API key.
@@ -115,5 +117,6 @@ type routeGroup struct {
 	mw     echo.MiddlewareFunc
 }
 
-func (g routeGroup) GET(path string, h echo.HandlerFunc)  { g.e.GET(g.prefix+path, h, g.mw) }
-func (g routeGroup) POST(path string, h echo.HandlerFunc) { g.e.POST(g.prefix+path, h, g.mw) }
+func (g routeGroup) GET(path string, h echo.HandlerFunc)    { g.e.GET(g.prefix+path, h, g.mw) }
+func (g routeGroup) POST(path string, h echo.HandlerFunc)   { g.e.POST(g.prefix+path, h, g.mw) }
+func (g routeGroup) DELETE(path string, h echo.HandlerFunc) { g.e.DELETE(g.prefix+path, h, g.mw) }

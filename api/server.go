@@ -202,6 +202,14 @@ type Service interface {
 	// tenant and project that matches q, and the next cursor (0 at the
 	// end). EFORBIDDEN unless p is an operator or admin key.
 	Audit(ctx context.Context, p agentd.Principal, q agentd.AuditQuery) ([]agentd.AuditEntry, int64, error)
+	// Grants returns a page (limit 1..100, 0 = 50) of the live grants p
+	// may see (SPEC §11.2) after cursor, and the next cursor ("" at the
+	// end).
+	Grants(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.Grant, string, error)
+	// RevokeGrant revokes a grant: EFORBIDDEN for a key that sees it but
+	// did not create it and is no operator or admin; ENOTFOUND for one it
+	// does not see.
+	RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error)
 	// ToolSpecs are the tools the agent's model sees in the tenant's
 	// conversations.
 	ToolSpecs(tenantID string) []agentd.ToolSpec

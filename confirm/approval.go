@@ -7,17 +7,16 @@ import (
 	"github.com/agentd-dev/agentd/internal/jsonconf"
 )
 
-// approvalFile is the approval object as written (SPEC §11.1). The rules
-// of who decides, reminders and extensions (§11.3) are built; remembered
-// grants are not yet, and their fields are refused by name.
+// approvalFile is the approval object as written (SPEC §11.1): who
+// decides, remembered grants (§11.2), reminders and extensions (§11.3).
 type approvalFile struct {
-	Approvers           []string        `json:"approvers"`
-	RequesterMayApprove *bool           `json:"requester_may_approve"`
-	Quorum              *int            `json:"quorum"`
-	AllowRemember       json.RawMessage `json:"allow_remember"`
-	GrantMaxTTL         json.RawMessage `json:"grant_max_ttl"`
-	Reminders           []string        `json:"reminders"`
-	MaxExtension        *string         `json:"max_extension"`
+	Approvers           []string `json:"approvers"`
+	RequesterMayApprove *bool    `json:"requester_may_approve"`
+	Quorum              *int     `json:"quorum"`
+	AllowRemember       *bool    `json:"allow_remember"`
+	GrantMaxTTL         *string  `json:"grant_max_ttl"`
+	Reminders           []string `json:"reminders"`
+	MaxExtension        *string  `json:"max_extension"`
 }
 
 // ParseApproval checks an approval object at field ("approval",
@@ -31,11 +30,6 @@ func ParseApproval(raw json.RawMessage, field string) (*agentd.ApprovalRule, err
 	if err := jsonconf.DecodeStrict(raw, &f, field); err != nil {
 		return nil, err
 	}
-	for name, v := range map[string]json.RawMessage{"allow_remember": f.AllowRemember, "grant_max_ttl": f.GrantMaxTTL} {
-		if !jsonconf.IsNull(v) {
-			return nil, jsonconf.FieldErr(field+"."+name, "is not supported yet (remembered grants are not built; docs/governance.md)")
-		}
-	}
 	r := agentd.DefaultApprovalRule()
 	if f.Approvers != nil {
 		r.Approvers = f.Approvers
@@ -48,6 +42,12 @@ func ParseApproval(raw json.RawMessage, field string) (*agentd.ApprovalRule, err
 	}
 	if len(f.Reminders) > 0 {
 		r.Reminders = f.Reminders
+	}
+	if f.AllowRemember != nil {
+		r.AllowRemember = *f.AllowRemember
+	}
+	if f.GrantMaxTTL != nil {
+		r.GrantMaxTTL = *f.GrantMaxTTL
 	}
 	if f.MaxExtension != nil {
 		r.MaxExtension = *f.MaxExtension

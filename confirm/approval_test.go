@@ -11,7 +11,7 @@ import (
 )
 
 // TestParseApproval: each field's default, each bad value refused with
-// the field named, the fields of parts not built yet refused by name.
+// the field named; allow_remember only with a quorum of 1.
 func TestParseApproval(t *testing.T) {
 	r, err := ParseApproval(json.RawMessage(`{"quorum":2}`), "approval")
 	if err != nil || !slices.Equal(r.Approvers, []string{"owner", "operator", "admin"}) || !r.RequesterMayApprove || r.Quorum != 2 {
@@ -20,6 +20,13 @@ func TestParseApproval(t *testing.T) {
 	r, err = ParseApproval(json.RawMessage(`{"approvers":["group:finance","admin"],"requester_may_approve":false}`), "approval")
 	if err != nil || !slices.Equal(r.Approvers, []string{"group:finance", "admin"}) || r.RequesterMayApprove || r.Quorum != 1 {
 		t.Fatalf("set: %+v, %v", r, err)
+	}
+	r, err = ParseApproval(json.RawMessage(`{"allow_remember":true,"grant_max_ttl":"2h"}`), "approval")
+	if err != nil || !r.AllowRemember || r.GrantMaxTTLOf() != 2*time.Hour {
+		t.Fatalf("remember: %+v, %v", r, err)
+	}
+	if r, _ := ParseApproval(json.RawMessage(`{}`), "approval"); r.AllowRemember || r.GrantMaxTTLOf() != agentd.DefaultGrantMaxTTL {
+		t.Fatalf("remember defaults: %+v", r)
 	}
 	if r, err := ParseApproval(json.RawMessage(`null`), "approval"); r != nil || err != nil {
 		t.Fatalf("null: %+v, %v", r, err)
@@ -32,7 +39,8 @@ func TestParseApproval(t *testing.T) {
 		`{"quorum":0}`:                        `quorum: must be 1 or more, got 0`,
 		`{"quorum":"2"}`:                      `approval.quorum`,
 		`{"quorom":2}`:                        `quorom`,
-		`{"allow_remember":true}`:             `"approval.allow_remember": is not supported yet`,
+		`{"allow_remember":true,"quorum":2}`:  `allow_remember: needs a quorum of 1`,
+		`{"allow_remember":"yes"}`:            `allow_remember`,
 		`{"reminders":["soon"]}`:              `reminders[0]: must be a Go duration such as "10m", got "soon"`,
 		`{"reminders":["-1m"]}`:               `reminders[0]: must be positive, got "-1m"`,
 		`{"reminders":["0s"]}`:                `reminders[0]: must be positive`,
@@ -40,7 +48,8 @@ func TestParseApproval(t *testing.T) {
 		`{"reminders":"1m"}`:                  `reminders`,
 		`{"max_extension":"-1h"}`:             `max_extension: must not be negative, got "-1h"`,
 		`{"max_extension":"long"}`:            `max_extension: must be a Go duration such as "2h", got "long"`,
-		`{"grant_max_ttl":"1h"}`:              `"approval.grant_max_ttl": is not supported yet`,
+		`{"grant_max_ttl":"soon"}`:            `grant_max_ttl: must be a positive Go duration such as "24h", got "soon"`,
+		`{"grant_max_ttl":"-1h"}`:             `grant_max_ttl: must be a positive`,
 		`{"requester_may_approve":"no"}`:      `requester_may_approve`,
 		`{"approvers":"operator","quorum":1}`: `approvers`,
 	} {

@@ -29,8 +29,12 @@ func (e *Engine) ruleFor(d confirm.Classification) *agentd.ApprovalRule {
 
 // allowedFor is the decisions a card offers under rule r: a call that
 // needs more than one approval cannot be edited (each approver approves
-// the same arguments).
+// the same arguments); one whose rule allows remember offers it.
 func allowedFor(allowed []string, r *agentd.ApprovalRule) []string {
+	if r != nil && r.AllowRemember && r.Quorum == 1 && !slices.Contains(allowed, agentd.AllowedRemember) {
+		// SPEC §11.2: the card offers remember.
+		return append(slices.Clone(allowed), agentd.AllowedRemember)
+	}
 	if r == nil || r.Quorum <= 1 || !slices.Contains(allowed, "edit") {
 		return allowed
 	}

@@ -147,5 +147,11 @@ func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
 		// performed as a confirmed write.
 		p.Intent = confirm.IntentConfirmedWrite
 	}
-	return e.event(c.ConversationID, p)
+	if c.GrantedBy == nil {
+		return e.event(c.ConversationID, p)
+	}
+	p.GrantedBy = c.GrantedBy
+	d := e.event(c.ConversationID, p)
+	d.Audit = grantUse(c, e.clock.Now())
+	return d
 }

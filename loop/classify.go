@@ -34,6 +34,9 @@ type classifyIn struct {
 type classified struct {
 	d    confirm.Classification
 	prep toolset.Preparation
+	// hookAsked is set when a hook's ask made the tier confirm (or kept
+	// it): no remembered grant answers a hook (SPEC §11.2).
+	hookAsked bool
 }
 
 // classify classifies a call: confirm's classification of the arguments,
@@ -63,8 +66,9 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 			d = confirm.Classify(call)
 		}
 	}
+	asked := call.Hook != nil && call.Hook.Verdict == confirm.HookAsk
 	if d.Refused || in.def.Prepare == nil {
-		return classified{d: d}
+		return classified{d: d, hookAsked: asked}
 	}
 	prep, err := in.def.Prepare(ctx, d.Arguments)
 	if err != nil {
@@ -74,7 +78,7 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 		d.AllowedDecisions = nil
 		return classified{d: d}
 	}
-	return classified{d: d, prep: prep}
+	return classified{d: d, prep: prep, hookAsked: asked}
 }
 
 // def returns the tool the model sees by that name, or nil.
@@ -122,6 +126,11 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 		e.repark(ctx, c, cl, "The file changed after the card was shown; nothing was written. Review the new diff", c.Escalated)
 		return false
 	case d.Tier == agentd.TierConfirm && c.Tier != agentd.TierConfirm:
+		e.repark(ctx, c, cl, d.Reason, true)
+		return false
+	case c.GrantedBy != nil && cl.hookAsked:
+		// A hook asks now for a call a grant cleared: a grant never
+		// answers a hook's ask (SPEC §11.2).
 		e.repark(ctx, c, cl, d.Reason, true)
 		return false
 	}

@@ -162,6 +162,13 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 		return nil, nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
 	}
 	rule := c.ApprovalOf()
+	var grant *agentd.Grant
+	if d.req.Remember != nil {
+		var err error
+		if grant, err = planGrant(c, d, rule, now); err != nil {
+			return nil, nil, err
+		}
+	}
 	if d.want == agentd.StatusApproved && rule.Quorum > 1 {
 		switch {
 		case len(d.req.Arguments) > 0:
@@ -180,6 +187,10 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 		u: agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: latest,
 			Status: d.want, Decision: dec, Now: now},
 		drafts: []agentd.EventDraft{e.resolvedEvent(*c, dec)},
+	}
+	if grant != nil { // SPEC §11.2: the grant commits with the decision
+		pd.u.Grant = grant
+		pd.drafts = append(pd.drafts, e.grantCreated(grant))
 	}
 	if d.want == agentd.StatusDenied {
 		pd.u.Error = "denied by " + d.by.KeyID

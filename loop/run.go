@@ -346,10 +346,16 @@ func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 			Tier: c.Tier, Reason: c.Reason, Escalated: c.Escalated,
 		})}
 	case d.Tier == agentd.TierConfirm:
+		c.Approval = e.ruleFor(d)
+		if ref := e.grantFor(ctx, run, c, cl.hookAsked, now); ref != nil {
+			// A remembered grant answers the card (SPEC §11.2): cleared to
+			// run as an approved call is, started by startCall.
+			c.Status, c.GrantedBy = agentd.StatusApproved, ref
+			return c, nil
+		}
 		c.Status = agentd.StatusRequiresConfirmation
 		deadline := d.Deadline(now, e.agent.ApprovalTimeout).UTC()
 		c.RequiresApprovalAt = &deadline
-		c.Approval = e.ruleFor(d)
 		c.AllowedDecisions = allowedFor(c.AllowedDecisions, c.Approval)
 		return c, []agentd.EventDraft{e.confirmationRequired(c)}
 	default:

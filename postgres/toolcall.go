@@ -162,7 +162,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	approval, err := agentd.EncodeApprovalColumn(c.Approval, c.Approvals)
+	approval, err := agentd.EncodeCallApprovalColumn(c)
 	if err != nil {
 		return nil, err
 	}
@@ -476,6 +476,9 @@ func prepareUpdate(u agentd.CallUpdate) (*preparedUpdate, error) {
 	if p.repark, err = reparkArgs(u); err != nil {
 		return nil, err
 	}
+	if u.Grant != nil && (u.Decision == nil || u.Decision.Decision != agentd.DecisionApproved) {
+		return nil, agentd.Errorf(agentd.EINVALID, "a grant is made only by an approval")
+	}
 	if u.Decision == nil {
 		return p, nil
 	}
@@ -555,6 +558,11 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *txn) (*agentd.To
 	}
 	if p.d != nil {
 		if err := db.auditDecision(ctx, tx, call, p.d); err != nil {
+			return nil, err
+		}
+	}
+	if g := u.Grant; g != nil {
+		if err := db.insertGrant(ctx, tx, g, agentd.Actor{KeyID: p.d.DecidedBy, Role: p.d.Role}); err != nil {
 			return nil, err
 		}
 	}

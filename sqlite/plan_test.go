@@ -62,6 +62,12 @@ func TestQueryPlans(t *testing.T) {
 		// counted from entries of its pending deliveries (0014), not from
 		// its whole delivery log.
 		{"WebhookQueueDepth/tenant", tenantQueueDepthQuery, []string{"SEARCH webhook_deliveries USING COVERING INDEX webhook_deliveries_pending (tenant_id=? AND project_id=?)"}},
+		// A classification's grant lookup (SPEC §11.2): two ranges of
+		// grants_live, however many grants other conversations and tools
+		// have.
+		{"ActiveGrants", activeGrantsQuery, []string{
+			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=?)\n",
+			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=? AND conversation_id=? AND expires_at>?)"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},

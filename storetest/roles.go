@@ -45,6 +45,7 @@ func Run(t *testing.T, b Backend) {
 	RunSchedules(t, b.Open)
 	RunChildJournal(t, b.Open)
 	RunLinks(t, b.Open)
+	RunGrants(t, b.Open)
 }
 
 // RunHealth tests the Health role: Ping (storetest.go).
