@@ -14,11 +14,18 @@ import (
 // conversation does not exist, EINVALID if an event has no conversation or
 // type or its data is not valid JSON; on any error nothing is appended.
 func (db *DB) AppendEvents(ctx context.Context, events []agentd.EventDraft) ([]agentd.Event, error) {
-	if err := checkEvents(events); err != nil {
+	data, err := encodeEvents(events)
+	if err != nil {
 		return nil, err
 	}
+	if app := batchable(events, data); app != nil {
+		if err := db.writeApp(ctx, app); err != nil {
+			return nil, err
+		}
+		return app.out, nil
+	}
 	var out []agentd.Event
-	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
 		out, err = db.appendEvents(ctx, tx, events)
 		return err
 	})
@@ -68,16 +75,27 @@ func (db *DB) LastSeq(ctx context.Context, conversationID string) (int64, error)
 
 // checkEvents validates drafts before a transaction starts.
 func checkEvents(events []agentd.EventDraft) error {
+	_, err := encodeEvents(events)
+	return err
+}
+
+// encodeEvents validates drafts and returns each one's data encoded for
+// its row.
+func encodeEvents(events []agentd.EventDraft) ([]any, error) {
+	data := make([]any, len(events))
 	for i, e := range events {
 		if e.ConversationID == "" {
-			return agentd.Errorf(agentd.EINVALID, "event %d: conversation id is required", i)
+			return nil, agentd.Errorf(agentd.EINVALID, "event %d: conversation id is required", i)
 		} else if e.Type == "" {
-			return agentd.Errorf(agentd.EINVALID, "event %d: type is required", i)
-		} else if _, err := encJSON("event "+strconv.Itoa(i)+" data", e.Data); err != nil {
-			return err
+			return nil, agentd.Errorf(agentd.EINVALID, "event %d: type is required", i)
 		}
+		v, err := encJSON("event "+strconv.Itoa(i)+" data", e.Data)
+		if err != nil {
+			return nil, err
+		}
+		data[i] = v
 	}
-	return nil
+	return data, nil
 }
 
 // appendEvents' statements: the conversation's next sequence number, the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -43,8 +44,11 @@ var (
 
 // txReq is one caller's transaction body waiting for, or in, a group.
 type txReq struct {
-	ctx   context.Context
-	fn    func(ctx context.Context, tx *sql.Tx) error
+	ctx context.Context
+	fn  func(ctx context.Context, tx *sql.Tx) error
+	// app, set instead of fn, is an append the committer writes in one
+	// batch with the appends queued next to it (appendrun.go).
+	app   *appendReq
 	err   error
 	panic any // what fn panicked with, re-panicked in the caller
 	done  chan struct{}
@@ -135,6 +139,20 @@ func (db *DB) writeTx(ctx context.Context, fn func(ctx context.Context, tx *sql.
 	return r.err
 }
 
+// writeApp queues an append for the committer's batch path and returns
+// once its group has committed, as writeTx does for a body.
+func (db *DB) writeApp(ctx context.Context, app *appendReq) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &txReq{ctx: ctx, app: app, done: make(chan struct{})}
+	if !db.group.submit(r) {
+		return errClosed
+	}
+	<-r.done
+	return r.err
+}
+
 // commitLoop runs the queued bodies group by group until the committer is
 // closed and its queue empty.
 func (db *DB) commitLoop() {
@@ -168,22 +186,39 @@ func (db *DB) commitGroup(batch []*txReq) {
 	db.bound.begin(tx)
 	defer db.bound.end()
 	ran, ok := make([]*txReq, 0, len(batch)), 0
-	for _, r := range batch {
+	for i := 0; i < len(batch); {
+		r := batch[i]
 		if r.err = r.ctx.Err(); r.err != nil {
+			i++
 			continue
 		}
-		ran = append(ran, r)
-		if len(batch) == 1 {
+		run := []*txReq{r}
+		if r.app != nil {
+			run = appendsFrom(batch[i+1:], run)
+		}
+		i += len(run)
+		run = slices.DeleteFunc(run, func(r *txReq) bool { return r.err != nil })
+		ran = append(ran, run...)
+		var err error
+		switch {
+		case r.app != nil:
+			err = db.runAppends(tx, run, len(batch) > 1)
+		case len(batch) == 1:
 			runBody(r, tx)
-		} else if err := db.runMember(tx, r); err != nil {
+		default:
+			err = db.runMember(tx, r)
+		}
+		if err != nil {
 			// The savepoint could not be taken or undone: the
 			// transaction is lost (SQLite rolls it back on some
 			// errors), and with it every member's work.
 			failAll(batch, storeErr(err))
 			return
 		}
-		if r.err == nil {
-			ok++
+		for _, r := range run {
+			if r.err == nil {
+				ok++
+			}
 		}
 	}
 	if ok == 0 {
@@ -192,6 +227,20 @@ func (db *DB) commitGroup(batch []*txReq) {
 	if err := db.commit(tx, len(ran)); err != nil {
 		failAll(ran, err)
 	}
+}
+
+// appendsFrom returns run extended with the appends at the head of rest,
+// up to the first body that is not one. A cancelled caller among them gets
+// its context's error (and is dropped from the run by the caller).
+func appendsFrom(rest, run []*txReq) []*txReq {
+	for _, r := range rest {
+		if r.app == nil {
+			break
+		}
+		r.err = r.ctx.Err()
+		run = append(run, r)
+	}
+	return run
 }
 
 // commit commits tx, a group of n callers, after the test hook if any.

@@ -91,7 +91,11 @@ func burst(t *testing.T, s agentd.Store, g *gate, conv string, n int, work func(
 				t.Errorf("the held commit: %v", err)
 			}
 		}()
-		<-held
+		select {
+		case <-held:
+		case <-heldDone: // the held append failed before its commit
+			t.Fatalf("the held commit never reached the gate")
+		}
 	}
 	var started, wg sync.WaitGroup
 	started.Add(n)
@@ -130,25 +134,36 @@ type groupWrite struct {
 	evs    []agentd.Event
 	msg    *agentd.Message // AddMessage's message, else nil
 	err    error
+	// missing: the write was to a conversation that does not exist.
+	missing bool
 }
 
 // groupWriter makes call w of round r of a burst: an AppendEvents of
-// events to the shared conversation and to the writer's own one, or (every
-// third call) an AddMessage to its own one with one event.
+// events to the shared conversation and to the writer's own one, or two
+// events to its own one only, or an AddMessage to its own one with one
+// event; every seventh writer instead appends to a conversation that does
+// not exist, which must fail alone (ENOTFOUND) in whatever group it lands.
 func groupWriter(s agentd.Store, shared string, own []string, w, r int) groupWrite {
 	ctx := context.Background()
 	mine := own[w%len(own)]
 	data := func(k int) string { return fmt.Sprintf(`{"w":%d,"r":%d,"k":%d}`, w, r, k) }
-	if (w+r)%3 == 2 {
+	var gw groupWrite
+	switch {
+	case w%7 == 6:
+		gw = groupWrite{drafts: []agentd.EventDraft{draft("conv_missing", agentd.EventTextDelta, data(0))}, missing: true}
+	case (w+r)%3 == 2:
 		m := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: mine, Role: agentd.RoleAssistant,
 			Content: data(0), CreatedAt: t0}
-		gw := groupWrite{drafts: []agentd.EventDraft{draft(mine, agentd.EventTextDelta, data(0))}, msg: m}
+		gw = groupWrite{drafts: []agentd.EventDraft{draft(mine, agentd.EventTextDelta, data(0))}, msg: m}
 		gw.evs, gw.err = s.AddMessage(ctx, m, gw.drafts)
 		return gw
+	case (w+r)%3 == 1:
+		gw = groupWrite{drafts: []agentd.EventDraft{draft(mine, agentd.EventTextDelta, data(0)), draft(mine, agentd.EventTextDelta, data(1))}}
+	default:
+		gw = groupWrite{drafts: []agentd.EventDraft{
+			draft(shared, agentd.EventTextDelta, data(0)), draft(mine, agentd.EventTextDelta, data(1)), draft(shared, agentd.EventTextDelta, data(2)),
+		}}
 	}
-	gw := groupWrite{drafts: []agentd.EventDraft{
-		draft(shared, agentd.EventTextDelta, data(0)), draft(mine, agentd.EventTextDelta, data(1)), draft(shared, agentd.EventTextDelta, data(2)),
-	}}
 	gw.evs, gw.err = s.AppendEvents(ctx, gw.drafts)
 	return gw
 }
@@ -289,8 +304,8 @@ func testGroupConcurrentWriters(t *testing.T, b Backend) {
 	shared, own, all := groupConvs(t, s, 5)
 	writes := runGroupWrites(t, s, g, shared, own, 24, 3)
 	for i, gw := range writes {
-		if gw.err != nil {
-			t.Fatalf("write %d: %v", i, gw.err)
+		if gw.missing != (gw.err != nil) || gw.missing && agentd.ErrorCode(gw.err) != agentd.ENOTFOUND {
+			t.Fatalf("write %d (to a missing conversation: %v): %v", i, gw.missing, gw.err)
 		}
 	}
 	g.wantShared(t)
@@ -321,7 +336,7 @@ func testGroupFailedCommit(t *testing.T, b Backend) {
 	errs := 0
 	for i, gw := range writes {
 		switch {
-		case gw.err == nil:
+		case gw.err == nil && !gw.missing, gw.missing && agentd.ErrorCode(gw.err) == agentd.ENOTFOUND:
 		case errors.Is(gw.err, errForced):
 			errs++
 		default:
