@@ -42,6 +42,11 @@ import (
 //
 //	go test -run '^$' -bench StreamingLoad -benchtime 1x ./bench/
 //
+// The script streams its deltas as fast as the server takes them; with
+// AGENTD_BENCH_DELTA_INTERVAL=20ms it paces them like a model (the script's
+// delta_interval), which the text_delta latency figures mean most with:
+// a delta's timestamp is when the model produced it.
+//
 // With AGENTD_BENCH_INPROCESS=1 the server runs in the benchmark's own
 // process instead (the harness of the other benchmarks), and
 // AGENTD_BENCH_CPUPROFILE=file writes a CPU profile of the rounds only (not
@@ -152,7 +157,11 @@ func loadText(deltas int) string {
 // ../cmd/agentd, or the in-process harness with AGENTD_BENCH_INPROCESS=1.
 func startLoadServer(b *testing.B, dir string, deltas int) loadServer {
 	b.Helper()
-	rules := mustJSON([]map[string]any{{"when": map[string]string{"user": "."}, "reply": map[string]any{"text": loadText(deltas)}}})
+	reply := map[string]any{"text": loadText(deltas)}
+	if every := os.Getenv("AGENTD_BENCH_DELTA_INTERVAL"); every != "" {
+		reply["delta_interval"] = every // a model's pace: a delta every so often
+	}
+	rules := mustJSON([]map[string]any{{"when": map[string]string{"user": "."}, "reply": reply}})
 	if os.Getenv("AGENTD_BENCH_INPROCESS") == "1" {
 		inst := startAgentd(b, dir, rules, nil)
 		return loadServer{base: inst.base, kind: "in-process", pid: os.Getpid()}

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -50,7 +51,11 @@ type rule struct {
 	status   agentd.CallStatus
 	text     string
 	calls    []agentd.ModelToolCall
+	every    time.Duration // the pause before each delta after the first
 }
+
+// MaxDeltaInterval bounds a reply's delta_interval.
+const MaxDeltaInterval = 10 * time.Second
 
 // The files as written.
 type (
@@ -71,8 +76,9 @@ type (
 		Status     *string `json:"status"`
 	}
 	replyFile struct {
-		Text      string            `json:"text"`
-		ToolCalls []json.RawMessage `json:"tool_calls"`
+		Text          string            `json:"text"`
+		ToolCalls     []json.RawMessage `json:"tool_calls"`
+		DeltaInterval string            `json:"delta_interval"`
 	}
 	callFile struct {
 		Name      string          `json:"name"`
@@ -188,6 +194,13 @@ func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 		return rule{}, jsonconf.FieldErr(prefix+".reply", `needs "text" or "tool_calls"`)
 	}
 	r.text = rp.Text
+	if rp.DeltaInterval != "" {
+		d, err := time.ParseDuration(rp.DeltaInterval)
+		if err != nil || d <= 0 || d > MaxDeltaInterval {
+			return rule{}, jsonconf.FieldErr(prefix+".reply.delta_interval", "must be a positive Go duration of at most %s, got %q", MaxDeltaInterval, rp.DeltaInterval)
+		}
+		r.every = d
+	}
 	for i, raw := range rp.ToolCalls {
 		field := fmt.Sprintf("%s.reply.tool_calls[%d]", prefix, i)
 		var cf callFile
@@ -208,6 +221,30 @@ func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 		r.calls = append(r.calls, agentd.ModelToolCall{Name: cf.Name, Arguments: args})
 	}
 	return r, nil
+}
+
+// stream sends text's deltas to onDelta, every apart after the first.
+func stream(ctx context.Context, text string, every time.Duration, onDelta func(string)) error {
+	var tick *time.Ticker
+	if every > 0 {
+		tick = time.NewTicker(every)
+		defer tick.Stop()
+	}
+	for i, delta := range chunks(text) {
+		if tick != nil && i > 0 {
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if onDelta != nil {
+			onDelta(delta)
+		}
+	}
+	return ctx.Err()
 }
 
 func validStatus(s agentd.CallStatus) bool {
@@ -233,7 +270,9 @@ func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta f
 		last = req.Messages[n-1]
 	}
 	resp := &agentd.ModelResponse{Text: FallbackText, StopReason: StopEndTurn}
+	var every time.Duration
 	if r := m.match(last); r != nil {
+		every = r.every
 		resp.Text = fill(r.text, last, req.Tools)
 		prior := 0
 		for _, msg := range req.Messages {
@@ -250,16 +289,7 @@ func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta f
 			resp.StopReason = StopToolUse
 		}
 	}
-
-	for _, delta := range chunks(resp.Text) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if onDelta != nil {
-			onDelta(delta)
-		}
-	}
-	if err := ctx.Err(); err != nil {
+	if err := stream(ctx, resp.Text, every, onDelta); err != nil {
 		return nil, err
 	}
 	resp.Usage = usage(req, resp)

@@ -321,6 +321,9 @@ func TestNewErrors(t *testing.T) {
 		{"empty tool name", rule(`{"when": {"tool_result": ""}, "reply": {"text": "x"}}`), `field "model.script.rules[0].when.tool_result": must name a tool`},
 		{"unknown when field", rule(`{"when": {"assistant": "x"}, "reply": {"text": "x"}}`), `field "model.script.rules[0].when.assistant": unknown field`},
 		{"empty reply", rule(`{"when": {"user": "x"}, "reply": {}}`), `field "model.script.rules[0].reply": needs "text" or "tool_calls"`},
+		{"bad delta interval", rule(`{"when": {"user": "x"}, "reply": {"text": "x", "delta_interval": "soon"}}`), `field "model.script.rules[0].reply.delta_interval": must be a positive Go duration of at most 10s, got "soon"`},
+		{"negative delta interval", rule(`{"when": {"user": "x"}, "reply": {"text": "x", "delta_interval": "-1ms"}}`), `field "model.script.rules[0].reply.delta_interval": must be a positive Go duration of at most 10s, got "-1ms"`},
+		{"long delta interval", rule(`{"when": {"user": "x"}, "reply": {"text": "x", "delta_interval": "1m"}}`), `field "model.script.rules[0].reply.delta_interval": must be a positive Go duration of at most 10s, got "1m"`},
 		{"empty text and calls", rule(`{"when": {"user": "x"}, "reply": {"text": "", "tool_calls": []}}`), `field "model.script.rules[0].reply": needs "text" or "tool_calls"`},
 		{"call without name", rule(`{"when": {"user": "x"}, "reply": {"tool_calls": [{"arguments": {}}]}}`), `field "model.script.rules[0].reply.tool_calls[0].name": required`},
 		{"arguments not object", rule(`{"when": {"user": "x"}, "reply": {"tool_calls": [{"name": "t", "arguments": [1]}]}}`), `field "model.script.rules[0].reply.tool_calls[0].arguments": must be an object`},
@@ -358,5 +361,27 @@ func TestModelIsConcurrencySafe(t *testing.T) {
 		if got := <-done; got != first {
 			t.Errorf("concurrent results differ: %s vs %s", got, first)
 		}
+	}
+}
+
+// TestGeneratePacedDeltas: a reply with delta_interval streams the same
+// deltas, and a cancellation during a pause ends Generate at once with the
+// context's error and no more deltas (a 10 s pause would hang the test).
+func TestGeneratePacedDeltas(t *testing.T) {
+	m := mustNew(t, `{"provider": "script", "script": {"rules": [
+		{"when": {"user": "fast"}, "reply": {"text": "one two three four", "delta_interval": "1ms"}},
+		{"when": {"user": "slow"}, "reply": {"text": "one two three four", "delta_interval": "10s"}}]}}`)
+	var got []string
+	resp, err := m.Generate(context.Background(), agentd.ModelRequest{Messages: []agentd.ModelMessage{{Role: agentd.RoleUser, Content: "fast"}}},
+		func(d string) { got = append(got, d) })
+	if err != nil || strings.Join(got, "") != "one two three four" || len(got) < 3 || resp.Text != "one two three four" {
+		t.Fatalf("paced Generate = %v, %v, deltas %q", resp, err, got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var n int
+	_, err = m.Generate(ctx, agentd.ModelRequest{Messages: []agentd.ModelMessage{{Role: agentd.RoleUser, Content: "slow"}}},
+		func(string) { n++; cancel() })
+	if err != context.Canceled || n != 1 {
+		t.Fatalf("cancelled during a pause: %v after %d deltas, want context.Canceled after 1", err, n)
 	}
 }
