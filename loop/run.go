@@ -247,23 +247,17 @@ func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
 }
 
 // generate asks the model for the next step of run over history, appending
-// each text delta as a text_delta event of message msgID as it arrives,
-// and observes how long the model took.
+// each text delta as a text_delta event of message msgID as it arrives
+// (deltaWriter: the model does not wait for their commits, and deltas that
+// arrive during one share the next), and observes how long the model took.
 func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
 	began := time.Now()
 	ctx, span := e.tr.chatSpan(ctx, run, e.agent.ModelName)
+	deltas := e.newDeltaWriter(ctx, run, msgID)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
 		System: e.agent.System, Messages: history, Tools: e.tools.now().specsFor(run.TenantID),
-	}, func(delta string) {
-		if delta == "" {
-			return
-		}
-		if err := e.emit(ctx, run.ConversationID, &agentd.TextDeltaPayload{
-			RunID: run.ID, MessageID: msgID, Delta: delta,
-		}); err != nil && ctx.Err() == nil {
-			e.log.Error().Err(err).Msg("append text delta")
-		}
-	})
+	}, deltas.add)
+	deltas.flush()
 	e.tr.endChat(span, resp, err)
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
