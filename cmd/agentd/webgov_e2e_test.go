@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,7 +30,13 @@ func TestWebGovernanceInBrowser(t *testing.T) {
 	rdir, rlog := grantProject(t, `{"approvers":["owner","operator","admin"],"allow_remember":true}`)
 	remember, _ := startProcess(t, bin, rdir, t.TempDir(), "AGENTD_TEST_LOG="+rlog)
 
-	cfg, _ := json.Marshal(map[string]string{"chromium": chromium,
+	shots := os.Getenv("AGENTD_WEB_SCREENSHOTS") // as TestWebChatInBrowser: docs/img refreshes the committed ones
+	if shots == "" {
+		shots = t.TempDir()
+	} else if !filepath.IsAbs(shots) {
+		shots = filepath.Join(jstest.Root(t), shots)
+	}
+	cfg, _ := json.Marshal(map[string]string{"chromium": chromium, "screenshots": shots,
 		"quorumBase": quorum, "quorumKey": "k-op1", "otherKey": "k-op2",
 		"rememberBase": remember, "rememberKey": "k-owner"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

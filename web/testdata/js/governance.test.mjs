@@ -4,10 +4,12 @@
 // chromium; quorumBase (a server whose calls need two operators, with a
 // reminder 15 s before a 20 s deadline and max_extension 1h), quorumKey
 // (the page's operator key) and otherKey (a second operator's);
-// rememberBase (a server whose card offers remember) and rememberKey.
+// rememberBase (a server whose card offers remember) and rememberKey;
+// screenshots (a folder).
 // Elements are found by role and name, as a person would.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 
 const cfg = JSON.parse(process.env.AGENTD_GOV_TEST || '{}');
@@ -26,7 +28,7 @@ before(async () => {
 after(async () => { await browser?.close(); });
 
 async function openChat(base, key) {
-  const page = await (await browser.newContext()).newPage();
+  const page = await (await browser.newContext({ viewport: { width: 1000, height: 900 } })).newPage();
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(String(e)));
   await page.goto(base + '/');
@@ -61,6 +63,7 @@ test('a quorum-2 card shows 1 of 2 approvals, a reminder, and an extended countd
   const card = cards(page).nth(0);
   await card.waitFor({ timeout: WAIT });
   const id = await callIdOf(card);
+  assert.equal(await card.getByRole('button', { name: /remember/ }).count(), 0, 'a quorum card offers remember');
 
   // Another operator approves elsewhere: the card counts it.
   await api(cfg.quorumBase, cfg.otherKey, 'POST', `/v1/tool-calls/${id}/approval`, { decision: 'approve' });
@@ -80,6 +83,7 @@ test('a quorum-2 card shows 1 of 2 approvals, a reminder, and an extended countd
   const after = await timer.locator('time').getAttribute('datetime');
   assert.notEqual(after, before, 'the deadline did not move');
   assert.equal(Date.parse(after), Date.parse(ext.requires_approval_at));
+  await card.screenshot({ path: join(cfg.screenshots, 'web-card-quorum.png') });
 
   // The page's operator is the second approval: the call runs.
   await card.getByRole('button', { name: 'Approve', exact: true }).click();
@@ -93,11 +97,13 @@ test('approve and remember skips the next identical card; Revoke brings it back'
   await say(page, 'pay the bill');
   const card = cards(page).nth(0);
   await card.waitFor({ timeout: WAIT });
+  await card.screenshot({ path: join(cfg.screenshots, 'web-card-remember.png') });
   await card.getByRole('button', { name: 'Approve and remember for this conversation' }).click();
   await card.getByText(/^Approved by owner/).waitFor({ timeout: WAIT });
   const grant = card.getByRole('group', { name: 'Remembered grant' });
   await grant.getByText(/^Remembered for this conversation until /).waitFor({ timeout: WAIT });
   await page.getByText(/^paid: /).first().waitFor({ timeout: WAIT });
+  await card.screenshot({ path: join(cfg.screenshots, 'web-card-grant.png') });
   const grants = await api(cfg.rememberBase, cfg.rememberKey, 'GET', '/v1/grants');
   assert.equal(grants.grants.length, 1);
   assert.equal(grants.grants[0].scope, 'conversation');
