@@ -500,6 +500,8 @@ export class AgentdConfirmation extends HTMLElement {
         this._status.textContent = 'Your approval is recorded.';
       } else {
         this.resolve(d.decision, d.reason, d.decided_by, !!d.edited_arguments_sha256);
+        // Outside <agentd-chat> no grant_created comes: the grant is looked up.
+        if (body.remember && !this.closest('agentd-chat')) this._findGrant();
       }
     } catch (err) {
       unauthorized(this, err);
@@ -563,6 +565,22 @@ export class AgentdConfirmation extends HTMLElement {
     this._grant.replaceChildren(h('p', {}, `Remembered for ${where} until `,
       h('time', { datetime: g.expires_at }, until.toLocaleString()), ': identical calls run without asking.'), revoke);
     this._grant.hidden = false;
+  }
+
+  // _findGrant shows the grant this card's approval made, from
+  // GET /v1/grants (a few pages of it, oldest first).
+  async _findGrant() {
+    let cursor = '';
+    try {
+      for (let i = 0; i < 10 && !this._grantID; i++) {
+        const page = await this.client.request('GET', '/v1/grants?limit=100' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+        const g = page.grants.find((x) => x.tool_call_id === this._event.tool_call_id);
+        if (g) this.granted({ ...g, grant_id: g.id });
+        if (!(cursor = page.next_cursor)) break;
+      }
+    } catch (err) {
+      unauthorized(this, err);
+    }
   }
 
   // revoked shows that the grant ended (grant_revoked, or the Revoke button).

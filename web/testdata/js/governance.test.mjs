@@ -27,11 +27,11 @@ before(async () => {
 
 after(async () => { await browser?.close(); });
 
-async function openChat(base, key) {
+async function openChat(base, key, path = '/') {
   const page = await (await browser.newContext({ viewport: { width: 1000, height: 900 } })).newPage();
   page.errors = [];
   page.on('pageerror', (e) => page.errors.push(String(e)));
-  await page.goto(base + '/');
+  await page.goto(base + path);
   const box = page.getByRole('textbox', { name: 'API key' });
   await box.waitFor({ timeout: WAIT });
   await box.fill(key);
@@ -124,7 +124,23 @@ test('approve and remember skips the next identical card; Revoke brings it back'
   await cards(page).nth(1).getByRole('button', { name: 'Approve', exact: true }).click();
   await cards(page).nth(1).getByText(/^Approved by owner/).waitFor({ timeout: WAIT });
   await until(async () => (await page.getByText(/^paid: /).count()) === 3, 'the third answer');
+
+  // A card of the approvals view (no stream) shows its grant too.
+  await say(page, 'pay the bill');
+  await cards(page).nth(2).waitFor({ timeout: WAIT });
+  const list = await openChat(cfg.rememberBase, cfg.rememberKey, '/#approvals');
+  const listed = list.getByRole('list', { name: 'Pending approvals' }).getByRole('article', { name: 'Confirmation: pay' });
+  await listed.waitFor({ timeout: WAIT });
+  await listed.getByRole('button', { name: 'Approve and remember for this conversation' }).click();
+  const listedGrant = listed.getByRole('group', { name: 'Remembered grant' });
+  await listedGrant.getByText(/^Remembered for this conversation until /).waitFor({ timeout: WAIT });
+  await listedGrant.getByRole('button', { name: 'Revoke' }).click();
+  await listedGrant.getByText(/^Grant revoked/).waitFor({ timeout: WAIT });
+  // The chat's card of that call follows: approved, its grant shown and then revoked (the stream).
+  await cards(page).nth(2).getByRole('group', { name: 'Remembered grant' }).getByText(/^Grant revoked/).waitFor({ timeout: WAIT });
+  assert.equal((await api(cfg.rememberBase, cfg.rememberKey, 'GET', '/v1/grants')).grants.length, 0);
   assert.deepEqual(page.errors, []);
+  assert.deepEqual(list.errors, []);
 });
 
 async function until(fn, what, timeout = WAIT) {
