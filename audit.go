@@ -146,6 +146,8 @@ type BatchDecisionItem struct {
 	ArgumentsSHA256 string
 	// CardRevision is DecisionRequest.CardRevision.
 	CardRevision int
+	// Remember is DecisionRequest.Remember: the grant the approval makes.
+	Remember *Remember
 }
 
 // Outcomes of one item of a bulk decision.

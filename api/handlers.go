@@ -177,6 +177,8 @@ type bulkApprovalItem struct {
 	Arguments       json.RawMessage `json:"arguments,omitempty"`
 	ArgumentsSHA256 string          `json:"arguments_sha256,omitempty"`
 	CardRevision    *int            `json:"card_revision,omitempty"`
+	// Remember is approvalRequest.Remember, per item.
+	Remember *agentd.Remember `json:"remember,omitempty"`
 }
 
 // cardRevision is a body's card_revision: 0 when absent, EINVALID when
@@ -211,7 +213,7 @@ func (s *Server) handleBulkApprovals(c echo.Context) error {
 			return err
 		}
 		items[i] = agentd.BatchDecisionItem{ToolCallID: it.ToolCallID, Approve: *it.Approve, Reason: it.Reason,
-			Arguments: it.Arguments, ArgumentsSHA256: it.ArgumentsSHA256, CardRevision: card}
+			Arguments: it.Arguments, ArgumentsSHA256: it.ArgumentsSHA256, CardRevision: card, Remember: it.Remember}
 	}
 	results, err := s.engine.DecideBatch(c.Request().Context(), principal(c), items, req.Atomic)
 	if err != nil {

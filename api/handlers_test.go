@@ -252,7 +252,7 @@ func TestAuditQuery(t *testing.T) {
 
 // TestGrantRoutes: an approval's remember reaches the service decoded
 // (strictly: an unknown field is 400 before it); GET /v1/grants passes
-// its cursor and limit; DELETE /v1/grants/{id} passes the id and answers
+// its cursor and limit; a bulk item's remember reaches DecideBatch; DELETE /v1/grants/{id} passes the id and answers
 // the revoked grant.
 func TestGrantRoutes(t *testing.T) {
 	s, fake := newFakeServer(t, nil, api.Config{})
@@ -274,6 +274,20 @@ func TestGrantRoutes(t *testing.T) {
 	}
 	if fake.count() != before {
 		t.Error("a bad remember reached the service")
+	}
+	bulk := `{"approvals":[{"tool_call_id":"` + someCall + `","approve":true,"remember":{"scope":"conversation","ttl":"1h","match":"exact"}},` +
+		`{"tool_call_id":"ghost","approve":true}]}`
+	want(t, "bulk with remember", s.do("POST", "/v1/approvals", "", bulk, nil), http.StatusOK, "")
+	items, _ := fake.last().req.([]agentd.BatchDecisionItem)
+	if len(items) != 2 || items[0].Remember == nil || items[0].Remember.Scope != "conversation" || items[0].Remember.TTL != "1h" ||
+		string(items[0].Remember.Match) != `"exact"` || items[1].Remember != nil {
+		t.Fatalf("bulk items reached the service as %+v", items)
+	}
+	before = fake.count()
+	want(t, "bulk unknown remember field", s.do("POST", "/v1/approvals", "",
+		`{"approvals":[{"tool_call_id":"x","approve":true,"remember":{"scope":"project","until":"2h"}}]}`, nil), http.StatusBadRequest, agentd.EINVALID)
+	if fake.count() != before {
+		t.Error("a bad bulk remember reached the service")
 	}
 	want(t, "limit 0", s.do("GET", "/v1/grants?limit=0", "", "", nil), http.StatusBadRequest, agentd.EINVALID)
 	r := s.do("GET", "/v1/grants?cursor=grant_x&limit=5", "", "", nil)

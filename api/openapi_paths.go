@@ -106,6 +106,7 @@ func approvalOperations() []operation {
 	item := items["items"].(schema)
 	item["required"] = []string{"tool_call_id", "approve"}
 	item["properties"].(schema)["card_revision"] = schema{"type": "integer", "minimum": 1}
+	item["properties"].(schema)["remember"] = rememberSchema()
 	return []operation{
 		{method: http.MethodPost, path: "/v1/tool-calls/{id}/approval", id: "decideToolCall",
 			summary: "Approve, edit or deny a parked call (docs/api.md#approval-rules)",

@@ -89,7 +89,7 @@ func checkBatch(items []agentd.CallDecision) error {
 // itemRequest is a bulk item as the single route's request.
 func itemRequest(it agentd.BatchDecisionItem) agentd.DecisionRequest {
 	req := agentd.DecisionRequest{Decision: "deny", Reason: it.Reason, Arguments: it.Arguments,
-		ArgumentsSHA256: it.ArgumentsSHA256, CardRevision: it.CardRevision, Via: agentd.ViaBulk}
+		ArgumentsSHA256: it.ArgumentsSHA256, CardRevision: it.CardRevision, Via: agentd.ViaBulk, Remember: it.Remember}
 	if it.Approve {
 		req.Decision = "approve"
 	}

@@ -375,6 +375,8 @@ export class AgentdConfirmation extends HTMLElement {
     body.push(this._arguments(args, !!conn));
     if (card.diff !== null && card.diff !== undefined && card.diff !== '') body.push(diffSection(card.diff));
     this._countdown = h('p', { class: 'agentd-countdown', role: 'timer', 'aria-live': 'off' });
+    // A reminder or an extension of the deadline, said once (aria-live).
+    this._notice = h('p', { class: 'agentd-notice', role: 'status', 'aria-live': 'polite', hidden: true });
     // A call that needs several approvals shows how many it has.
     this._quorum = h('p', { class: 'agentd-quorum', hidden: true });
     if (card.approval && card.approval.quorum > 1) this.progress(card.approval.approvals, card.approval.quorum);
@@ -382,7 +384,9 @@ export class AgentdConfirmation extends HTMLElement {
     this._status = h('p', { class: 'agentd-status', role: 'status', 'aria-live': 'polite' });
     this._error = h('p', { class: 'agentd-error', role: 'alert', hidden: true });
     this._actions = this._buttons(ev);
-    body.push(this._countdown, this._actions, this._editor = h('div', { class: 'agentd-editor', hidden: true }), this._error, this._status);
+    // The remembered grant this card's approval made (grant_created).
+    this._grant = h('div', { class: 'agentd-grant', role: 'group', 'aria-label': 'Remembered grant', hidden: true });
+    body.push(this._countdown, this._notice, this._actions, this._editor = h('div', { class: 'agentd-editor', hidden: true }), this._error, this._status, this._grant);
     this.replaceChildren(...body);
     const done = ev.status && ev.status !== 'requires_confirmation';
     if (done) {
@@ -428,6 +432,13 @@ export class AgentdConfirmation extends HTMLElement {
     const row = h('div', { class: 'agentd-actions' },
       h('label', { for: reasonId, class: 'agentd-reason-label' }, 'Reason (optional)'), this._reason,
       h('div', { class: 'agentd-buttons' }, approve, deny));
+    if (allowed.includes('remember')) {
+      // A conversation grant of the default ttl that answers identical calls.
+      const rem = h('button', { type: 'button', class: 'agentd-approve' }, 'Approve and remember for this conversation');
+      rem.addEventListener('click', () => this.sendDecision({ decision: 'approve', reason: this._reason.value || undefined,
+        remember: { scope: 'conversation' } }));
+      row.lastChild.append(rem);
+    }
     if (allowed.includes('edit')) {
       const edit = h('button', { type: 'button', class: 'agentd-edit', 'aria-expanded': 'false' }, 'Edit');
       edit.addEventListener('click', () => this._openEditor(edit));
@@ -489,6 +500,8 @@ export class AgentdConfirmation extends HTMLElement {
         this._status.textContent = 'Your approval is recorded.';
       } else {
         this.resolve(d.decision, d.reason, d.decided_by, !!d.edited_arguments_sha256);
+        // Outside <agentd-chat> no grant_created comes: the grant is looked up.
+        if (body.remember && !this.closest('agentd-chat')) this._findGrant();
       }
     } catch (err) {
       unauthorized(this, err);
@@ -509,10 +522,72 @@ export class AgentdConfirmation extends HTMLElement {
   }
 
   // extend moves the countdown to a new deadline (confirmation_extended).
-  extend(at) {
+  extend(at, by, who) {
     if (this._state !== 'pending' || !this._event || !at) return;
     this._event = { ...this._event, requires_approval_at: at };
+    this._say(`Deadline extended${by ? ' by ' + by : ''}${who ? ' (' + who + ')' : ''}.`);
     this._tick();
+  }
+
+  // remind shows a confirmation_reminder: how long is left, as the server
+  // counted it; the countdown goes on.
+  remind(remainingMS) {
+    if (this._state !== 'pending' || !this._event) return;
+    const s = Math.max(0, Math.round(remainingMS / 1000));
+    this._say(`Reminder: this approval expires in ${s >= 90 ? Math.round(s / 60) + ' min' : s + ' s'}.`);
+  }
+
+  _say(text) {
+    if (!this._notice) return;
+    this._notice.textContent = text;
+    this._notice.hidden = false;
+  }
+
+  // granted shows the remembered grant this card's approval made
+  // (grant_created), with a Revoke button (DELETE /v1/grants/{id}).
+  granted(g) {
+    if (!this._grant || this._grantID === g.grant_id) return;
+    this._grantID = g.grant_id;
+    const until = new Date(g.expires_at);
+    const where = g.scope === 'project' ? 'this project' : 'this conversation';
+    const revoke = h('button', { type: 'button', class: 'agentd-deny' }, 'Revoke');
+    revoke.addEventListener('click', async () => {
+      revoke.disabled = true;
+      try {
+        await this.client.request('DELETE', '/v1/grants/' + encodeURIComponent(g.grant_id));
+        this.revoked();
+      } catch (err) {
+        unauthorized(this, err);
+        revoke.disabled = false;
+        this._showError('Cannot revoke the grant: ' + err.message);
+      }
+    });
+    this._grant.replaceChildren(h('p', {}, `Remembered for ${where} until `,
+      h('time', { datetime: g.expires_at }, until.toLocaleString()), ': identical calls run without asking.'), revoke);
+    this._grant.hidden = false;
+  }
+
+  // _findGrant shows the grant this card's approval made, from
+  // GET /v1/grants (a few pages of it, oldest first).
+  async _findGrant() {
+    let cursor = '';
+    try {
+      for (let i = 0; i < 10 && !this._grantID; i++) {
+        const page = await this.client.request('GET', '/v1/grants?limit=100' + (cursor ? '&cursor=' + encodeURIComponent(cursor) : ''));
+        const g = page.grants.find((x) => x.tool_call_id === this._event.tool_call_id);
+        if (g) this.granted({ ...g, grant_id: g.id });
+        if (!(cursor = page.next_cursor)) break;
+      }
+    } catch (err) {
+      unauthorized(this, err);
+    }
+  }
+
+  // revoked shows that the grant ended (grant_revoked, or the Revoke button).
+  revoked(by) {
+    if (!this._grantID || this._grant.dataset.revoked) return;
+    this._grant.dataset.revoked = '1';
+    this._grant.replaceChildren(h('p', {}, 'Grant revoked' + (by ? ` by ${by}` : '') + ': identical calls ask again.'));
   }
 
   _showError(msg) {
@@ -542,6 +617,7 @@ export class AgentdConfirmation extends HTMLElement {
     this._actions.remove();
     this._editor.remove();
     this._countdown.remove();
+    this._notice.remove();
     const label = decisionLabel[decision] || (decision.charAt(0).toUpperCase() + decision.slice(1));
     let text = label;
     if (edited) text += ' with edited arguments';
@@ -643,7 +719,7 @@ export class AgentdChat extends HTMLElement {
     this._es = es;
     const onEvent = (e) => this._receive(e);
     for (const t of ['run_started', 'text_delta', 'message', 'tool_call_started', 'confirmation_required', 'confirmation_resolved', 'confirmation_progress',
-      'confirmation_extended', 'tool_call_refused', 'tool_call_result', 'subagent_event', 'run_waiting', 'run_finished', 'error']) {
+      'confirmation_extended', 'confirmation_reminder', 'grant_created', 'grant_revoked', 'tool_call_refused', 'tool_call_result', 'subagent_event', 'run_waiting', 'run_finished', 'error']) {
       es.addEventListener(t, onEvent);
     }
     es.onopen = () => this._notify('');
@@ -701,6 +777,8 @@ export class AgentdChat extends HTMLElement {
       case 'tool_call_started': {
         const el = this._tool(d.tool_call_id, d.tool_name, seq);
         el._state.textContent = 'running';
+        // A call a remembered grant answered ran without a card.
+        if (d.granted_by) el._granted.textContent = ` · no card: remembered grant of ${d.granted_by.key_id}`;
         // Arguments over 64 KiB are not in the event (omitted).
         el._args.textContent = d.omitted && d.omitted.arguments
           ? `(${d.omitted.arguments.bytes} bytes of arguments, not shown)` : pretty(d.arguments);
@@ -740,7 +818,22 @@ export class AgentdChat extends HTMLElement {
       }
       case 'confirmation_extended': {
         const card = this._items.get('card:' + d.tool_call_id);
-        if (card) card.extend(d.requires_approval_at);
+        if (card) card.extend(d.requires_approval_at, d.by, d.extended_by);
+        break;
+      }
+      case 'confirmation_reminder': {
+        const card = this._items.get('card:' + d.tool_call_id);
+        if (card) card.remind(d.remaining_ms);
+        break;
+      }
+      case 'grant_created': {
+        const card = this._items.get('card:' + d.tool_call_id);
+        if (card) { card.granted(d); this._items.set('grant:' + d.grant_id, card); }
+        break;
+      }
+      case 'grant_revoked': {
+        const card = this._items.get('grant:' + d.grant_id);
+        if (card) card.revoked(d.revoked_by);
         break;
       }
       case 'confirmation_resolved': {
@@ -797,8 +890,10 @@ export class AgentdChat extends HTMLElement {
     const state = h('span', { class: 'agentd-tool-state' });
     const args = h('pre', {});
     const out = h('pre', { class: 'agentd-tool-out', hidden: true });
-    el = h('details', { class: 'agentd-tool' }, h('summary', {}, 'Tool ', h('code', {}, name || ''), ' ', state), h('h4', {}, 'Arguments'), args, out);
+    const granted = h('span', { class: 'agentd-sub' });
+    el = h('details', { class: 'agentd-tool' }, h('summary', {}, 'Tool ', h('code', {}, name || ''), ' ', state, granted), h('h4', {}, 'Arguments'), args, out);
     el._state = state;
+    el._granted = granted;
     el._args = args;
     el._out = out;
     el.dataset.seq = String(seq);
