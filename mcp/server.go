@@ -31,6 +31,7 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/toolset"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
@@ -115,8 +116,15 @@ func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
 	s := &Server{cfg: sc, tiers: cfg.Tiers, approval: cfg.Approval, trust: cfg.Trust[sc.ID], state: StateStarting,
 		log: log.With().Str("mcp_server", sc.ID).Logger()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var keepAlive time.Duration
+	if sc.URL != "" {
+		// A stdio server's death is seen at once (its process exits); an
+		// HTTP server's only by a request that fails.
+		keepAlive = agentd.DefaultMCPKeepAlive
+	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "agentd", Version: "1"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
+		KeepAlive:    keepAlive,
 		ToolListChangedHandler: func(_ context.Context, req *sdk.ToolListChangedRequest) {
 			// Listing from inside the notification's handler could wait on
 			// the connection that delivers it.
@@ -223,14 +231,34 @@ func (s *Server) fail(err error) error {
 	return err
 }
 
-// down records that sess ended.
+// down records that sess ended, once.
 func (s *Server) down(sess *sdk.ClientSession, err error) {
 	s.mu.Lock()
-	if s.session == sess {
+	current := s.session == sess
+	if current {
 		s.session, s.pid, s.state, s.lastErr = nil, 0, StateStarting, err.Error()
 	}
 	s.mu.Unlock()
-	s.log.Error().Err(err).Msg("MCP server is down; starting it again")
+	if current {
+		s.log.Error().Err(err).Msg("MCP server is down; starting it again")
+	}
+}
+
+// check pings sess after one of its calls failed, and ends the session
+// when the ping fails too, so that watch connects again. The SDK does not
+// end a session by itself when a request fails to reach an HTTP server
+// (its standalone SSE stream notices only after its own retries, many
+// seconds later), so without this a server that went away would stay
+// "ready" in /readyz with a dead session.
+func (s *Server) check(sess *sdk.ClientSession) {
+	ctx, cancel := context.WithTimeout(s.ctx, agentd.DefaultMCPPingTimeout)
+	defer cancel()
+	err := sess.Ping(ctx, nil)
+	if err == nil || answered(err) || s.ctx.Err() != nil {
+		return // it answered (an error answer too: a server without ping is alive)
+	}
+	s.down(sess, fmt.Errorf("the server does not answer: %v", err))
+	_ = sess.Close()
 }
 
 // transport is the server's transport; cmd is a stdio server's process.
@@ -396,6 +424,11 @@ func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 	}
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
+		if !answered(err) && !errors.Is(ctx.Err(), context.Canceled) && s.ctx.Err() == nil {
+			// Not an answer of the server, nor a cancelled run: is the
+			// server still there?
+			s.wg.Go(func() { s.check(sess) })
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("MCP server %q: tool %q timed out after %s", s.cfg.ID, call.Name, s.cfg.Timeout)
 		}
@@ -406,6 +439,19 @@ func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 		return nil, fmt.Errorf("MCP tool %q failed: %s", call.Name, text)
 	}
 	return json.Marshal(text)
+}
+
+// rejectedByTransport is the code of the SDK's internal
+// jsonrpc2.ErrRejected: a JSON-RPC error the SDK makes up itself when a
+// request did not reach the server (the HTTP request failed, or answered
+// 5xx without a JSON-RPC body), which the server never sent.
+const rejectedByTransport = -32005
+
+// answered reports whether err is the server's own JSON-RPC error answer:
+// the server is there.
+func answered(err error) bool {
+	var wire *jsonrpc.Error
+	return errors.As(err, &wire) && wire.Code != rejectedByTransport
 }
 
 // Status reports the server's state.
