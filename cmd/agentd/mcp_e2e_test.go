@@ -26,6 +26,7 @@ const mcpRules = `[
  {"when":{"user":"^wait"},"reply":{"tool_calls":[{"name":"notes__wait","arguments":{}}]}},
  {"when":{"user":"^grow"},"reply":{"tool_calls":[{"name":"notes__grow","arguments":{}}]}},
  {"when":{"user":"^extra"},"reply":{"tool_calls":[{"name":"notes__extra","arguments":{}}]}},
+ {"when":{"tool_result":"notes__wait"},"reply":{"text":"wait {{status}}: {{reason}}"}},
  {"when":{"tool_result":"notes__grow"},"reply":{"text":"grow {{status}}"}},
  {"when":{"tool_result":"notes__extra"},"reply":{"text":"extra {{status}}: {{result}}{{reason}}"}},
  {"when":{"user":"^look"},"reply":{"tool_calls":[{"name":"notes__lookup","arguments":{"q":"tea"}}]}},
@@ -126,11 +127,19 @@ func testMCPEndToEnd(t *testing.T, v mcpVariant) {
 		t.Fatalf("the trusted read-only tool parked: %s", st.summary())
 	}
 
-	// Killing the server's process: its tools fail cleanly (a failed call
-	// the model reads, nothing else breaks) until it is started again, and
-	// then they work (its lookup answers with a new pid).
+	// Killing the server's process: the call in flight fails (no hang),
+	// its tools fail cleanly (a failed call the model reads, nothing else
+	// breaks) until it is started again, and then they work (its lookup
+	// answers with a new pid).
 	pid := lookupPID(t, res.Raw)
+	send(t, base, "", conv, "wait")
+	waitNotes(t, notes, "waiting\n")
 	must(t, syscall.Kill(pid, syscall.SIGKILL))
+	res = st.waitFor("tool_call_result", nil)
+	st.waitFor("run_finished", nil)
+	if res.Data["status"] != "failed" || res.Data["tool_name"] != "notes__wait" || !strings.Contains(str(res.Data, "error"), `MCP server "notes"`) {
+		t.Fatalf("the call in flight when the server was killed: %s", res.Raw)
+	}
 	if v.restart != nil {
 		// Nobody starts it again yet: a call fails, and /readyz says so.
 		lookupFails(t, base, conv, st)
@@ -166,8 +175,8 @@ func testMCPEndToEnd(t *testing.T, v mcpVariant) {
 	if cr.Data["tool_name"] != "notes__note" || cr.Data["server_id"] != "notes" {
 		t.Fatalf("card: %s", cr.Raw)
 	}
-	if _, err := os.Stat(notes); !os.IsNotExist(err) {
-		t.Fatalf("the note ran before approval: %v", err)
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "waiting\n" {
+		t.Fatalf("notes = %q, %v: the note ran before approval", b, err)
 	}
 	approveCall(t, base, str(cr.Data, "tool_call_id"), str(cr.Data, "arguments_sha256"))
 	res = st.waitFor("tool_call_result", nil)
@@ -179,7 +188,7 @@ func testMCPEndToEnd(t *testing.T, v mcpVariant) {
 		t.Errorf("the model read: %s", msg.Raw)
 	}
 	st.waitFor("run_finished", nil)
-	if b, err := os.ReadFile(notes); err != nil || string(b) != "hello\n" {
+	if b, err := os.ReadFile(notes); err != nil || string(b) != "waiting\nhello\n" {
 		t.Errorf("notes = %q, %v: want one run", b, err)
 	}
 
@@ -205,11 +214,11 @@ func testMCPEndToEnd(t *testing.T, v mcpVariant) {
 	// Cancelling the run cancels the MCP request: the server's handler
 	// sees its context done (notifications/cancelled) and says so.
 	sent := send(t, base, "", conv, "wait")
-	waitNotes(t, notes, "hello\nwaiting\n")
+	waitNotes(t, notes, "waiting\nhello\nwaiting\n")
 	if status, run := call(t, http.MethodPost, base+"/v1/runs/"+str(sent, "run_id")+"/cancel", "", ""); status != 200 {
 		t.Fatalf("cancel: %d %v", status, run)
 	}
-	waitNotes(t, notes, "hello\nwaiting\ncancelled\n")
+	waitNotes(t, notes, "waiting\nhello\nwaiting\ncancelled\n")
 }
 
 // readyServers is /readyz's mcp_servers by id.
