@@ -52,6 +52,10 @@ var (
 	maxBackoff   = 30 * time.Second
 	healthyRun   = time.Minute
 	startTimeout = 20 * time.Second
+	// pingTimeout bounds the ping after a failed call (check).
+	pingTimeout = agentd.DefaultMCPPingTimeout
+	// keepAlive is how often an HTTP server is pinged.
+	keepAlive = agentd.DefaultMCPKeepAlive
 )
 
 var _ toolset.Changing = (*Server)(nil)
@@ -116,15 +120,15 @@ func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
 	s := &Server{cfg: sc, tiers: cfg.Tiers, approval: cfg.Approval, trust: cfg.Trust[sc.ID], state: StateStarting,
 		log: log.With().Str("mcp_server", sc.ID).Logger()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	var keepAlive time.Duration
+	var every time.Duration
 	if sc.URL != "" {
 		// A stdio server's death is seen at once (its process exits); an
 		// HTTP server's only by a request that fails.
-		keepAlive = agentd.DefaultMCPKeepAlive
+		every = keepAlive
 	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "agentd", Version: "1"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
-		KeepAlive:    keepAlive,
+		KeepAlive:    every,
 		ToolListChangedHandler: func(_ context.Context, req *sdk.ToolListChangedRequest) {
 			// Listing from inside the notification's handler could wait on
 			// the connection that delivers it.
@@ -251,7 +255,7 @@ func (s *Server) down(sess *sdk.ClientSession, err error) {
 // seconds later), so without this a server that went away would stay
 // "ready" in /readyz with a dead session.
 func (s *Server) check(sess *sdk.ClientSession) {
-	ctx, cancel := context.WithTimeout(s.ctx, agentd.DefaultMCPPingTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, pingTimeout)
 	defer cancel()
 	err := sess.Ping(ctx, nil)
 	if err == nil || answered(err) || s.ctx.Err() != nil {

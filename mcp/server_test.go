@@ -263,6 +263,29 @@ func TestStdioRestart(t *testing.T) {
 	}
 }
 
+// A stdio server that hangs (SIGSTOP): a call times out, the ping that
+// follows gets no answer either, and the server is started again.
+func TestStdioWedged(t *testing.T) {
+	pingTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { pingTimeout = agentd.DefaultMCPPingTimeout })
+	s, _ := stdioServer(t, `{"servers": [{"id": "notes", "command": ["SERVER"], "env": ["NOTES_FILE"], "timeout_ms": 200}]}`)
+	first := s.Status()
+	if err := syscall.Kill(first.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(first.PID, syscall.SIGKILL) })
+	if _, err := call(s, context.Background(), "notes__lookup", `{"q": "a"}`); err == nil || !strings.Contains(err.Error(), "timed out after 200ms") {
+		t.Fatalf("a call to a hung server: %v", err)
+	}
+	eventually(t, "the hung server is started again", func() bool {
+		st := s.Status()
+		return st.State == StateReady && st.PID != first.PID
+	})
+	if got, err := call(s, context.Background(), "notes__lookup", `{"q": "b"}`); err != nil || !strings.HasPrefix(got, "found b") {
+		t.Errorf("after the hung server was started again: %q, %v", got, err)
+	}
+}
+
 func TestStdioListChanged(t *testing.T) {
 	s, _ := stdioServer(t, stdioConfig)
 	if _, err := call(s, context.Background(), "notes__extra", `{}`); err == nil {
@@ -404,6 +427,31 @@ func TestHTTPRestart(t *testing.T) {
 	}
 	if got, err := call(s, context.Background(), "crm__lookup", `{"q": "c"}`); err != nil || got != fmt.Sprintf("found c (pid %d)", again.Pid) {
 		t.Errorf("lookup after the server came back = %q, %v", got, err)
+	}
+}
+
+// An idle HTTP server that goes away is seen by the keepalive ping, not
+// only when the SDK's standalone SSE stream gives up reconnecting.
+func TestHTTPKeepAlive(t *testing.T) {
+	keepAlive = 100 * time.Millisecond
+	t.Cleanup(func() { keepAlive = agentd.DefaultMCPKeepAlive })
+	u, proc := mcptest.StartHTTP(t, "127.0.0.1:0", filepath.Join(t.TempDir(), "notes"))
+	cfg := fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q, "headers_env": {"Authorization": "CRM_AUTH"}}]}`, u)
+	c, err := Parse([]byte(cfg), t.TempDir(), func(string) string { return "Bearer " + mcptest.Token })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	defer s.Close()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the idle killed server is seen down", func() bool { return s.Status().State != StateReady })
+	if st := s.Status(); strings.Contains(st.Error, "standalone SSE") {
+		t.Errorf("seen down by the SSE stream's retries, not the keepalive: %+v", st)
 	}
 }
 
