@@ -409,7 +409,7 @@ func TestHTTPRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = proc.Wait()
-	if _, err := call(s, context.Background(), "crm__lookup", `{"q": "b"}`); err == nil || !strings.Contains(err.Error(), "connection refused") {
+	if _, err := call(s, context.Background(), "crm__lookup", `{"q": "b"}`); err == nil || !strings.Contains(err.Error(), `MCP server "crm": calling tool "crm__lookup" failed`) {
 		t.Errorf("a call to a killed server: %v", err)
 	}
 	eventually(t, "the killed server is seen down", func() bool { return s.Status().State != StateReady })
