@@ -4,7 +4,9 @@
 // whose tools are the server's, named <id>__<tool>, with the server's own
 // input schema. A stdio server is a subprocess agentd starts, watches and
 // starts again with backoff when it dies; a streamable HTTP server is
-// reached at its URL with headers read from the environment. A server's
+// reached at its URL with headers read from the environment, and reached
+// again with backoff once it is found gone (a failed call whose ping
+// fails too, or the keepalive ping). A server's
 // text (descriptions, annotations) is shown to the model but is never
 // configuration: a tool is auto only when mcp.json's tiers say so or its
 // server is listed in trust_annotations and annotates it readOnlyHint.
@@ -401,7 +403,8 @@ func (s *Server) tier(name string, ann *sdk.ToolAnnotations) agentd.Tier {
 // bounded by the server's timeout and ctx (a cancelled run cancels the
 // request). Errors, read by the model: the server is not running now, it
 // no longer offers the tool, the call failed or timed out, or the tool
-// reported an error (its text).
+// reported an error (its text). A call that failed without the server's
+// answer (and was not cancelled) has the session checked (check).
 func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
 	s.mu.Lock()
 	sess, t, state, lastErr := s.session, s.offered[call.Name], s.state, s.lastErr
