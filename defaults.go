@@ -41,6 +41,15 @@ const (
 	// DefaultMCPResultBytes bounds the text of one MCP tool result the
 	// model reads; a longer one is cut, and says so.
 	DefaultMCPResultBytes = 64 << 10
+	// DefaultMCPPingTimeout bounds the ping that checks an MCP server's
+	// session after one of its calls failed; a failed ping ends the
+	// session and agentd connects again with backoff (docs/mcp.md).
+	DefaultMCPPingTimeout = 5 * time.Second
+	// DefaultMCPKeepAlive is how often agentd pings a streamable HTTP MCP
+	// server (the SDK's keepalive, each ping bounded by half of it), so
+	// that one which went away while idle is noticed; a failed ping ends
+	// the session as above.
+	DefaultMCPKeepAlive = 30 * time.Second
 	// DefaultTenantID and DefaultProjectID are the tenant and project of a
 	// server without API keys (dev mode), and whom a scheduled tool acts
 	// for when its tool.json names none.

@@ -4,7 +4,9 @@
 // whose tools are the server's, named <id>__<tool>, with the server's own
 // input schema. A stdio server is a subprocess agentd starts, watches and
 // starts again with backoff when it dies; a streamable HTTP server is
-// reached at its URL with headers read from the environment. A server's
+// reached at its URL with headers read from the environment, and reached
+// again with backoff once it is found gone (a failed call whose ping
+// fails too, or the keepalive ping). A server's
 // text (descriptions, annotations) is shown to the model but is never
 // configuration: a tool is auto only when mcp.json's tiers say so or its
 // server is listed in trust_annotations and annotates it readOnlyHint.
@@ -31,6 +33,7 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/toolset"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
@@ -51,6 +54,10 @@ var (
 	maxBackoff   = 30 * time.Second
 	healthyRun   = time.Minute
 	startTimeout = 20 * time.Second
+	// pingTimeout bounds the ping after a failed call (check).
+	pingTimeout = agentd.DefaultMCPPingTimeout
+	// keepAlive is how often an HTTP server is pinged.
+	keepAlive = agentd.DefaultMCPKeepAlive
 )
 
 var _ toolset.Changing = (*Server)(nil)
@@ -115,8 +122,15 @@ func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
 	s := &Server{cfg: sc, tiers: cfg.Tiers, approval: cfg.Approval, trust: cfg.Trust[sc.ID], state: StateStarting,
 		log: log.With().Str("mcp_server", sc.ID).Logger()}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var every time.Duration
+	if sc.URL != "" {
+		// A stdio server's death is seen at once (its process exits); an
+		// HTTP server's only by a request that fails.
+		every = keepAlive
+	}
 	s.client = sdk.NewClient(&sdk.Implementation{Name: "agentd", Version: "1"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
+		KeepAlive:    every,
 		ToolListChangedHandler: func(_ context.Context, req *sdk.ToolListChangedRequest) {
 			// Listing from inside the notification's handler could wait on
 			// the connection that delivers it.
@@ -223,14 +237,34 @@ func (s *Server) fail(err error) error {
 	return err
 }
 
-// down records that sess ended.
+// down records that sess ended, once.
 func (s *Server) down(sess *sdk.ClientSession, err error) {
 	s.mu.Lock()
-	if s.session == sess {
+	current := s.session == sess
+	if current {
 		s.session, s.pid, s.state, s.lastErr = nil, 0, StateStarting, err.Error()
 	}
 	s.mu.Unlock()
-	s.log.Error().Err(err).Msg("MCP server is down; starting it again")
+	if current {
+		s.log.Error().Err(err).Msg("MCP server is down; starting it again")
+	}
+}
+
+// check pings sess after one of its calls failed, and ends the session
+// when the ping fails too, so that watch connects again. The SDK does not
+// end a session by itself when a request fails to reach an HTTP server
+// (its standalone SSE stream notices only after its own retries, many
+// seconds later), so without this a server that went away would stay
+// "ready" in /readyz with a dead session.
+func (s *Server) check(sess *sdk.ClientSession) {
+	ctx, cancel := context.WithTimeout(s.ctx, pingTimeout)
+	defer cancel()
+	err := sess.Ping(ctx, nil)
+	if err == nil || answered(err) || s.ctx.Err() != nil {
+		return // it answered (an error answer too: a server without ping is alive)
+	}
+	s.down(sess, fmt.Errorf("the server does not answer: %v", err))
+	_ = sess.Close()
 }
 
 // transport is the server's transport; cmd is a stdio server's process.
@@ -369,7 +403,8 @@ func (s *Server) tier(name string, ann *sdk.ToolAnnotations) agentd.Tier {
 // bounded by the server's timeout and ctx (a cancelled run cancels the
 // request). Errors, read by the model: the server is not running now, it
 // no longer offers the tool, the call failed or timed out, or the tool
-// reported an error (its text).
+// reported an error (its text). A call that failed without the server's
+// answer (and was not cancelled) has the session checked (check).
 func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
 	s.mu.Lock()
 	sess, t, state, lastErr := s.session, s.offered[call.Name], s.state, s.lastErr
@@ -396,6 +431,11 @@ func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 	}
 	res, err := sess.CallTool(ctx, params)
 	if err != nil {
+		if !answered(err) && !errors.Is(ctx.Err(), context.Canceled) && s.ctx.Err() == nil {
+			// Not an answer of the server, nor a cancelled run: is the
+			// server still there?
+			s.wg.Go(func() { s.check(sess) })
+		}
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("MCP server %q: tool %q timed out after %s", s.cfg.ID, call.Name, s.cfg.Timeout)
 		}
@@ -406,6 +446,19 @@ func (s *Server) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMes
 		return nil, fmt.Errorf("MCP tool %q failed: %s", call.Name, text)
 	}
 	return json.Marshal(text)
+}
+
+// rejectedByTransport is the code of the SDK's internal
+// jsonrpc2.ErrRejected: a JSON-RPC error the SDK makes up itself when a
+// request did not reach the server (the HTTP request failed, or answered
+// 5xx without a JSON-RPC body), which the server never sent.
+const rejectedByTransport = -32005
+
+// answered reports whether err is the server's own JSON-RPC error answer:
+// the server is there.
+func answered(err error) bool {
+	var wire *jsonrpc.Error
+	return errors.As(err, &wire) && wire.Code != rejectedByTransport
 }
 
 // Status reports the server's state.

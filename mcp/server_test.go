@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -218,6 +219,18 @@ func TestStdioCancelAndTimeout(t *testing.T) {
 	if got, err := call(s, context.Background(), "notes__lookup", `{"q": "still"}`); err != nil || !strings.HasPrefix(got, "found still") {
 		t.Errorf("after a timeout the server still answers: %q, %v", got, err)
 	}
+	// What the timeout started in the background: the server answers the
+	// ping, so its session stays.
+	s.mu.Lock()
+	sess := s.session
+	s.mu.Unlock()
+	s.check(sess)
+	s.mu.Lock()
+	kept := s.session == sess
+	s.mu.Unlock()
+	if st := s.Status(); !kept || st.State != StateReady || st.Restarts != 0 {
+		t.Errorf("a server that answers the ping after a timeout lost its session: %+v", st)
+	}
 }
 
 func TestStdioRestart(t *testing.T) {
@@ -247,6 +260,29 @@ func TestStdioRestart(t *testing.T) {
 	got, err := call(s, context.Background(), "notes__lookup", `{"q": "b"}`)
 	if err != nil || got != fmt.Sprintf("found b (pid %d)", again.PID) {
 		t.Errorf("after a restart: %q, %v", got, err)
+	}
+}
+
+// A stdio server that hangs (SIGSTOP): a call times out, the ping that
+// follows gets no answer either, and the server is started again.
+func TestStdioWedged(t *testing.T) {
+	pingTimeout = 100 * time.Millisecond
+	t.Cleanup(func() { pingTimeout = agentd.DefaultMCPPingTimeout })
+	s, _ := stdioServer(t, `{"servers": [{"id": "notes", "command": ["SERVER"], "env": ["NOTES_FILE"], "timeout_ms": 200}]}`)
+	first := s.Status()
+	if err := syscall.Kill(first.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(first.PID, syscall.SIGKILL) })
+	if _, err := call(s, context.Background(), "notes__lookup", `{"q": "a"}`); err == nil || !strings.Contains(err.Error(), "timed out after 200ms") {
+		t.Fatalf("a call to a hung server: %v", err)
+	}
+	eventually(t, "the hung server is started again", func() bool {
+		st := s.Status()
+		return st.State == StateReady && st.PID != first.PID
+	})
+	if got, err := call(s, context.Background(), "notes__lookup", `{"q": "b"}`); err != nil || !strings.HasPrefix(got, "found b") {
+		t.Errorf("after the hung server was started again: %q, %v", got, err)
 	}
 }
 
@@ -346,6 +382,76 @@ func TestHTTPServer(t *testing.T) {
 	eventually(t, "list_changed over HTTP", func() bool { return slices.Contains(s.Status().Tools, "crm__extra") })
 	if st := s.Status(); st.Transport != "http" || st.State != StateReady {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// An HTTP server (a real subprocess) killed with -9: a call fails with the
+// HTTP error, the ping that follows fails too and ends the session (Status
+// says so at once, not after the SDK's own retries of its SSE stream), and
+// the server started again on the same port is reached again.
+func TestHTTPRestart(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes")
+	u, proc := mcptest.StartHTTP(t, "127.0.0.1:0", notes)
+	cfg := fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q, "headers_env": {"Authorization": "CRM_AUTH"}}]}`, u)
+	c, err := Parse([]byte(cfg), t.TempDir(), func(string) string { return "Bearer " + mcptest.Token })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	defer s.Close()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := call(s, context.Background(), "crm__lookup", `{"q": "a"}`); err != nil || got != fmt.Sprintf("found a (pid %d)", proc.Pid) {
+		t.Fatalf("lookup = %q, %v", got, err)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = proc.Wait()
+	if _, err := call(s, context.Background(), "crm__lookup", `{"q": "b"}`); err == nil || !strings.Contains(err.Error(), `MCP server "crm": calling tool "crm__lookup" failed`) {
+		t.Errorf("a call to a killed server: %v", err)
+	}
+	eventually(t, "the killed server is seen down", func() bool { return s.Status().State != StateReady })
+	if st := s.Status(); !strings.Contains(st.Error, "does not answer") || len(st.Tools) == 0 {
+		t.Errorf("status of a killed server: %+v", st)
+	}
+	parsed, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, again := mcptest.StartHTTP(t, parsed.Host, notes)
+	eventually(t, "the server is reached again", func() bool { return s.Status().State == StateReady })
+	if st := s.Status(); st.Restarts != 1 || st.Error != "" {
+		t.Errorf("after the server came back: %+v", st)
+	}
+	if got, err := call(s, context.Background(), "crm__lookup", `{"q": "c"}`); err != nil || got != fmt.Sprintf("found c (pid %d)", again.Pid) {
+		t.Errorf("lookup after the server came back = %q, %v", got, err)
+	}
+}
+
+// An idle HTTP server that goes away is seen by the keepalive ping, not
+// only when the SDK's standalone SSE stream gives up reconnecting.
+func TestHTTPKeepAlive(t *testing.T) {
+	keepAlive = 100 * time.Millisecond
+	t.Cleanup(func() { keepAlive = agentd.DefaultMCPKeepAlive })
+	u, proc := mcptest.StartHTTP(t, "127.0.0.1:0", filepath.Join(t.TempDir(), "notes"))
+	cfg := fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q, "headers_env": {"Authorization": "CRM_AUTH"}}]}`, u)
+	c, err := Parse([]byte(cfg), t.TempDir(), func(string) string { return "Bearer " + mcptest.Token })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	defer s.Close()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the idle killed server is seen down", func() bool { return s.Status().State != StateReady })
+	if st := s.Status(); strings.Contains(st.Error, "standalone SSE") {
+		t.Errorf("seen down by the SSE stream's retries, not the keepalive: %+v", st)
 	}
 }
 

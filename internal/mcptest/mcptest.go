@@ -1,15 +1,19 @@
 // Package mcptest builds the MCP test server — mcp/testdata/server, the
 // MCP SDK's own server with the tools of mcp/internal/testserver — for the
 // tests of package mcp, cmd/agentd and bench: once per test process, into
-// a temporary folder that Remove deletes. Only test files import it
+// a temporary folder that Remove deletes; StartHTTP runs it as a
+// streamable HTTP server. Only test files import it
 // (TestImportRules).
 package mcptest
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -53,6 +57,40 @@ func Server(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	return p
+}
+
+// Token is the bearer token StartHTTP's server requires.
+const Token = "s3cret"
+
+// StartHTTP starts the server in HTTP mode on addr ("127.0.0.1:0" picks a
+// port), as a real subprocess refusing requests without "Bearer "+Token,
+// with its notes in the file notes; it returns the server's MCP endpoint
+// and process (killed when the test ends).
+func StartHTTP(tb testing.TB, addr, notes string) (string, *os.Process) {
+	tb.Helper()
+	cmd := exec.Command(Server(tb), "-http", addr)
+	cmd.Env = append(os.Environ(), "MCP_TOKEN="+Token, "NOTES_FILE="+notes)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "listening on ") {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait() // stderr is complete
+		tb.Fatalf("the MCP test server did not start on %s: %q %v\n%s", addr, line, err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	return strings.TrimSpace(strings.TrimPrefix(line, "listening on ")) + "/mcp", cmd.Process
 }
 
 // Remove deletes the server Build built, if any; call it from TestMain

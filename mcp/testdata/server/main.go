@@ -1,11 +1,19 @@
-// Command server is the MCP stdio server of package mcp's tests (and of
+// Command server is the MCP server of package mcp's tests (and of
 // cmd/agentd's): the tools of mcp/internal/testserver, notes written to
-// $NOTES_FILE.
+// $NOTES_FILE. By default it serves stdio; with -http ADDR it serves
+// streamable HTTP on ADDR (":0" picks a port) instead, refusing with 401
+// every request whose Authorization header is not "Bearer $MCP_TOKEN"
+// (when MCP_TOKEN is set), and prints "listening on http://HOST:PORT" on
+// stdout once it accepts connections.
 package main
 
 import (
 	"context"
+	"flag"
+	"fmt"
 	"log"
+	"net"
+	"net/http"
 	"os"
 
 	"github.com/agentd-dev/agentd/mcp/internal/testserver"
@@ -13,7 +21,32 @@ import (
 )
 
 func main() {
-	if err := testserver.New(os.Getenv("NOTES_FILE")).Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+	flag.Parse()
+	srv := testserver.New(os.Getenv("NOTES_FILE"))
+	if *addr == "" {
+		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+			log.Fatal(err)
+		}
+		return
+	}
+	if err := serveHTTP(srv, *addr, os.Getenv("MCP_TOKEN")); err != nil {
 		log.Fatal(err)
 	}
+}
+
+func serveHTTP(srv *mcp.Server, addr, token string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	fmt.Printf("listening on http://%s\n", ln.Addr())
+	return http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
 }
