@@ -23,13 +23,19 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	}
 	// A disabled webhook endpoint or a failed MCP server does not make the
 	// server unready; the details say which ones wait for an operator or
-	// are being started again.
+	// are being started again — to an operator or admin key, and only those
+	// of its tenant (the probe itself needs no key, and tells anyone else
+	// only that the server is ready).
 	out := map[string]any{"status": "ready"}
+	p, ok := s.probeReader(c)
+	if !ok {
+		return c.JSON(http.StatusOK, out)
+	}
 	if s.cfg.Webhooks != nil {
-		out["webhooks"] = map[string]any{"disabled_endpoints": s.cfg.Webhooks.DisabledEndpoints()}
+		out["webhooks"] = map[string]any{"disabled_endpoints": s.cfg.Webhooks.DisabledEndpoints(p)}
 	}
 	if s.cfg.MCPServers != nil {
-		out["mcp_servers"] = s.cfg.MCPServers()
+		out["mcp_servers"] = s.cfg.MCPServers(p.TenantID)
 	}
 	return c.JSON(http.StatusOK, out)
 }

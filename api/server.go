@@ -52,10 +52,10 @@ type Config struct {
 	// Metrics serves GET /metrics (unauthenticated, like the probes:
 	// docs/metrics.md says why); nil: no such route.
 	Metrics http.Handler
-	// MCPServers reports the MCP servers' states for /readyz's details (a
-	// JSON value); nil when the project has none. A failed server does not
-	// make the server unready.
-	MCPServers func() any
+	// MCPServers reports the states of the MCP servers whose tools a
+	// tenant sees, for /readyz's details (a JSON value); nil when the
+	// project has none. A failed server does not make the server unready.
+	MCPServers func(tenantID string) any
 	// Webhooks serves the delivery log and the endpoints (the /v1/webhooks
 	// routes); nil when no webhooks are configured (those routes answer
 	// 404 then).
@@ -138,8 +138,9 @@ type Webhooks interface {
 	Endpoints(ctx context.Context, p agentd.Principal) ([]agentd.WebhookEndpoint, error)
 	// EnableEndpoint enables an endpoint disabled by a 410 answer.
 	EnableEndpoint(ctx context.Context, p agentd.Principal, id string) (*agentd.WebhookEndpoint, error)
-	// DisabledEndpoints are the ids of the disabled endpoints (for /readyz).
-	DisabledEndpoints() []string
+	// DisabledEndpoints are the ids of the disabled endpoints that receive
+	// events of p's tenant and project (for /readyz).
+	DisabledEndpoints(p agentd.Principal) []string
 }
 
 // Connections is the durable/workflow request path (SPEC §2.3).
@@ -309,18 +310,43 @@ func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 			if token == "" {
 				return s.unauthorized(c, "missing API key")
 			}
-			if len(token) > 512 {
-				return s.unauthorized(c, "invalid API key")
-			}
-			sum := sha256.Sum256([]byte(token))
-			k, ok := s.keys[hex.EncodeToString(sum[:])]
+			p, ok := s.keyPrincipal(token)
 			if !ok {
 				return s.unauthorized(c, "invalid API key")
 			}
-			c.Set(principalKey, agentd.Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID, Groups: k.Groups})
+			c.Set(principalKey, p)
 			return next(c)
 		}
 	}
+}
+
+// keyPrincipal returns the principal of the API key token, if it is one.
+func (s *Server) keyPrincipal(token string) (agentd.Principal, bool) {
+	if len(token) > 512 {
+		return agentd.Principal{}, false
+	}
+	sum := sha256.Sum256([]byte(token))
+	k, ok := s.keys[hex.EncodeToString(sum[:])]
+	if !ok {
+		return agentd.Principal{}, false
+	}
+	return agentd.Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID, Groups: k.Groups}, true
+}
+
+// probeReader returns the principal whose details the probes may show: the
+// dev principal in dev mode, else the operator or admin key of the
+// request's bearer token; false for anyone else (the probe answers, but
+// without details).
+func (s *Server) probeReader(c echo.Context) (agentd.Principal, bool) {
+	if s.DevMode() {
+		return agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"}, true
+	}
+	scheme, token, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return agentd.Principal{}, false
+	}
+	p, ok := s.keyPrincipal(strings.TrimSpace(token))
+	return p, ok && (p.Role == agentd.RoleOperator || p.Role == agentd.RoleAdmin)
 }
 
 func (s *Server) unauthorized(c echo.Context, msg string) error {

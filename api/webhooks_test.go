@@ -69,7 +69,7 @@ func (f *fakeWebhooks) EnableEndpoint(ctx context.Context, p agentd.Principal, i
 	return &agentd.WebhookEndpoint{ID: id, Enabled: true}, nil
 }
 
-func (f *fakeWebhooks) DisabledEndpoints() []string { return f.disabled }
+func (f *fakeWebhooks) DisabledEndpoints(agentd.Principal) []string { return f.disabled }
 
 var _ api.Webhooks = (*fakeWebhooks)(nil)
 
@@ -117,7 +117,16 @@ func TestWebhookRoutes(t *testing.T) {
 	want(t, "enable", s.do("POST", "/v1/webhooks/endpoints/ops/enable", "k-op", "", nil), http.StatusOK, "")
 	want(t, "enable a ghost", s.do("POST", "/v1/webhooks/endpoints/nope/enable", "k-op", "", nil), http.StatusNotFound, agentd.ENOTFOUND)
 
-	ready := s.do("GET", "/readyz", "", "", nil)
+	// The details go to operators and admins only: anyone else learns
+	// the server is ready.
+	for _, key := range []string{"", "k-alice", "k-robot", "k-nonsense"} {
+		r := s.do("GET", "/readyz", key, "", nil)
+		want(t, "readyz as "+key, r, http.StatusOK, "")
+		if r.body != `{"status":"ready"}`+"\n" {
+			t.Errorf("/readyz to %q = %s, want the status alone", key, r.body)
+		}
+	}
+	ready := s.do("GET", "/readyz", "k-op", "", nil)
 	want(t, "readyz", ready, http.StatusOK, "")
 	var rz struct {
 		Status   string `json:"status"`

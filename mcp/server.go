@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -459,6 +460,12 @@ const rejectedByTransport = -32005
 func answered(err error) bool {
 	var wire *jsonrpc.Error
 	return errors.As(err, &wire) && wire.Code != rejectedByTransport
+}
+
+// ForTenant reports whether the tenant sees the server's tools (its
+// tenant_ids; none: every tenant).
+func (s *Server) ForTenant(tenantID string) bool {
+	return s.cfg.TenantIDs == nil || slices.Contains(s.cfg.TenantIDs, tenantID)
 }
 
 // Status reports the server's state.

@@ -100,8 +100,11 @@ func TestSigningAndGone(t *testing.T) {
 	if len(states) != 1 || states[0].DisabledAt == nil || !strings.Contains(states[0].DisabledReason, gone.ID()) {
 		t.Fatalf("endpoint states after a 410: %+v (%v)", states, err)
 	}
-	if got := svc.DisabledEndpoints(); !slices.Equal(got, []string{"ops"}) {
+	if got := svc.DisabledEndpoints(agentd.Principal{TenantID: "t", ProjectID: "p"}); !slices.Equal(got, []string{"ops"}) {
 		t.Fatalf("disabled endpoints %v", got)
+	}
+	if got := svc.DisabledEndpoints(agentd.Principal{TenantID: "other", ProjectID: "p"}); len(got) != 0 {
+		t.Fatalf("another tenant sees the disabled endpoints %v of tenant t", got)
 	}
 	d, err := store.WebhookDelivery(ctx, gone.ID())
 	if err != nil || d.Status != agentd.DeliveryFailed || len(d.Attempts) != 1 || d.Attempts[0].StatusCode != http.StatusGone {

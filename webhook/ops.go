@@ -150,12 +150,12 @@ func (s *Service) EnableEndpoint(ctx context.Context, p agentd.Principal, id str
 	return &v, nil
 }
 
-// DisabledEndpoints returns the ids of the disabled endpoints (readiness
-// details).
-func (s *Service) DisabledEndpoints() []string {
+// DisabledEndpoints returns the ids of the disabled endpoints that receive
+// events of p's tenant and project (readiness details).
+func (s *Service) DisabledEndpoints(p agentd.Principal) []string {
 	out := []string{}
 	for _, ep := range s.endpoints {
-		if off, _, _ := ep.disabled(); off {
+		if off, _, _ := ep.disabled(); off && reaches(p, ep) {
 			out = append(out, ep.ID)
 		}
 	}

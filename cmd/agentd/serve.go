@@ -492,11 +492,13 @@ func startMCP(proj *project.Project, log zerolog.Logger, done *closers) []*mcp.S
 }
 
 // mcpStatus is the MCP servers' part of /readyz.
-func mcpStatus(servers []*mcp.Server) func() any {
-	return func() any {
+func mcpStatus(servers []*mcp.Server) func(tenantID string) any {
+	return func(tenantID string) any {
 		out := make([]mcp.Status, 0, len(servers))
 		for _, s := range servers {
-			out = append(out, s.Status())
+			if s.ForTenant(tenantID) {
+				out = append(out, s.Status())
+			}
 		}
 		return out
 	}
