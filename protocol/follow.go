@@ -92,7 +92,8 @@ func (s *Service) Follow(ctx context.Context, t *Turn, sink Sink) (End, error) {
 			f.sub.Close()
 			f.sub = s.hub.Subscribe(t.Conversation.ID)
 			fromLog = true
-		case e := <-f.sub.Events():
+		case p := <-f.sub.Events():
+			e := *p
 			switch {
 			case e.Seq <= f.last: // sent from the log
 			case e.Seq == f.last+1:

@@ -99,7 +99,7 @@ func (fx *feedFixture) receive(t *testing.T, i int) agentd.Event {
 	t.Helper()
 	select {
 	case e := <-fx.subs[i].Events():
-		return e
+		return *e
 	case <-fx.subs[i].Done():
 		t.Fatalf("subscription %d ended: %v", i, fx.subs[i].Err())
 	case <-time.After(hangGuard):
@@ -136,7 +136,8 @@ wait:
 	for {
 		select {
 		case fx.tick <- time.Time{}: // until the hub has it: it may come before the first tick
-		case e = <-fx.subs[1].Events():
+		case p := <-fx.subs[1].Events():
+			e = *p
 			break wait
 		case <-guard.C:
 			t.Fatal("an unannounced event did not reach the hub")

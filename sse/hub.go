@@ -70,7 +70,7 @@ func NewHub(opts ...HubOption) *Hub {
 type Subscription struct {
 	hub  *Hub
 	conv string
-	ch   chan agentd.Event
+	ch   chan *agentd.Event // shared by every subscriber: read only
 	done chan struct{}
 	err  error // guarded by hub.mu; set once, when done is closed
 }
@@ -82,7 +82,7 @@ func (h *Hub) Subscribe(conversationID string) *Subscription {
 	s := &Subscription{
 		hub:  h,
 		conv: conversationID,
-		ch:   make(chan agentd.Event, h.buffer),
+		ch:   make(chan *agentd.Event, h.buffer),
 		done: make(chan struct{}),
 	}
 	h.mu.Lock()
@@ -136,9 +136,10 @@ func (h *Hub) publishLocked(e agentd.Event) {
 	if e.Seq > h.sent[e.ConversationID] {
 		h.sent[e.ConversationID] = e.Seq
 	}
+	p := &e // one copy for every subscriber; a buffered pointer is 8 bytes
 	for s := range m {
 		select {
-		case s.ch <- e:
+		case s.ch <- p:
 		default:
 			h.cutOffs++
 			h.removeLocked(s, ErrSlowSubscriber)
@@ -194,8 +195,9 @@ func (h *Hub) removeLocked(s *Subscription, reason error) {
 }
 
 // Events returns the channel on which published events arrive. It is never
-// closed; stop reading when Done is closed.
-func (s *Subscription) Events() <-chan agentd.Event { return s.ch }
+// closed; stop reading when Done is closed. The events are shared with the
+// other subscribers and must not be changed.
+func (s *Subscription) Events() <-chan *agentd.Event { return s.ch }
 
 // Done is closed when the subscription ends: cut off for being slow, hub
 // closed, or Close called. Events already buffered stay readable.

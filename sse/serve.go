@@ -222,12 +222,12 @@ const drainMax = 64
 // drainQueued returns first and the events already queued behind it on ch (at
 // most drainMax in all), without waiting, so that what is queued goes out
 // in one write.
-func drainQueued(into []agentd.Event, first agentd.Event, ch <-chan agentd.Event) []agentd.Event {
-	into = append(into, first)
+func drainQueued(into []agentd.Event, first *agentd.Event, ch <-chan *agentd.Event) []agentd.Event {
+	into = append(into, *first)
 	for len(into) < drainMax {
 		select {
 		case e := <-ch:
-			into = append(into, e)
+			into = append(into, *e)
 		default:
 			return into
 		}
