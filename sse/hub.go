@@ -8,8 +8,9 @@ import (
 )
 
 // DefaultBuffer is the number of events a subscriber may fall behind before
-// the hub cuts it off. An idle subscriber costs its buffer (about 64 bytes an
-// event) plus the stream's goroutine and connection.
+// the hub cuts it off. An idle subscriber costs its buffer (a pointer a
+// slot: the events themselves are shared) plus the stream's goroutine and
+// connection.
 const DefaultBuffer = 64
 
 var (
