@@ -49,8 +49,9 @@ func TestEmbedExample(t *testing.T) {
 	events := follow(t, base, conv.ID)
 	postJSON(t, base+"/v1/conversations/"+conv.ID+"/messages", `{"content":"please send the invoice"}`, http.StatusAccepted, nil)
 
-	// Until the run waits: the weather ran without anyone's approval, the
-	// invoice is parked with a card and has not started.
+	// Until the run waits and the weather's call ended (in either order):
+	// the weather ran without anyone's approval, the invoice is parked
+	// with a card and has not started.
 	var card struct {
 		ToolCallID      string          `json:"tool_call_id"`
 		ToolName        string          `json:"tool_name"`
@@ -62,9 +63,11 @@ func TestEmbedExample(t *testing.T) {
 			Arguments json.RawMessage `json:"arguments"`
 		} `json:"card"`
 	}
-	weather := ""
-	for e := range events.until("run_waiting") {
+	weather, waiting := "", false
+	for e := range events.until(func() bool { return waiting && weather != "" }) {
 		switch e.Type {
+		case "run_waiting":
+			waiting = true
 		case "confirmation_required":
 			must(t, json.Unmarshal(e.Data, &card))
 		case "tool_call_result":
@@ -97,12 +100,15 @@ func TestEmbedExample(t *testing.T) {
 	approval := `{"decision":"approve","arguments_sha256":"` + card.ArgumentsSHA256 + `"}`
 	postJSON(t, base+"/v1/tool-calls/"+card.ToolCallID+"/approval", approval, http.StatusOK, nil)
 	invoice, final := "", ""
-	for e := range events.until("run_finished") {
+	finished := false
+	for e := range events.until(func() bool { return finished }) {
 		switch e.Type {
 		case "tool_call_result":
 			if name, status, result := resultOf(t, e); name == "send_invoice" && status == "completed" {
 				invoice = result
 			}
+		case "run_finished":
+			finished = true
 		case "message":
 			var m struct{ Content string }
 			must(t, json.Unmarshal(e.Data, &m))
@@ -208,20 +214,20 @@ func follow(t *testing.T, base, conv string) *stream {
 	return s
 }
 
-// until yields the events up to and including the first of type last; a
-// stream that stops short of it fails the test instead of hanging.
-func (s *stream) until(last string) func(func(agentd.Event) bool) {
+// until yields the events until done reports true after one; a stream
+// that stops short of that fails the test instead of hanging.
+func (s *stream) until(done func() bool) func(func(agentd.Event) bool) {
 	return func(yield func(agentd.Event) bool) {
 		timeout := time.NewTimer(30 * time.Second)
 		defer timeout.Stop()
 		for {
 			select {
 			case e := <-s.ch:
-				if !yield(e) || e.Type == last {
+				if !yield(e) || done() {
 					return
 				}
 			case <-timeout.C:
-				s.t.Fatalf("no %s event", last)
+				s.t.Fatal("the stream stopped short of the events the test waits for")
 			}
 		}
 	}
