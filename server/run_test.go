@@ -60,7 +60,10 @@ func TestRunSourcesLoadErrors(t *testing.T) {
 		{"agent.json tools", writeProject(t, `,"tools":["send_invoice","nope"]`),
 			[]string{`unknown tool "nope"`, "go"}},
 	} {
-		err := Run(context.Background(), Options{Args: []string{"--project", tc.dir, "--addr", "127.0.0.1:0", "--data", t.TempDir()},
+		// A cancelled context: Run returns at once if it got past loading.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := Run(ctx, Options{Args: []string{"--project", tc.dir, "--addr", "127.0.0.1:0", "--data", t.TempDir()},
 			Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard, Sources: []toolset.Source{goSource(t)}})
 		for _, w := range tc.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
