@@ -11,8 +11,9 @@
 // arguments are checked against the schema (package internal/schema, as
 // every tool's) before a card exists, then decoded into Args.
 //
-// A function's error, or its panic, is the call's failure, whose text the
-// model reads; it never stops the server. The package imports the
+// A function's result is marshalled to JSON, at most
+// agentd.MaxToolResultBytes. Its error, or its panic, is the call's
+// failure, whose text the model reads; it never stops the server. The package imports the
 // contract (toolset), confirm and the domain, never the loop.
 package gofunc
 
@@ -151,6 +152,9 @@ func New[A, R any](name, description string, f func(context.Context, A) (R, erro
 		out, err := json.Marshal(res)
 		if err != nil {
 			return nil, fmt.Errorf("tool %q: its result is not JSON: %v", name, err)
+		}
+		if len(out) > agentd.MaxToolResultBytes {
+			return nil, fmt.Errorf("tool %q: result too large (%d bytes, over %d)", name, len(out), agentd.MaxToolResultBytes)
 		}
 		return out, nil
 	}

@@ -147,6 +147,12 @@ func TestExecute(t *testing.T) {
 			t.Errorf("%s: %s, %v; want an error containing %q", tc.args, out, err, tc.want)
 		}
 	}
+	big := gofunc.MustNew("big", "A large result.", func(context.Context, struct{}) (string, error) {
+		return strings.Repeat("x", agentd.MaxToolResultBytes), nil
+	})
+	if _, err := source(t, big).Execute(ctx, agentd.ToolCall{Name: "big"}); err == nil || !strings.Contains(err.Error(), "result too large") {
+		t.Errorf("a result over MaxToolResultBytes: %v", err)
+	}
 	if _, err := s.Execute(ctx, agentd.ToolCall{Name: "other"}); err == nil {
 		t.Error("a tool the source does not have ran")
 	}
