@@ -35,6 +35,10 @@ const (
 	// event, a webhook body — and stand there as an OmittedValue; the
 	// whole call is GET /v1/tool-calls/{id}.
 	LargeValueBytes = 64 << 10
+	// MaxToolResultBytes bounds the result of a command tool (what it
+	// prints on stdout) and of a Go tool (its JSON): a larger one fails
+	// the call, saying so.
+	MaxToolResultBytes = 1 << 20
 	// DefaultMCPCallTimeout bounds one MCP tool call when mcp.json's
 	// timeout_ms does not say otherwise.
 	DefaultMCPCallTimeout = 60 * time.Second

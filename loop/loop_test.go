@@ -484,6 +484,11 @@ func TestImportRules(t *testing.T) {
 		"github.com/agentd-dev/agentd/loop": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/hooks", "github.com/agentd-dev/agentd/files",
 			"github.com/agentd-dev/agentd/mcp", "github.com/modelcontextprotocol/go-sdk/mcp", "os/exec"},
 		"github.com/agentd-dev/agentd/tools/registry": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "os/exec"},
+		// Go tools are the embedding program's functions behind the
+		// contract: no engine, no other source, no server, no process.
+		"github.com/agentd-dev/agentd/tools/gofunc": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/tools",
+			"github.com/agentd-dev/agentd/tools/registry", "github.com/agentd-dev/agentd/server", "github.com/agentd-dev/agentd/api",
+			"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/postgres", "net/http", "os/exec", "database/sql"},
 		// The context endpoint holds tokens and rules; the registry and the
 		// connections are handed to it, and the API serves it.
 		"github.com/agentd-dev/agentd/tools/callcontext": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/tools/registry",
@@ -545,11 +550,16 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("tool source %s imports %s: a source imports the contract (toolset), not the engine", pkg, dep)
 			}
 			// The trace API is small and vendor-neutral; the SDK and its
-			// exporters are wired in cmd/agentd only, and measured by
+			// exporters are wired in package server only, and measured by
 			// bench (a package of benchmarks: doc.go and tests).
 			otelSDK := strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(dep, "go.opentelemetry.io/otel/exporters")
-			if otelSDK && pkg != mod+"/cmd/agentd" && pkg != mod+"/bench" {
-				t.Errorf("%s imports %s: only cmd/agentd wires the OpenTelemetry SDK", pkg, dep)
+			if otelSDK && pkg != mod+"/server" && pkg != mod+"/bench" {
+				t.Errorf("%s imports %s: only package server wires the OpenTelemetry SDK", pkg, dep)
+			}
+			// The assembled server is for programs: cmd/agentd and the
+			// examples of embedding it, never a package of the engine.
+			if dep == mod+"/server" && pkg != mod+"/cmd/agentd" && !under(pkg, "examples") {
+				t.Errorf("%s imports %s: only cmd/agentd and examples/ run the assembled server", pkg, dep)
 			}
 			if pkg == mod+"/toolset" && strings.HasPrefix(dep, mod+"/") && dep != mod+"/confirm" {
 				t.Errorf("the tool contract imports %s: only the domain and confirm", dep)

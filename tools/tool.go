@@ -45,7 +45,7 @@ const (
 	defaultTimeout = 30 * time.Second
 	maxTimeout     = 10 * time.Minute
 	// maxOutput bounds what a command may print on stdout.
-	maxOutput = 1 << 20
+	maxOutput = agentd.MaxToolResultBytes
 	// maxStderrTail is how much of the end of stderr a failure reports.
 	maxStderrTail = 2 << 10
 	// maxValidationMessage bounds the text of an argument validation error.

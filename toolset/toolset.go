@@ -2,10 +2,10 @@
 // of its tools: a Source offers Tools and runs their calls, a Set is what
 // the loop runs calls through, and Hooks are the project's preToolUse and
 // postToolUse hooks. Every tool source (command tools, connections, the
-// file tools, the subagents' task tool, MCP servers, later Go
-// functions) imports this package, agentd's domain types and package
-// confirm, and never the loop: cmd/agentd hands the sources to the
-// registry (tools/registry) and the registry's Set to the loop.
+// file tools, the subagents' task tool, MCP servers, Go functions)
+// imports this package, agentd's domain types and package confirm, and
+// never the loop: package server hands the sources to the registry
+// (tools/registry) and the registry's Set to the loop.
 //
 // The package holds types only; it imports the domain package and confirm
 // and nothing else of agentd's.
@@ -144,7 +144,8 @@ type Set interface {
 // (tools.Source), the request tool and each connection's OpenAPI
 // operations (package connections), the file tools (package files), the
 // subagents' task tool (loop.TaskSource) and each MCP server (package
-// mcp); Go-registered functions will be a source too. Tools lists every
+// mcp) and the Go functions of a program that embeds agentd (package
+// tools/gofunc, or any Source in server.Options). Tools lists every
 // tool of the source, llm_callable or not; the registry (tools/registry)
 // checks names across sources at start, and again for a Changing source
 // when its tools change.

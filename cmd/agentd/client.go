@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/server"
 	"github.com/agentd-dev/agentd/sse"
 )
 
@@ -22,7 +23,7 @@ type clientFlags struct {
 }
 
 func (c *clientFlags) register(fs *flag.FlagSet, getenv func(string) string) {
-	fs.StringVar(&c.url, "url", or(getenv("AGENTD_URL"), "http://"+defaultAddr), "agentd base URL")
+	fs.StringVar(&c.url, "url", or(getenv("AGENTD_URL"), "http://"+server.DefaultAddr), "agentd base URL")
 	c.key = getenv("AGENTD_API_KEY") // secrets only from env, never from argv
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/demo/billing"
+	"github.com/agentd-dev/agentd/server"
 )
 
 // demoAPI serves the demo billing API on its own, for a copy of the demo
@@ -23,7 +24,7 @@ func demoAPI(ctx context.Context, args []string, getenv func(string) string, std
 	if err := fs.Parse(args); err != nil {
 		return errUsage
 	}
-	if !isLoopback(*addr) {
+	if !server.IsLoopback(*addr) {
 		return fmt.Errorf("the demo billing API has no authentication: bind a loopback address, not %s", *addr)
 	}
 	ln, err := net.Listen("tcp", *addr)

@@ -1,7 +1,8 @@
 // Command agentd runs the agentd server (`agentd serve`) and clients of its
 // API (`agentd chat`, `agentd approvals`, `agentd tail`, `agentd events`,
-// `agentd approve`). main only wires: every dependency is built in runIO
-// (run for the commands that read no input), which tests call directly.
+// `agentd approve`). main only dispatches: the server is package server
+// (server.Run), and every client is built in runIO (run for the commands
+// that read no input), which tests call directly.
 package main
 
 import (
@@ -13,6 +14,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/agentd-dev/agentd/server"
 )
 
 func main() {
@@ -26,7 +29,9 @@ func main() {
 	}
 }
 
-var errUsage = errors.New("usage")
+// errUsage is the error of a command whose flags did not parse (the flag
+// package has said what is wrong): main prints nothing more.
+var errUsage = server.ErrUsage
 
 const usage = `agentd — an agent loop with a human in the loop.
 
@@ -52,11 +57,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // runIO is the whole program: args without the program name.
 func runIO(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return serve(ctx, nil, getenv, stdout, stderr)
+		return server.Run(ctx, server.Options{Getenv: getenv, Stdout: stdout, Stderr: stderr})
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], getenv, stdout, stderr)
+		return server.Run(ctx, server.Options{Args: args[1:], Getenv: getenv, Stdout: stdout, Stderr: stderr})
 	case "events":
 		return events(ctx, args[1:], getenv, stdout, stderr)
 	case "approve":
@@ -76,4 +81,12 @@ func runIO(ctx context.Context, args []string, getenv func(string) string, stdin
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", args[0])
 	}
+}
+
+// or is a unless it is empty, else b.
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }

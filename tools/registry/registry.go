@@ -1,7 +1,7 @@
 // Package registry is the project's one tool registry. It gathers the
 // tools of every tool source (toolset.Source: the command tools, the
 // request tool, each connection's OpenAPI operations, the file tools, the
-// subagents' task tool, each MCP server; later Go-registered functions),
+// subagents' task tool, each MCP server, Go functions: tools/gofunc),
 // checks at start that no name is defined twice (and again, for an MCP
 // server's own tools, when they change: toolset.Changing), and gives the loop
 // the tools an agent's model sees: agent.json's "tools" (each name must

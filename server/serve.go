@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -46,13 +46,52 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-const defaultAddr = "127.0.0.1:8787"
+// DefaultAddr is where the server listens without --addr or AGENTD_ADDR.
+const DefaultAddr = "127.0.0.1:8787"
 
-func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseServeFlags(args, getenv, stderr)
+// ErrUsage is Run's error for flags it cannot parse; the flag package has
+// already written what is wrong, and the usage, to Options.Stderr.
+var ErrUsage = errors.New("usage")
+
+// Options are what Run serves.
+type Options struct {
+	// Args are agentd serve's flags (--project, --addr, --data, --database,
+	// …), without the command name; each defaults to its environment
+	// variable, then to its default, as for agentd serve.
+	Args []string
+	// Getenv reads the environment (AGENTD_*, OTEL_*, the providers' API
+	// keys); nil is os.Getenv.
+	Getenv func(string) string
+	// Stdout gets the "agentd listening on http://…" line; Stderr the log.
+	// Nil is os.Stdout, os.Stderr.
+	Stdout, Stderr io.Writer
+	// Sources are tool sources registered with the project's own (command
+	// tools, connections, file tools, MCP servers) in the one registry, as
+	// if the project defined them: a name that two sources define is a load
+	// error, and agent.json "tools" chooses among them all.
+	Sources []toolset.Source
+}
+
+// Run is agentd serve: it loads the project, opens the store, serves the
+// HTTP API until ctx ends, then shuts down gracefully. Its errors are the
+// reasons it could not start (a load error names the file and field), or
+// ErrUsage.
+func Run(ctx context.Context, o Options) error {
+	getenv, stdout, stderr := o.Getenv, o.Stdout, o.Stderr
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	if stdout == nil {
+		stdout = os.Stdout
+	}
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	cfg, err := parseServeFlags(o.Args, getenv, stderr)
 	if err != nil {
 		return err
 	}
+	cfg.sources = o.Sources
 	level, err := zerolog.ParseLevel(or(getenv("AGENTD_LOG_LEVEL"), "info"))
 	if err != nil {
 		return fmt.Errorf("AGENTD_LOG_LEVEL: %w", err)
@@ -69,7 +108,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	keys := lp.proj.Server.APIKeys
-	if len(keys) == 0 && !isLoopback(cfg.addr) {
+	if len(keys) == 0 && !IsLoopback(cfg.addr) {
 		return fmt.Errorf("refusing to listen on %s without API keys: configure api_keys in agentd.json or bind a loopback address", cfg.addr)
 	}
 	store, err := openStore(ctx, cfg)
@@ -111,20 +150,22 @@ type serveConfig struct {
 	databaseURL string
 	// fanout: how other replicas' events reach this one (fanout.go).
 	fanout fanoutConfig
+	// sources are the embedding program's tool sources (Options.Sources).
+	sources []toolset.Source
 }
 
 func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	projectDir := fs.String("project", getenv("AGENTD_PROJECT"), "project folder (default: the embedded demo project)")
-	addr := fs.String("addr", or(getenv("AGENTD_ADDR"), defaultAddr), "listen address")
+	addr := fs.String("addr", or(getenv("AGENTD_ADDR"), DefaultAddr), "listen address")
 	dataDir := fs.String("data", or(getenv("AGENTD_DATA"), defaultDataDir(getenv)), "data folder (SQLite database)")
 	database := fs.String("database", getenv("AGENTD_DATABASE_URL"), "PostgreSQL database URL, postgres://… (default: the SQLite file under --data)")
 	notify := fs.String("feed-notify", getenv("AGENTD_FEED_NOTIFY"), "PostgreSQL: LISTEN for other replicas' events (default true)")
 	poll := fs.String("feed-poll", getenv("AGENTD_FEED_POLL"), "how often the event feed re-reads the store without a wake-up (default 1s)")
 	lease := fs.String("run-lease", getenv("AGENTD_RUN_LEASE"), "PostgreSQL: how long a replica's lease of a run lasts (default 15s)")
 	if err := fs.Parse(args); err != nil {
-		return serveConfig{}, errUsage
+		return serveConfig{}, ErrUsage
 	}
 	fan, err := parseFanout(*notify, *poll, *lease)
 	if err != nil {
@@ -193,7 +234,7 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 		return nil, err
 	}
 	lp.mcp = startMCP(proj, log, done)
-	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.mcp, lp.model, getenv, lp.context); err != nil {
+	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.mcp, cfg.sources, lp.model, getenv, lp.context); err != nil {
 		return nil, fmt.Errorf("load project: %w", err)
 	}
 	if usingDemo {
@@ -383,7 +424,9 @@ func modelFrom(provider string, raw json.RawMessage, dir string, getenv func(str
 	}
 }
 
-func isLoopback(addr string) bool {
+// IsLoopback reports whether addr (host:port) is a loopback address or
+// localhost, where the server may run without API keys.
+func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
@@ -416,12 +459,13 @@ func or(a, b string) string {
 // toolRegistry builds the project's one tool registry from its tool
 // sources — the command tools, the request tool, each connection's
 // operations, the workspace's file tools (nil: no workspace), the MCP
-// servers (started), and the subagents' task tool — and returns the tools the agent's model sees and
+// servers (started), the embedding program's sources (Options.Sources),
+// and the subagents' task tool — and returns the tools the agent's model sees and
 // the subagents, each with its model (the parent's by default) and its
 // tools (never the task tool: subagents cannot start subagents). Its
 // errors are load errors: a name two sources define, an agent.json "tools"
 // entry no source has or the model may not see.
-func toolRegistry(proj *project.Project, workspace *files.Source, servers []*mcp.Server, parent agentd.Model, getenv func(string) string,
+func toolRegistry(proj *project.Project, workspace *files.Source, servers []*mcp.Server, extra []toolset.Source, parent agentd.Model, getenv func(string) string,
 	ctxEndpoint tools.Context) (*registry.Toolset, []*loop.Subagent, error) {
 	sources := append([]toolset.Source{tools.NewSource(proj.Tools, tools.WithContext(ctxEndpoint))}, connections.Sources(proj.Connections)...)
 	if workspace != nil {
@@ -430,6 +474,7 @@ func toolRegistry(proj *project.Project, workspace *files.Source, servers []*mcp
 	for _, s := range servers {
 		sources = append(sources, s)
 	}
+	sources = append(sources, extra...)
 	inner, err := registry.New(sources...)
 	if err != nil {
 		return nil, nil, err
