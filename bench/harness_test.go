@@ -214,7 +214,7 @@ type toolDef struct {
 	approval string
 }
 
-// instance is agentd wired as cmd/agentd/serve.go wires it, in-process, on
+// instance is agentd wired as server/serve.go wires it, in-process, on
 // a loopback listener.
 type instance struct {
 	dir    string
@@ -380,7 +380,7 @@ func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring 
 		inst.feedsHub, inst.stopFeed = true, followFeed(tb, store, inst.feed, w)
 		pub = inst.feed
 	}
-	// Metrics as cmd/agentd/serve.go registers them: the approval path pays
+	// Metrics as server/serve.go registers them: the approval path pays
 	// for its observer and the HTTP collectors too.
 	promReg := prometheus.NewRegistry()
 	if len(endpoints) > 0 {
@@ -407,7 +407,7 @@ func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// The settings of cmd/agentd/serve.go.
+	// The settings of server/serve.go.
 	srv := &http.Server{
 		Handler:           srvAPI.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,

@@ -46,7 +46,7 @@ func localReceiver(tb testing.TB) (url string, spans *atomic.Int64) {
 	return srv.URL, spans
 }
 
-// exportingProvider is the tracer provider cmd/agentd/otel.go builds
+// exportingProvider is the tracer provider server/otel.go builds
 // (batching OTLP/HTTP exporter, agentd's ID generator), exporting to url.
 func exportingProvider(tb testing.TB, url string) *sdktrace.TracerProvider {
 	exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(url+"/v1/traces"))
