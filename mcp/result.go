@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -16,27 +15,7 @@ import (
 // effective arguments are the compacted object. Its errors' text is meant
 // for the model.
 func newValidator(name string, raw json.RawMessage) (func(json.RawMessage) (json.RawMessage, error), error) {
-	sch, err := schema.Compile(name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return func(args json.RawMessage) (json.RawMessage, error) {
-		trimmed := bytes.TrimSpace(args)
-		if len(trimmed) == 0 {
-			trimmed = []byte("{}")
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, trimmed); err != nil {
-			return nil, fmt.Errorf("invalid arguments for tool %q: not valid JSON", name)
-		}
-		if buf.Bytes()[0] != '{' {
-			return nil, fmt.Errorf("invalid arguments for tool %q: must be a JSON object", name)
-		}
-		if err := schema.Validate(sch, buf.Bytes()); err != nil {
-			return nil, fmt.Errorf("invalid arguments for tool %q: %v", name, err)
-		}
-		return json.RawMessage(buf.Bytes()), nil
-	}, nil
+	return schema.ObjectValidator(name, raw)
 }
 
 // resultText is the text the model reads of a tool result: its text

@@ -116,3 +116,31 @@ func location(msg string) string {
 	}
 	return msg
 }
+
+// ObjectValidator compiles a tool's schema into a validator of its calls'
+// arguments: they must be a JSON object (empty counts as {}) valid against
+// the schema, and the validator returns them compacted. Its errors' text
+// names the tool and is meant for the model.
+func ObjectValidator(name string, raw json.RawMessage) (func(json.RawMessage) (json.RawMessage, error), error) {
+	sch, err := Compile(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	return func(args json.RawMessage) (json.RawMessage, error) {
+		trimmed := bytes.TrimSpace(args)
+		if len(trimmed) == 0 {
+			trimmed = []byte("{}")
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, trimmed); err != nil {
+			return nil, fmt.Errorf("invalid arguments for tool %q: not valid JSON", name)
+		}
+		if buf.Bytes()[0] != '{' {
+			return nil, fmt.Errorf("invalid arguments for tool %q: must be a JSON object", name)
+		}
+		if err := Validate(sch, buf.Bytes()); err != nil {
+			return nil, fmt.Errorf("invalid arguments for tool %q: %v", name, err)
+		}
+		return json.RawMessage(buf.Bytes()), nil
+	}, nil
+}

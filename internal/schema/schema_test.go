@@ -60,3 +60,26 @@ func TestTruncate(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectValidator: empty arguments are {}, a non-object and bad JSON
+// are refused naming the tool, a schema violation says where, and what
+// passes comes back compacted.
+func TestObjectValidator(t *testing.T) {
+	v, err := ObjectValidator("lookup", json.RawMessage(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := v(json.RawMessage(` { "id" : "A-1" } `)); err != nil || string(got) != `{"id":"A-1"}` {
+		t.Fatalf("valid arguments = %s, %v", got, err)
+	}
+	for args, want := range map[string]string{
+		``:          `invalid arguments for tool "lookup": `,
+		`[1]`:       `invalid arguments for tool "lookup": must be a JSON object`,
+		`{"id":`:    `invalid arguments for tool "lookup": not valid JSON`,
+		`{"id": 1}`: `invalid arguments for tool "lookup": `,
+	} {
+		if _, err := v(json.RawMessage(args)); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("arguments %q: %v, want an error starting %q", args, err, want)
+		}
+	}
+}

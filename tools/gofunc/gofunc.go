@@ -176,27 +176,7 @@ func MustNew[A, R any](name, description string, f func(context.Context, A) (R, 
 // the effective arguments are the compacted object. Its errors' text is
 // meant for the model.
 func newValidator(name string, raw json.RawMessage) (func(json.RawMessage) (json.RawMessage, error), error) {
-	sch, err := schema.Compile(name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return func(args json.RawMessage) (json.RawMessage, error) {
-		trimmed := bytes.TrimSpace(args)
-		if len(trimmed) == 0 {
-			trimmed = []byte("{}")
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, trimmed); err != nil {
-			return nil, fmt.Errorf("invalid arguments for tool %q: not valid JSON", name)
-		}
-		if buf.Bytes()[0] != '{' {
-			return nil, fmt.Errorf("invalid arguments for tool %q: must be a JSON object", name)
-		}
-		if err := schema.Validate(sch, buf.Bytes()); err != nil {
-			return nil, fmt.Errorf("invalid arguments for tool %q: %v", name, err)
-		}
-		return json.RawMessage(buf.Bytes()), nil
-	}, nil
+	return schema.ObjectValidator(name, raw)
 }
 
 // Source is Go tools as one tool source (toolset.Source, ID ServerID),
