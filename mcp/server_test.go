@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -274,6 +275,9 @@ func TestStdioWedged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(first.PID, syscall.SIGKILL) })
+	// SIGSTOP is asynchronous: wait until the kernel shows every thread
+	// stopped, or a call sent meanwhile may still be answered.
+	eventually(t, "the server is stopped", func() bool { return processStopped(first.PID) })
 	if _, err := call(s, context.Background(), "notes__lookup", `{"q": "a"}`); err == nil || !strings.Contains(err.Error(), "timed out after 200ms") {
 		t.Fatalf("a call to a hung server: %v", err)
 	}
@@ -284,6 +288,27 @@ func TestStdioWedged(t *testing.T) {
 	if got, err := call(s, context.Background(), "notes__lookup", `{"q": "b"}`); err != nil || !strings.HasPrefix(got, "found b") {
 		t.Errorf("after the hung server was started again: %q, %v", got, err)
 	}
+}
+
+// processStopped reports whether every thread of process pid is stopped
+// (state T in /proc/<pid>/task/*/stat).
+func processStopped(pid int) bool {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return false
+		}
+		// The state follows the command name in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
+			return false
+		}
+	}
+	return true
 }
 
 func TestStdioListChanged(t *testing.T) {
