@@ -61,9 +61,7 @@ func (db *DB) Grant(ctx context.Context, id string) (*agentd.Grant, error) {
 	return g, err
 }
 
-func getGrant(ctx context.Context, q interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}, id string) (*agentd.Grant, error) {
+func getGrant(ctx context.Context, q querier, id string) (*agentd.Grant, error) {
 	g, err := scanGrant(q.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants WHERE id = ?`, id))
 	if err == sql.ErrNoRows {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "grant %q not found", id)
@@ -163,9 +161,7 @@ func (db *DB) RevokeGrant(ctx context.Context, id string, by agentd.Actor, now t
 	return g, out, nil
 }
 
-func queryGrants(ctx context.Context, q interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}, query string, args ...any) ([]agentd.Grant, error) {
+func queryGrants(ctx context.Context, q querier, query string, args ...any) ([]agentd.Grant, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, storeErr(err)
