@@ -2,8 +2,9 @@
 // pass: one suite, run by each backend's own tests against a real database
 // (SQLite always, PostgreSQL when one is available). The suite is organised
 // by the store's roles (roles.go): RunConversations, RunRuns, RunToolCalls,
-// RunEventLog, RunAudit, RunThreads, RunWebhookOutbox, RunSchedules, RunHealth and RunLinks, so a
-// new backend can pass it role by role; Run runs them all.
+// RunEventLog, RunAudit, RunThreads, RunWebhookOutbox, RunSchedules,
+// RunChildJournal, RunLinks, RunGrants and RunHealth, so a new backend can
+// pass it role by role; Run runs them all.
 //
 //	func TestStore(t *testing.T) {
 //		open := func(t *testing.T, path string) agentd.Store {
@@ -73,6 +74,14 @@
 //     project's queue depth counts its own pending deliveries only.
 //   - A scheduled tool's tick is claimed once, also under concurrent
 //     claimers (replicas); each claim is told the tool's previous tick.
+//   - A run's lease goes to one owner at a time, also under concurrent
+//     owners, until it expires or is released; a finished run has none.
+//   - A durable tool's journaled child is recorded once per tenant, call
+//     and ordinal; the first entry stays.
+//   - The link secret is the first one stored; a link is spent once, also
+//     under concurrent spenders.
+//   - A grant commits with the approval that makes it, and is found only
+//     while live, in its tenant, project, tool and scope; it is revoked once.
 //   - A filter naming another tenant's or project's conversation or call
 //     (the pending list, the audit log) reads nothing of it.
 package storetest
