@@ -29,14 +29,14 @@ var (
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentd-replicas-")
-		if err != nil {
-			buildErr = err
-			return
-		}
 		goBin, err := exec.LookPath("go")
 		if err != nil {
 			buildErr = fmt.Errorf("the go command is needed to build agentd: %w", err)
+			return
+		}
+		dir, err := os.MkdirTemp("", "agentd-replicas-")
+		if err != nil {
+			buildErr = err
 			return
 		}
 		out := filepath.Join(dir, "agentd")
