@@ -361,12 +361,11 @@ const retryPause = 500 * time.Millisecond
 // when the connection was lost before COMMIT was sent (a server restart, a
 // dropped connection, a pooled connection the server closed, a server that
 // refuses connections while it starts), for up to DefaultReconnectWait
-// (WithReconnectWait):
-// the server rolled that attempt back, so running it again neither loses an
-// accepted write nor doubles one. A transaction that failed at COMMIT may
-// or may not have committed and is not run again: its error goes to the
-// caller, as every other error does. A connection still lost after the
-// wait is EUNAVAILABLE (503 at the API).
+// (WithReconnectWait): the server rolled that attempt back, so running it
+// again neither loses an accepted write nor doubles one. A transaction that
+// failed at COMMIT may or may not have committed and is not run again: its
+// error goes to the caller, as every other error does. A connection still
+// lost after the wait is EUNAVAILABLE (503 at the API).
 func (db *DB) runTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func(tx *txn) error) error {
 	giveUp := time.Now().Add(db.reconnect)
 	for attempt := 1; ; attempt++ {
