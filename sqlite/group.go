@@ -202,7 +202,7 @@ func (db *DB) commitGroup(batch []*txReq) {
 		var err error
 		switch {
 		case r.app != nil:
-			err = db.runAppends(tx, run, len(batch) > 1)
+			err = db.runAppends(tx, run, len(run) < len(batch))
 		case len(batch) == 1:
 			runBody(r, tx)
 		default:
