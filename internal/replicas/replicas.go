@@ -67,7 +67,9 @@ type Options struct {
 	N int
 	// Project is the project folder every replica serves (required).
 	Project string
-	// DatabaseURL is the PostgreSQL database they share (required).
+	// DatabaseURL is the PostgreSQL database they share (required by
+	// Start); empty, a replica Add starts keeps a SQLite file in its data
+	// folder.
 	DatabaseURL string
 	// Env is added to each process's environment (KEY=value).
 	Env []string
