@@ -80,8 +80,11 @@ func (r ApprovalRule) MaxExtensionOf() time.Duration {
 // CheckTimeout reports a reminder of r that is not below timeout, the
 // approval deadline it would be armed against (it could never be sent).
 func (r ApprovalRule) CheckTimeout(timeout time.Duration) error {
+	if timeout <= 0 {
+		return nil
+	}
 	for i, d := range r.ReminderOffsets() {
-		if timeout > 0 && d >= timeout {
+		if d >= timeout {
 			return fmt.Errorf("reminders[%d]: %q is not below the approval timeout %s", i, r.Reminders[i], timeout)
 		}
 	}
