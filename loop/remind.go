@@ -153,10 +153,10 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 			return false, nil
 		}
 		deadline := *c.RequiresApprovalAt
-		sent := slices.Clone(c.Reminded)
+		reminded := slices.Clone(c.Reminded)
 		drafts := make([]agentd.EventDraft, 0, len(due))
 		for _, off := range due {
-			sent = append(sent, agentd.Reminder{Deadline: deadline, Offset: off})
+			reminded = append(reminded, agentd.Reminder{Deadline: deadline, Offset: off})
 			drafts = append(drafts, e.event(c.ConversationID, &agentd.ConfirmationReminderPayload{RunID: c.RunID,
 				ToolCallID: c.ID, ToolName: c.Name, RequiresApprovalAt: deadline, RemainingMS: deadline.Sub(now).Milliseconds(), Offset: off}))
 		}
@@ -164,7 +164,7 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 			cur, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
 				Status: agentd.StatusRequiresConfirmation, Card: c.CardRevision(),
-				Governance: &agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: len(c.Reminded), Reminded: sent, Extended: c.Extended}}, drafts)
+				Governance: &agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: len(c.Reminded), Reminded: reminded, Extended: c.Extended}}, drafts)
 			updated = cur
 			return evs, err
 		})
