@@ -80,8 +80,11 @@ func (r ApprovalRule) MaxExtensionOf() time.Duration {
 // CheckTimeout reports a reminder of r that is not below timeout, the
 // approval deadline it would be armed against (it could never be sent).
 func (r ApprovalRule) CheckTimeout(timeout time.Duration) error {
+	if timeout <= 0 {
+		return nil
+	}
 	for i, d := range r.ReminderOffsets() {
-		if timeout > 0 && d >= timeout {
+		if d >= timeout {
 			return fmt.Errorf("reminders[%d]: %q is not below the approval timeout %s", i, r.Reminders[i], timeout)
 		}
 	}
@@ -240,33 +243,25 @@ type approvalColumn struct {
 // inserted: its rule, approvals and grant; nil (NULL) for a call without
 // a rule.
 func EncodeCallApprovalColumn(c *ToolCall) (any, error) {
-	if c.Approval == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(approvalColumn{ApprovalRule: c.Approval, Approvals: c.Approvals, GrantedBy: c.GrantedBy})
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
+	return encodeApprovalColumn(approvalColumn{ApprovalRule: c.Approval, Approvals: c.Approvals, GrantedBy: c.GrantedBy})
 }
 
 // EncodeReminders is the stored JSON of reminders (a GovernanceUpdate's
 // Reminded).
-func EncodeReminders(rs []Reminder) (string, error) {
-	if rs == nil {
-		rs = []Reminder{}
-	}
-	b, err := json.Marshal(rs)
-	return string(b), err
-}
+func EncodeReminders(rs []Reminder) (string, error) { return encodeList(rs) }
 
 // EncodeApprovalColumn is the stored JSON of a call's approval rule and
 // approvals; nil (NULL) for a call without a rule.
 func EncodeApprovalColumn(r *ApprovalRule, approvals []Approval) (any, error) {
-	if r == nil {
+	return encodeApprovalColumn(approvalColumn{ApprovalRule: r, Approvals: approvals})
+}
+
+// encodeApprovalColumn is col's stored JSON; nil (NULL) without a rule.
+func encodeApprovalColumn(col approvalColumn) (any, error) {
+	if col.ApprovalRule == nil {
 		return nil, nil
 	}
-	b, err := json.Marshal(approvalColumn{ApprovalRule: r, Approvals: approvals})
+	b, err := json.Marshal(col)
 	if err != nil {
 		return nil, err
 	}
@@ -275,11 +270,14 @@ func EncodeApprovalColumn(r *ApprovalRule, approvals []Approval) (any, error) {
 
 // EncodeApprovals is the stored JSON of approvals alone (an
 // ApprovalsUpdate's After).
-func EncodeApprovals(approvals []Approval) (string, error) {
-	if approvals == nil {
-		approvals = []Approval{}
+func EncodeApprovals(approvals []Approval) (string, error) { return encodeList(approvals) }
+
+// encodeList is the stored JSON of a list: [] when it is nil.
+func encodeList[T any](xs []T) (string, error) {
+	if xs == nil {
+		xs = []T{}
 	}
-	b, err := json.Marshal(approvals)
+	b, err := json.Marshal(xs)
 	return string(b), err
 }
 

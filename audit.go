@@ -67,8 +67,8 @@ const (
 )
 
 // AuditKinds are the valid kinds, in documentation order.
-var AuditKinds = []string{AuditDecision, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation, AuditConnectionRequest, AuditApproval,
-	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed, AuditExtension, AuditGrantCreated, AuditGrantRevoked, AuditGrantUse}
+var AuditKinds = []string{AuditDecision, AuditApproval, AuditExtension, AuditExpiry, AuditCancellation, AuditRefusal, AuditEscalation,
+	AuditToolEval, AuditToolRun, AuditScheduleRun, AuditScheduleMissed, AuditGrantCreated, AuditGrantUse, AuditGrantRevoked, AuditConnectionRequest}
 
 // AuditEntry is one immutable record of the audit log (docs/audit.md). The
 // store writes the entries of decisions, expiries, cancellations, refusals

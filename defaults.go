@@ -18,6 +18,9 @@ const (
 	// (SPEC §11.2).
 	DefaultGrantTTL    = 8 * time.Hour
 	DefaultGrantMaxTTL = 24 * time.Hour
+	// MaxReasonBytes bounds the reason of a decision or an extension; a
+	// longer one is EINVALID.
+	MaxReasonBytes = 4096
 	// DefaultMaxTurns is the most model steps one run may take.
 	DefaultMaxTurns = 20
 	// DefaultMaxBodyBytes bounds a request body; larger ones get 413.

@@ -8,13 +8,6 @@ import (
 // DecisionRequest is a person's decision on a parked call as it arrives
 // (SPEC §5 "Approval rules"): Decision is "approve", "edit" or "deny";
 // Arguments replace the call's arguments (an edit); ArgumentsSHA256, when
-// ExtendRequest is the body of POST /v1/tool-calls/{id}/extend (SPEC
-// §11.3): By is a Go duration ("30m"), Reason an optional note.
-type ExtendRequest struct {
-	By     string `json:"by"`
-	Reason string `json:"reason,omitempty"`
-}
-
 // set, is the digest the person saw.
 type DecisionRequest struct {
 	Decision        string
@@ -34,6 +27,13 @@ type DecisionRequest struct {
 	ConversationID string
 	// Remember, when set on an approval, makes a grant (SPEC §11.2).
 	Remember *Remember
+}
+
+// ExtendRequest is the body of POST /v1/tool-calls/{id}/extend (SPEC
+// §11.3): By is a Go duration ("30m"), Reason an optional note.
+type ExtendRequest struct {
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // CallDecision is a decision on one named call: an item of a chat

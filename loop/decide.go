@@ -37,7 +37,7 @@ type checkedDecision struct {
 
 // checkDecision validates a request by p without reading the store.
 // Errors: EFORBIDDEN (a delegate key), EINVALID (bad decision, arguments
-// with a denial, a reason over 4096 bytes, a malformed digest).
+// with a denial, a reason over agentd.MaxReasonBytes, a malformed digest).
 func checkDecision(p agentd.Principal, req agentd.DecisionRequest) (*checkedDecision, error) {
 	if !p.MayDecide() {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
@@ -58,8 +58,8 @@ func checkDecision(p agentd.Principal, req agentd.DecisionRequest) (*checkedDeci
 	default:
 		return nil, agentd.Errorf(agentd.EINVALID, `decision must be "approve", "edit" or "deny"`)
 	}
-	if len(req.Reason) > 4096 {
-		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than 4096 bytes")
+	if len(req.Reason) > agentd.MaxReasonBytes {
+		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than %d bytes", agentd.MaxReasonBytes)
 	}
 	if req.ArgumentsSHA256 != "" && !isHex64(req.ArgumentsSHA256) {
 		return nil, agentd.Errorf(agentd.EINVALID, "arguments_sha256 must be 64 lowercase hex characters")

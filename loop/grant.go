@@ -42,11 +42,12 @@ func planGrant(c *agentd.ToolCall, d *checkedDecision, rule agentd.ApprovalRule,
 	case ttl > limit:
 		return nil, agentd.Errorf(agentd.EGRANTTTLEXCEEDSMAX, "remember.ttl: %s is above this call's grant_max_ttl %s", rem.TTL, limit)
 	}
-	if _, err := confirm.ParseGrantMatch(rem.Match); err != nil {
+	m, err := confirm.ParseGrantMatch(rem.Match)
+	if err != nil {
 		return nil, err
 	}
 	match := rem.Match
-	if len(match) == 0 || string(match) == "null" {
+	if m.Kind == agentd.GrantMatchExact { // also when match is absent
 		match = json.RawMessage(`"` + agentd.GrantMatchExact + `"`)
 	}
 	return &agentd.Grant{

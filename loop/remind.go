@@ -57,9 +57,10 @@ func dueReminders(c *agentd.ToolCall, now time.Time) (due []string, next time.Ti
 // noteReminders arms the timer to c's next unsent reminder (now, when
 // one is due).
 func (e *Engine) noteReminders(c *agentd.ToolCall) {
-	due, next := dueReminders(c, e.clock.Now())
+	now := e.clock.Now()
+	due, next := dueReminders(c, now)
 	if len(due) > 0 {
-		next = e.clock.Now()
+		next = now
 	}
 	r := &e.reminders
 	r.mu.Lock()
@@ -152,10 +153,10 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 			return false, nil
 		}
 		deadline := *c.RequiresApprovalAt
-		sent := slices.Clone(c.Reminded)
+		reminded := slices.Clone(c.Reminded)
 		drafts := make([]agentd.EventDraft, 0, len(due))
 		for _, off := range due {
-			sent = append(sent, agentd.Reminder{Deadline: deadline, Offset: off})
+			reminded = append(reminded, agentd.Reminder{Deadline: deadline, Offset: off})
 			drafts = append(drafts, e.event(c.ConversationID, &agentd.ConfirmationReminderPayload{RunID: c.RunID,
 				ToolCallID: c.ID, ToolName: c.Name, RequiresApprovalAt: deadline, RemainingMS: deadline.Sub(now).Milliseconds(), Offset: off}))
 		}
@@ -163,7 +164,7 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 			cur, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
 				Status: agentd.StatusRequiresConfirmation, Card: c.CardRevision(),
-				Governance: &agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: len(c.Reminded), Reminded: sent, Extended: c.Extended}}, drafts)
+				Governance: &agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: len(c.Reminded), Reminded: reminded, Extended: c.Extended}}, drafts)
 			updated = cur
 			return evs, err
 		})
@@ -192,7 +193,7 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 // recorded as sent (skipped); the others are armed again.
 //
 // Errors: EFORBIDDEN (a delegate key), EINVALID (by not a positive Go
-// duration, a reason over 4096 bytes), ENOTFOUND, ECONFLICT (not pending,
+// duration, a reason over agentd.MaxReasonBytes), ENOTFOUND, ECONFLICT (not pending,
 // or no deadline), EEXPIRED (the deadline passed).
 func (e *Engine) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
 	by, err := time.ParseDuration(req.By)
@@ -201,8 +202,8 @@ func (e *Engine) Extend(ctx context.Context, p agentd.Principal, id string, req 
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	case err != nil || by <= 0:
 		return nil, agentd.Errorf(agentd.EINVALID, `"by" must be a positive Go duration such as "30m", got %q`, req.By)
-	case len(req.Reason) > 4096:
-		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than 4096 bytes")
+	case len(req.Reason) > agentd.MaxReasonBytes:
+		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than %d bytes", agentd.MaxReasonBytes)
 	}
 	for range decideRetries {
 		c, err := e.ToolCall(ctx, p, id)

@@ -30,12 +30,12 @@ const tracerName = "github.com/agentd-dev/agentd/loop"
 
 // The attributes of agentd's own, beside the GenAI conventions'.
 const (
-	attrTier       = "agentd.tier"
-	attrDecision   = "agentd.approval.decision"
-	attrDecidedBy  = "agentd.approval.decided_by"
-	attrVia        = "agentd.approval.via"
-	attrRunID      = "agentd.run.id"
-	attrCorrelatio = "agentd.correlation_id"
+	attrTier          = "agentd.tier"
+	attrDecision      = "agentd.approval.decision"
+	attrDecidedBy     = "agentd.approval.decided_by"
+	attrVia           = "agentd.approval.via"
+	attrRunID         = "agentd.run.id"
+	attrCorrelationID = "agentd.correlation_id"
 )
 
 // tracer is the engine's view of tracing: nil when it is off, so that a run
@@ -102,7 +102,7 @@ func (tr *tracer) runSpan(run *agentd.Run, agent string, status agentd.RunStatus
 			attribute.String("gen_ai.agent.name", agent),
 			attribute.String("gen_ai.conversation.id", run.ConversationID),
 			attribute.String(attrRunID, run.ID),
-			attribute.String(attrCorrelatio, run.CorrelationID),
+			attribute.String(attrCorrelationID, run.CorrelationID),
 			attribute.String("agentd.run.status", string(status)),
 			attribute.Int64("gen_ai.usage.input_tokens", run.Usage.InputTokens),
 			attribute.Int64("gen_ai.usage.output_tokens", run.Usage.OutputTokens),
