@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -478,22 +477,23 @@ type contextToolRequest struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// contextToken is the bearer token of a context endpoint request; the
-// endpoint checks it (it is not an API key, and it is never logged).
-func contextToken(c echo.Context) string {
-	token, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return ""
+// contextToken is the bearer token of a context endpoint request, which
+// the endpoint checks (it is not an API key, and it is never logged):
+// EUNAUTHORIZED without one, or without an endpoint.
+func (s *Server) contextToken(c echo.Context) (string, error) {
+	token, _ := bearerToken(c.Request().Header.Get("Authorization"))
+	if s.cfg.Context == nil || token == "" {
+		return "", agentd.Errorf(agentd.EUNAUTHORIZED, "a context token is required: Authorization: Bearer $AGENTD_CONTEXT_TOKEN")
 	}
-	return strings.TrimSpace(token)
+	return token, nil
 }
 
 // handleContextRequest is a command tool's request on a connection
 // through its per-call context endpoint (SPEC §4.1, docs/runtime.md).
 func (s *Server) handleContextRequest(c echo.Context) error {
-	token := contextToken(c)
-	if s.cfg.Context == nil || token == "" {
-		return agentd.Errorf(agentd.EUNAUTHORIZED, "a context token is required: Authorization: Bearer $AGENTD_CONTEXT_TOKEN")
+	token, err := s.contextToken(c)
+	if err != nil {
+		return err
 	}
 	var req contextRequest
 	if err := decode(c, &req, false); err != nil {
@@ -513,9 +513,9 @@ func (s *Server) handleContextRequest(c echo.Context) error {
 // handleContextTool is a composite's call of one of its uses.tools
 // through its per-call context endpoint (SPEC §4.1, docs/runtime.md).
 func (s *Server) handleContextTool(c echo.Context) error {
-	token := contextToken(c)
-	if s.cfg.Context == nil || token == "" {
-		return agentd.Errorf(agentd.EUNAUTHORIZED, "a context token is required: Authorization: Bearer $AGENTD_CONTEXT_TOKEN")
+	token, err := s.contextToken(c)
+	if err != nil {
+		return err
 	}
 	var req contextToolRequest
 	if err := decode(c, &req, true); err != nil {

@@ -197,9 +197,7 @@ func otherOperations() []operation {
 				object([]string{"preview"}, schema{"preview": schema{"type": "object"}})}})},
 		{method: http.MethodPost, path: "/v1/context/tools/{name}", id: "contextTool",
 			summary: "A composite's call of a tool of its uses.tools, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
-			body:    requestBody[contextToolRequest](), status: http.StatusOK,
-			content: jsonContent(object([]string{"status"}, schema{"status": schema{"enum": []string{"completed", "failed"}},
-				"result": schema{}, "error": str()}))},
+			body:    requestBody[contextToolRequest](), status: http.StatusOK, content: jsonContent(toolOutcome())},
 	}
 }
 

@@ -294,16 +294,15 @@ func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if s.DevMode() {
-				c.Set(principalKey, agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"})
+				c.Set(principalKey, devPrincipal)
 				return next(c)
 			}
 			token := ""
 			if h := c.Request().Header.Get("Authorization"); h != "" {
-				scheme, rest, ok := strings.Cut(h, " ")
-				if !ok || !strings.EqualFold(scheme, "Bearer") {
+				var ok bool
+				if token, ok = bearerToken(h); !ok {
 					return s.unauthorized(c, "Authorization must be \"Bearer <api key>\"")
 				}
-				token = strings.TrimSpace(rest)
 			} else if allowQueryToken {
 				token = c.QueryParam("access_token")
 			}
@@ -318,6 +317,20 @@ func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// devPrincipal is every caller in dev mode (no API keys configured).
+var devPrincipal = agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"}
+
+// bearerToken is the token of an Authorization header value "Bearer
+// <token>" (the scheme in any case, the token trimmed); false for any other
+// value.
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
 }
 
 // keyPrincipal returns the principal of the API key token, if it is one.
@@ -339,13 +352,13 @@ func (s *Server) keyPrincipal(token string) (agentd.Principal, bool) {
 // without details).
 func (s *Server) probeReader(c echo.Context) (agentd.Principal, bool) {
 	if s.DevMode() {
-		return agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"}, true
+		return devPrincipal, true
 	}
-	scheme, token, ok := strings.Cut(c.Request().Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	token, ok := bearerToken(c.Request().Header.Get("Authorization"))
+	if !ok {
 		return agentd.Principal{}, false
 	}
-	p, ok := s.keyPrincipal(strings.TrimSpace(token))
+	p, ok := s.keyPrincipal(token)
 	return p, ok && (p.Role == agentd.RoleOperator || p.Role == agentd.RoleAdmin)
 }
 

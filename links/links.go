@@ -119,7 +119,7 @@ func (s *Service) open(ctx context.Context, token string) (Claims, agentd.Princi
 	if spent, err := s.store.LinkSpent(ctx, c.Nonce); err != nil {
 		return c, agentd.Principal{}, nil, err
 	} else if spent {
-		return c, agentd.Principal{}, nil, agentd.Errorf(agentd.EGONE, "this decision link was already used")
+		return c, agentd.Principal{}, nil, errSpent()
 	}
 	if !s.clock.Now().Before(c.ExpiresAt()) {
 		return c, agentd.Principal{}, nil, agentd.Errorf(agentd.EGONE, "this decision link expired at %s", c.ExpiresAt().Format(time.RFC3339))
@@ -134,11 +134,11 @@ func (s *Service) open(ctx context.Context, token string) (Claims, agentd.Princi
 	}
 	switch {
 	case call.Status == agentd.StatusExpired:
-		return c, p, nil, agentd.Errorf(agentd.EGONE, "the call's approval deadline passed; nothing was done")
+		return c, p, nil, errDeadlinePassed()
 	case call.Status != agentd.StatusRequiresConfirmation:
 		return c, p, nil, agentd.Errorf(agentd.ECONFLICT, "the call was already decided another way (status %s)", call.Status)
 	case call.ArgumentsSHA256 != c.Digest:
-		return c, p, nil, agentd.Errorf(agentd.ECONFLICT, "the call's arguments changed since this link was made")
+		return c, p, nil, errArgumentsChanged()
 	}
 	return c, p, &agentd.LinkView{Decision: c.Decision, ExpiresAt: c.ExpiresAt(), Call: call}, nil
 }
@@ -164,19 +164,30 @@ func (s *Service) Use(ctx context.Context, token, reason string) (*agentd.LinkVi
 	if ok, err := s.store.SpendLink(ctx, c.Nonce, c.CallID, s.clock.Now()); err != nil {
 		return nil, nil, err
 	} else if !ok {
-		return nil, nil, agentd.Errorf(agentd.EGONE, "this decision link was already used")
+		return nil, nil, errSpent()
 	}
 	dec, err := s.engine.Decide(ctx, p, c.CallID, agentd.DecisionRequest{Decision: c.Decision, Reason: reason,
 		ArgumentsSHA256: c.Digest, Via: agentd.ViaLink})
 	switch agentd.ErrorCode(err) {
 	case "":
 	case agentd.EEXPIRED:
-		return nil, nil, agentd.Errorf(agentd.EGONE, "the call's approval deadline passed; nothing was done")
+		return nil, nil, errDeadlinePassed()
 	case agentd.ESTALE:
-		return nil, nil, agentd.Errorf(agentd.ECONFLICT, "the call's arguments changed since this link was made")
+		return nil, nil, errArgumentsChanged()
 	default:
 		return nil, nil, err
 	}
 	s.log.Info().Str("tool_call_id", c.CallID).Str("key_id", c.KeyID).Str("decision", c.Decision).Msg("decision link used")
 	return v, dec, nil
+}
+
+// The refusals that open and Use both answer.
+func errSpent() error { return agentd.Errorf(agentd.EGONE, "this decision link was already used") }
+
+func errDeadlinePassed() error {
+	return agentd.Errorf(agentd.EGONE, "the call's approval deadline passed; nothing was done")
+}
+
+func errArgumentsChanged() error {
+	return agentd.Errorf(agentd.ECONFLICT, "the call's arguments changed since this link was made")
 }

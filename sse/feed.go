@@ -23,7 +23,7 @@ const DefaultFeedRetry = time.Second
 // sub. An event of a conversation whose subscribers had it from Publish
 // already (its Seq is not above the highest published since they came)
 // is skipped: a replica's own commits reach the hub from the loop and
-// again from the feed. cmd/agentd calls it on PostgreSQL, for the events
+// again from the feed. Package server calls it on PostgreSQL, for the events
 // other replicas commit (docs/scale-out.md); with SQLite (one process) the
 // loop's commits are the one path.
 func (h *Hub) PublishFeed(ctx context.Context, sub agentd.FeedSubscription, retry time.Duration, onErr func(error)) {
