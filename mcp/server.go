@@ -12,7 +12,7 @@
 // server is listed in trust_annotations and annotates it readOnlyHint.
 //
 // The package imports the domain, confirm and toolset, never the loop
-// (docs/architecture.md, "A new tool source"); cmd/agentd starts the
+// (docs/architecture.md, "A new tool source"); package server starts the
 // servers and hands them to the registry. docs/mcp.md is the user's page.
 package mcp
 

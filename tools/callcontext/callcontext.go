@@ -12,7 +12,7 @@
 // to the command. It imports the tool contract (toolset), confirm and the
 // domain, never the loop: a composite's children are run by the registry
 // (tools/registry) and its requests by package connections, both handed
-// in by cmd/agentd. docs/runtime.md is the user's view.
+// in by package server. docs/runtime.md is the user's view.
 package callcontext
 
 import (
@@ -80,7 +80,7 @@ type ChildResult struct {
 
 // Endpoint holds the open calls' tokens and answers their requests. It is
 // safe for concurrent use. Its URL and its Tools and Requests are set by
-// cmd/agentd before the engine starts (SetURL, Wire).
+// package server before the engine starts (SetURL, Wire).
 type Endpoint struct {
 	url atomic.Pointer[string]
 	log zerolog.Logger
