@@ -13,8 +13,9 @@
 //
 // A function's result is marshalled to JSON, at most
 // agentd.MaxToolResultBytes. Its error, or its panic, is the call's
-// failure, whose text the model reads; it never stops the server. The package imports the
-// contract (toolset), confirm and the domain, never the loop.
+// failure, whose text the model reads; it never stops the server. The
+// package imports the contract (toolset), confirm and the domain, never
+// the loop.
 package gofunc
 
 import (
