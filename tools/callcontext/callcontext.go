@@ -19,7 +19,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -165,15 +164,15 @@ func (e *Endpoint) OpenCalls() int {
 }
 
 // lookup returns the open call the token was issued for. The token is
-// looked up by its SHA-256 and compared in constant time; it is never
-// logged.
+// looked up by its SHA-256 (the map's key: how long a lookup takes says
+// nothing of a token's bytes); it is never logged.
 func (e *Endpoint) lookup(token string) (*grant, Tools, Requests, error) {
 	digest := sha256.Sum256([]byte(token))
 	e.mu.Lock()
 	g := e.open[digest]
 	tools, requests := e.tools, e.requests
 	e.mu.Unlock()
-	if token == "" || g == nil || subtle.ConstantTimeCompare(g.digest[:], digest[:]) != 1 {
+	if token == "" || g == nil {
 		return nil, nil, nil, agentd.Errorf(agentd.EUNAUTHORIZED,
 			"the context token is not valid: it is valid only while the call it was given to runs")
 	}
