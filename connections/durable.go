@@ -158,7 +158,15 @@ func (d *Durable) request(ctx context.Context, name string, args json.RawMessage
 	case dec.Preview:
 		return previewOf(&dec), true, &dec, nil
 	}
-	tg := dec.Target
+	r, err := send(ctx, conn, dec.Target, caller, idempotencyKey)
+	return r, false, &dec, err
+}
+
+// send performs the cleared request tg on conn, the durable path's and the
+// context endpoint's alike: a write carries an Idempotency-Key, the
+// caller's own namespaced (namespacedKey) or a fresh one. A failed request
+// is EUNAVAILABLE.
+func send(ctx context.Context, conn *Connection, tg *confirm.Target, caller agentd.Principal, idempotencyKey string) (any, error) {
 	key := ""
 	if tg.Write() {
 		key = uuid.NewString()
@@ -170,13 +178,13 @@ func (d *Durable) request(ctx context.Context, name string, args json.RawMessage
 	if err != nil {
 		var re *RedirectError
 		if errors.As(err, &re) {
-			return nil, false, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
+			return nil, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
 		}
-		return nil, false, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
+		return nil, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
 	}
 	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
 	r.Body = shapeBody(resp, conn.maxResponse)
-	return r, false, &dec, nil
+	return r, nil
 }
 
 // previewOf is the answer of a confirm-tier write in the durable context

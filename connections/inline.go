@@ -3,11 +3,9 @@ package connections
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/google/uuid"
 )
 
 // InlineOptions are what the calling tool allows an inline request.
@@ -78,22 +76,6 @@ func (d *Durable) inline(ctx context.Context, name string, args json.RawMessage,
 	if dec.Preview && o.Durable {
 		return previewOf(&dec), true, &dec, nil
 	}
-	key := ""
-	if tg.Write() {
-		key = uuid.NewString()
-		if o.IdempotencyKey != "" {
-			key = namespacedKey(caller, o.IdempotencyKey)
-		}
-	}
-	resp, err := conn.Do(ctx, tg, key)
-	if err != nil {
-		var re *RedirectError
-		if errors.As(err, &re) {
-			return nil, false, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "%v", err)
-		}
-		return nil, false, &dec, agentd.Errorf(agentd.EUNAVAILABLE, "the request to connection %q failed: %v", tg.Connection, err)
-	}
-	r := Result{Status: resp.Status, Truncated: resp.Truncated, IdempotencyKey: key}
-	r.Body = shapeBody(resp, conn.maxResponse)
-	return r, false, &dec, nil
+	r, err := send(ctx, conn, tg, caller, o.IdempotencyKey)
+	return r, false, &dec, err
 }

@@ -4,7 +4,7 @@
 // command. A hook runs as command tools run — the same runner
 // (tools.RunProcess): a minimal environment, the whole JSON request as its
 // stdin, killed with the server — and answers on stdout. Set implements
-// toolset.Hooks; cmd/agentd wires it (docs/hooks.md).
+// toolset.Hooks; package server wires it (docs/hooks.md).
 package hooks
 
 import (

@@ -6,17 +6,8 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/internal/schema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
-
-// newValidator compiles a tool's input schema into confirm.Tool's
-// Validate: the arguments must be a JSON object valid against it; the
-// effective arguments are the compacted object. Its errors' text is meant
-// for the model.
-func newValidator(name string, raw json.RawMessage) (func(json.RawMessage) (json.RawMessage, error), error) {
-	return schema.ObjectValidator(name, raw)
-}
 
 // resultText is the text the model reads of a tool result: its text
 // content joined by newlines, other content summarised in brackets

@@ -12,7 +12,7 @@
 // server is listed in trust_annotations and annotates it readOnlyHint.
 //
 // The package imports the domain, confirm and toolset, never the loop
-// (docs/architecture.md, "A new tool source"); cmd/agentd starts the
+// (docs/architecture.md, "A new tool source"); package server starts the
 // servers and hands them to the registry. docs/mcp.md is the user's page.
 package mcp
 
@@ -32,6 +32,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/schema"
 	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -369,7 +370,7 @@ func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
 	if err != nil || len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage(`{"type":"object"}`)
 	}
-	v, err := newValidator(name, raw)
+	v, err := schema.ObjectValidator(name, raw)
 	if err != nil {
 		s.log.Warn().Str("tool", name).Err(err).Msg("MCP tool left out: its input schema is not valid")
 		return toolset.Tool{}, false

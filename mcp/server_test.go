@@ -410,6 +410,23 @@ func TestHTTPServer(t *testing.T) {
 	}
 }
 
+// startedHTTP is the server "crm" of mcp.json at the MCP endpoint u of
+// mcptest.StartHTTP's server, started; it is closed when the test ends.
+func startedHTTP(t *testing.T, u string) *Server {
+	t.Helper()
+	cfg := fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q, "headers_env": {"Authorization": "CRM_AUTH"}}]}`, u)
+	c, err := Parse([]byte(cfg), t.TempDir(), func(string) string { return "Bearer " + mcptest.Token })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServers(c, zerolog.Nop())[0]
+	t.Cleanup(s.Close)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // An HTTP server (a real subprocess) killed with -9: a call fails with the
 // HTTP error, the ping that follows fails too and ends the session (Status
 // says so at once, not after the SDK's own retries of its SSE stream), and
@@ -417,16 +434,7 @@ func TestHTTPServer(t *testing.T) {
 func TestHTTPRestart(t *testing.T) {
 	notes := filepath.Join(t.TempDir(), "notes")
 	u, proc := mcptest.StartHTTP(t, "127.0.0.1:0", notes)
-	cfg := fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q, "headers_env": {"Authorization": "CRM_AUTH"}}]}`, u)
-	c, err := Parse([]byte(cfg), t.TempDir(), func(string) string { return "Bearer " + mcptest.Token })
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServers(c, zerolog.Nop())[0]
-	defer s.Close()
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := startedHTTP(t, u)
 	if got, err := call(s, context.Background(), "crm__lookup", `{"q": "a"}`); err != nil || got != fmt.Sprintf("found a (pid %d)", proc.Pid) {
 		t.Fatalf("lookup = %q, %v", got, err)
 	}
@@ -461,16 +469,7 @@ func TestHTTPKeepAlive(t *testing.T) {
 	keepAlive = 100 * time.Millisecond
 	t.Cleanup(func() { keepAlive = agentd.DefaultMCPKeepAlive })
 	u, proc := mcptest.StartHTTP(t, "127.0.0.1:0", filepath.Join(t.TempDir(), "notes"))
-	cfg := fmt.Sprintf(`{"servers": [{"id": "crm", "url": %q, "headers_env": {"Authorization": "CRM_AUTH"}}]}`, u)
-	c, err := Parse([]byte(cfg), t.TempDir(), func(string) string { return "Bearer " + mcptest.Token })
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServers(c, zerolog.Nop())[0]
-	defer s.Close()
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := startedHTTP(t, u)
 	if err := proc.Kill(); err != nil {
 		t.Fatal(err)
 	}

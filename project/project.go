@@ -52,7 +52,7 @@ type Project struct {
 	// order: the order they run in.
 	Hooks []*hooks.Hook
 	// MCP is mcp.json (SPEC §4.2): the MCP servers whose tools the agent
-	// gets; nil when the project has none. cmd/agentd starts them.
+	// gets; nil when the project has none. package server starts them.
 	MCP      *mcp.Config
 	Warnings []string
 }

@@ -11,7 +11,7 @@
 // project when the tick is claimed: its log holds the call's
 // tool_call_started and tool_call_result (or tool_call_refused), so a
 // client reads a scheduled run like any conversation. What a run does (the
-// durable execution context, its audit entry) is the RunFunc's: cmd/agentd
+// durable execution context, its audit entry) is the RunFunc's: package server
 // hands in tools/direct's.
 //
 // It imports the domain only; docs/runtime.md is the user's view.

@@ -20,7 +20,7 @@ import (
 
 // This file wires traces (docs/observability.md): the OpenTelemetry SDK
 // with the OTLP/HTTP protobuf exporter, configured from the standard
-// OTEL_* variables. Only cmd/agentd imports the SDK (TestImportRules); the
+// OTEL_* variables. Only package server imports the SDK (TestImportRules); the
 // engine speaks the trace API.
 
 // traceShutdownTimeout bounds the flush of the spans still queued when

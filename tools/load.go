@@ -338,18 +338,18 @@ func parseTriggers(raw json.RawMessage, exposure string) (Triggers, error) {
 		return tr, jsonconf.FieldErr("triggers.schedule", "a tool whose exposure is %q cannot be scheduled: no one is there to confirm its runs", exposure)
 	}
 	tr.Schedule, tr.TenantID, tr.ProjectID = s, agentd.DefaultTenantID, agentd.DefaultProjectID
-	for field, v := range map[string]*string{"tenant_id": f.TenantID, "project_id": f.ProjectID} {
-		if v == nil {
+	for _, c := range []struct {
+		field string
+		v     *string
+		dst   *string
+	}{{"tenant_id", f.TenantID, &tr.TenantID}, {"project_id", f.ProjectID, &tr.ProjectID}} {
+		if c.v == nil {
 			continue
 		}
-		if !idPattern.MatchString(*v) {
-			return tr, jsonconf.FieldErr("triggers."+field, "must be 1 to 128 of a-z A-Z 0-9 _ . -, starting with a letter or digit, got %q", *v)
+		if !idPattern.MatchString(*c.v) {
+			return tr, jsonconf.FieldErr("triggers."+c.field, "must be 1 to 128 of a-z A-Z 0-9 _ . -, starting with a letter or digit, got %q", *c.v)
 		}
-		if field == "tenant_id" {
-			tr.TenantID = *v
-		} else {
-			tr.ProjectID = *v
-		}
+		*c.dst = *c.v
 	}
 	return tr, nil
 }

@@ -102,10 +102,11 @@ type Process struct {
 
 // RunProcess runs p and returns its stdout: the command runs in p.Dir, as
 // the leader of a new process group, with only PATH, HOME, TMPDIR and the
-// variables named in p.Env in its environment, and TRACEPARENT, the W3C
-// traceparent of the span ctx carries, when it carries one. Its stdin is a regular
-// file that holds the whole of p.Stdin before the command starts, so the
-// command never sees a partial request, even when the server dies.
+// variables named in p.Env in its environment, then p.Extra, and
+// TRACEPARENT, the W3C traceparent of the span ctx carries, when it
+// carries one. Its stdin is a regular file that holds the whole of p.Stdin
+// before the command starts, so the command never sees a partial request,
+// even when the server dies.
 //
 // A non-zero exit is an error with the exit status and the tail of stderr.
 // When the timeout passes or ctx is done the whole process group is killed;

@@ -108,7 +108,7 @@ type HookCall struct {
 }
 
 // Hooks are the project's preToolUse and postToolUse hooks (package hooks
-// runs them; cmd/agentd wires them). The loop calls them for
+// runs them; package server wires them). The loop calls them for
 // model-selected calls only: the agent's and its subagents'.
 type Hooks interface {
 	// PreToolUse runs the hooks that match the call's tool name, in name
@@ -125,7 +125,7 @@ type Hooks interface {
 
 // Set offers tools and runs their calls. Every Source is one; so is the
 // registry's view of the tools one agent's model sees (tools/registry),
-// which is what cmd/agentd hands the loop.
+// which is what package server hands the loop.
 type Set interface {
 	// Tools lists the tools, in a stable order: the same slice on every
 	// call until the tools change (only a Changing source's do, and a set

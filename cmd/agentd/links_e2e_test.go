@@ -299,7 +299,13 @@ func TestWebhookDecisionLinks(t *testing.T) {
 // setServerField sets one field of the project's agentd.json.
 func setServerField(t *testing.T, dir, name string, value any) {
 	t.Helper()
-	path := filepath.Join(dir, "agentd.json")
+	setJSONField(t, filepath.Join(dir, "agentd.json"), name, value)
+}
+
+// setJSONField sets one top-level field of the JSON object in the file
+// path, keeping its other fields.
+func setJSONField(t *testing.T, path, name string, value any) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	must(t, err)
 	var conf map[string]any

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -104,28 +102,12 @@ func TestRemindAndExtend(t *testing.T) {
 // setAgentField sets one field of the project's agent.json.
 func setAgentField(t *testing.T, dir, name string, value any) {
 	t.Helper()
-	path := filepath.Join(dir, "agent.json")
-	b, err := os.ReadFile(path)
-	must(t, err)
-	var agent map[string]any
-	must(t, json.Unmarshal(b, &agent))
-	agent[name] = value
-	b, err = json.Marshal(agent)
-	must(t, err)
-	must(t, os.WriteFile(path, b, 0o644))
+	setJSONField(t, filepath.Join(dir, "agent.json"), name, value)
 }
 
 // addWebhook adds webhook endpoints to the project's agentd.json, keeping
 // its other fields.
 func addWebhook(t *testing.T, dir string, endpoints ...map[string]any) {
 	t.Helper()
-	path := filepath.Join(dir, "agentd.json")
-	b, err := os.ReadFile(path)
-	must(t, err)
-	var conf map[string]any
-	must(t, json.Unmarshal(b, &conf))
-	conf["webhooks"] = endpoints
-	b, err = json.Marshal(conf)
-	must(t, err)
-	must(t, os.WriteFile(path, b, 0o644))
+	setServerField(t, dir, "webhooks", endpoints)
 }

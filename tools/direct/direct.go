@@ -9,7 +9,7 @@
 //
 // It imports the tool contract (toolset), confirm and the domain, never the
 // loop: the registry (tools/registry) that runs the calls is handed in by
-// cmd/agentd. docs/runtime.md is the user's view.
+// package server. docs/runtime.md is the user's view.
 package direct
 
 import (

@@ -13,8 +13,9 @@
 //
 // A function's result is marshalled to JSON, at most
 // agentd.MaxToolResultBytes. Its error, or its panic, is the call's
-// failure, whose text the model reads; it never stops the server. The package imports the
-// contract (toolset), confirm and the domain, never the loop.
+// failure, whose text the model reads; it never stops the server. The
+// package imports the contract (toolset), confirm and the domain, never
+// the loop.
 package gofunc
 
 import (
@@ -126,7 +127,7 @@ func New[A, R any](name, description string, f func(context.Context, A) (R, erro
 			return nil, fmt.Errorf("go tool %q: arguments: %w", name, err)
 		}
 	}
-	validate, err := newValidator(name, params)
+	validate, err := schema.ObjectValidator(name, params)
 	if err != nil {
 		return nil, fmt.Errorf("go tool %q: arguments' schema: %w", name, err)
 	}
@@ -169,14 +170,6 @@ func MustNew[A, R any](name, description string, f func(context.Context, A) (R, 
 		panic(err)
 	}
 	return t
-}
-
-// newValidator compiles a tool's schema into confirm.Tool's Validate: the
-// arguments must be a JSON object valid against it (empty counts as {});
-// the effective arguments are the compacted object. Its errors' text is
-// meant for the model.
-func newValidator(name string, raw json.RawMessage) (func(json.RawMessage) (json.RawMessage, error), error) {
-	return schema.ObjectValidator(name, raw)
 }
 
 // Source is Go tools as one tool source (toolset.Source, ID ServerID),

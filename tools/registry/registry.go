@@ -13,7 +13,7 @@
 // it (toolset.Tool), which the domain cannot import; and it is not part of
 // package tools or loop because it knows no source and the loop needs only
 // its Toolset. It depends on the tool contract (package toolset) alone;
-// cmd/agentd wires it.
+// package server wires it.
 package registry
 
 import (
