@@ -29,16 +29,7 @@ type dataEvent struct {
 // decoded data, to the returned channel until tb ends.
 func followData(tb testing.TB, c *http.Client, base, conv string) <-chan dataEvent {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	tb.Cleanup(cancel)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/conversations/"+conv+"/events", nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	resp, err := c.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		tb.Fatalf("stream on %s: %v %v", base, err, resp)
-	}
+	resp := openConvStream(tb, c, base, conv)
 	ch := make(chan dataEvent, 1024)
 	go func() {
 		defer resp.Body.Close()

@@ -24,9 +24,8 @@ type arrival struct {
 	at  time.Time
 }
 
-// followStream opens conv's SSE stream on base and sends every event read
-// to the returned channel until tb ends.
-func followStream(tb testing.TB, c *http.Client, base, conv string) <-chan arrival {
+// openConvStream opens conv's SSE stream on base, closed when tb ends.
+func openConvStream(tb testing.TB, c *http.Client, base, conv string) *http.Response {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
@@ -38,6 +37,14 @@ func followStream(tb testing.TB, c *http.Client, base, conv string) <-chan arriv
 	if err != nil || resp.StatusCode != http.StatusOK {
 		tb.Fatalf("stream on %s: %v %v", base, err, resp)
 	}
+	return resp
+}
+
+// followStream opens conv's SSE stream on base and sends every event read
+// to the returned channel until tb ends.
+func followStream(tb testing.TB, c *http.Client, base, conv string) <-chan arrival {
+	tb.Helper()
+	resp := openConvStream(tb, c, base, conv)
 	ch := make(chan arrival, 4096)
 	go func() {
 		defer resp.Body.Close()
