@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/protocol/agui"
@@ -90,16 +91,21 @@ func conversationOperations() []operation {
 	}
 }
 
+// reasonSchema is a decision's or an extension's reason.
+func reasonSchema() schema {
+	return schema{"type": "string", "description": "at most " + strconv.Itoa(agentd.MaxReasonBytes) + " bytes"}
+}
+
 func approvalOperations() []operation {
 	approval := requestBody[approvalRequest]("decision")
 	props := approval["properties"].(schema)
 	props["decision"] = schema{"type": "string", "enum": []string{"approve", "edit", "deny"}}
 	props["card_revision"] = schema{"type": "integer", "minimum": 1}
-	props["reason"] = schema{"type": "string", "description": "at most 4096 bytes"}
+	props["reason"] = reasonSchema()
 	props["remember"] = rememberSchema()
 	extend := requestBody[agentd.ExtendRequest]("by")
 	extend["properties"].(schema)["by"] = schema{"type": "string", "description": `a positive Go duration such as "30m"`, "minLength": 1}
-	extend["properties"].(schema)["reason"] = schema{"type": "string", "description": "at most 4096 bytes"}
+	extend["properties"].(schema)["reason"] = reasonSchema()
 	bulk := requestBody[bulkApprovalRequest]("approvals")
 	items := bulk["properties"].(schema)["approvals"].(schema)
 	items["type"], items["minItems"], items["maxItems"] = "array", 1, agentd.MaxBatchDecisions
@@ -120,7 +126,7 @@ func approvalOperations() []operation {
 			status:  http.StatusOK, content: htmlContent},
 		{method: http.MethodPost, path: "/d/{token}", id: "useDecisionLink", public: true,
 			summary: "Decide once as the link's minting key (410 spent or expired, 404 tampered or unknown, 409 decided otherwise; text/html pages)",
-			form:    object(nil, schema{"reason": schema{"type": "string", "description": "a deny link's optional reason, at most 4096 bytes"}}),
+			form:    object(nil, schema{"reason": schema{"type": "string", "description": "a deny link's optional reason, at most " + strconv.Itoa(agentd.MaxReasonBytes) + " bytes"}}),
 			status:  http.StatusOK, content: htmlContent},
 		{method: http.MethodGet, path: "/v1/approvals", id: "listApprovals", summary: "The caller's parked calls, oldest first",
 			params: []schema{query("status", "only pending is listed", schema{"type": "string", "enum": []string{"pending"}}),
