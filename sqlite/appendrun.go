@@ -111,7 +111,7 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 		}
 		c.n += int64(len(r.app.drafts))
 	}
-	if err := advanceCounters(ctx, tx, convs, order); err != nil {
+	if err := advanceCounters(ctx, db.w(tx), convs, order); err != nil {
 		return err
 	}
 	var pos int64
@@ -145,22 +145,28 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 	return nil
 }
 
-// advanceCounters advances each conversation's last_seq by its count in one
-// statement and notes, for those that exist, the first sequence number the
-// batch gives and the conversation's tenant and project.
-func advanceCounters(ctx context.Context, tx *sql.Tx, convs map[string]*convCounter, order []string) error {
-	var sb strings.Builder
-	sb.WriteString(`UPDATE conversations SET last_seq = last_seq + c.column2 FROM (VALUES `)
-	args := make([]any, 0, 2*len(order))
-	for i, id := range order {
-		if i > 0 {
-			sb.WriteByte(',')
+// advanceCounters advances each conversation's last_seq by its count and
+// notes, for those that exist, the first sequence number the batch gives
+// and the conversation's tenant and project: one prepared statement per
+// bit of their number, as insertEvents does.
+func advanceCounters(ctx context.Context, q querier, convs map[string]*convCounter, order []string) error {
+	args := make([]any, 0, 2*min(len(order), insertRows))
+	for len(order) > 0 {
+		n := min(1<<(bits.Len(uint(len(order)))-1), insertRows)
+		args = args[:0]
+		for _, id := range order[:n] {
+			args = append(args, id, convs[id].n)
 		}
-		sb.WriteString("(?,?)")
-		args = append(args, id, convs[id].n)
+		if err := advanceChunk(ctx, q, advanceQueries[n], convs, args); err != nil {
+			return err
+		}
+		order = order[n:]
 	}
-	sb.WriteString(`) AS c WHERE conversations.id = c.column1 RETURNING conversations.id, conversations.last_seq, tenant_id, project_id`)
-	rows, err := tx.QueryContext(ctx, sb.String(), args...)
+	return nil
+}
+
+func advanceChunk(ctx context.Context, q querier, query string, convs map[string]*convCounter, args []any) error {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return err
 	}
@@ -175,6 +181,29 @@ func advanceCounters(ctx context.Context, tx *sql.Tx, convs map[string]*convCoun
 		c.next, c.tenant, c.project, c.found = last-c.n+1, tenant, project, true
 	}
 	return rows.Err()
+}
+
+// advanceQueries advance the counters of 1, 2, 4, … insertRows
+// conversations, prepared once (at a model's pace a batch holds about one
+// event of each of its conversations, and parsing this statement cost as
+// much as the inserts).
+var advanceQueries = advanceShapes()
+
+func advanceShapes() map[int]string {
+	m := map[int]string{}
+	for n := 1; n <= insertRows; n *= 2 {
+		var sb strings.Builder
+		sb.WriteString(`UPDATE conversations SET last_seq = last_seq + c.column2 FROM (VALUES `)
+		for i := range n {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString("(?,?)")
+		}
+		sb.WriteString(`) AS c WHERE conversations.id = c.column1 RETURNING conversations.id, conversations.last_seq, tenant_id, project_id`)
+		m[n] = prepared(sb.String())
+	}
+	return m
 }
 
 // insertQueries are the multi-row inserts of 1, 2, 4, … insertRows rows,

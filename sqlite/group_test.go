@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -129,5 +131,92 @@ func TestWriteAfterClose(t *testing.T) {
 	err := db.CreateConversation(context.Background(), &agentd.Conversation{ID: "c", TenantID: "t", ProjectID: "p", Agent: "a"})
 	if !errors.Is(err, errClosed) {
 		t.Fatalf("write after Close: %v, want %v", err, errClosed)
+	}
+}
+
+// 255 single-event appends to 255 conversations queued behind a held
+// commit (with one to a missing conversation: a group of maxGroup) are
+// written by one batch — its counters advanced in chunks of 128, 64, … 1
+// conversations — and each gets its conversation's next sequence number;
+// the append to the missing conversation fails alone.
+func TestBatchOfManyConversations(t *testing.T) {
+	db := openTest(t)
+	ctx := context.Background()
+	const n = maxGroup - 1
+	convs := make([]string, n)
+	for i := range convs {
+		c := &agentd.Conversation{ID: agentd.NewID(agentd.PrefixConversation), TenantID: "t", ProjectID: "p", Agent: "a"}
+		if err := db.CreateConversation(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 { // every other one starts from seq 2
+			if _, err := db.AppendEvents(ctx, []agentd.EventDraft{{ConversationID: c.ID, Type: "first", Data: json.RawMessage(`{}`)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		convs[i] = c.ID
+	}
+	_, release, heldDone := groupConv(t, db)
+	var sizes []int
+	var mu sync.Mutex
+	hook := func(group int) error {
+		mu.Lock()
+		sizes = append(sizes, group)
+		mu.Unlock()
+		return nil
+	}
+	got := make([][]agentd.Event, n+1)
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		conv := "conv_missing"
+		if i < n {
+			conv = convs[i]
+		}
+		wg.Go(func() {
+			got[i], errs[i] = db.AppendEvents(ctx, []agentd.EventDraft{{ConversationID: conv, Type: "batched", Data: json.RawMessage(`{"i":1}`)}})
+		})
+	}
+	waitQueued(t, db, n+1)
+	db.group.hook.Store(&hook)
+	release()
+	<-heldDone
+	wg.Wait()
+	if !slices.Contains(sizes, n+1) {
+		t.Fatalf("group sizes %v, want one of %d", sizes, n+1)
+	}
+	if agentd.ErrorCode(errs[n]) != agentd.ENOTFOUND {
+		t.Fatalf("append to a missing conversation: %v, want ENOTFOUND", errs[n])
+	}
+	for i, conv := range convs {
+		want := int64(1 + (i+1)%2)
+		if errs[i] != nil || len(got[i]) != 1 || got[i][0].Seq != want {
+			t.Fatalf("append %d: %+v %v, want seq %d", i, got[i], errs[i], want)
+		}
+		evs, err := db.Events(ctx, conv, 0, 0)
+		if err != nil || len(evs) != int(want) || evs[want-1].Type != "batched" || evs[want-1].Position != got[i][0].Position {
+			t.Fatalf("log of %d: %+v %v", i, evs, err)
+		}
+		if last, err := db.LastSeq(ctx, conv); err != nil || last != want {
+			t.Fatalf("last seq of %d: %d %v, want %d", i, last, err, want)
+		}
+	}
+}
+
+// waitQueued waits until n bodies are queued for db's next group.
+func waitQueued(t *testing.T, db *DB, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		db.group.mu.Lock()
+		q := len(db.group.queue)
+		db.group.mu.Unlock()
+		if q >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bodies queued, want %d", q, n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
