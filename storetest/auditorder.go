@@ -22,6 +22,42 @@ import (
 // with another tier, denied) has two decision entries, each with the tier
 // the call had when it was decided.
 func testAuditInterleaved(t *testing.T, s agentd.Store) {
+	conv, run, c := interleavedLog(t, s)
+	all := auditAll(t, s, conv.TenantID, conv.ProjectID)
+	wantIDs(t, "kinds in commit order", kinds(all),
+		agentd.AuditRefusal, agentd.AuditEscalation, agentd.AuditApproval, agentd.AuditDecision, agentd.AuditConnectionRequest,
+		agentd.AuditDecision, agentd.AuditGrantCreated, agentd.AuditDecision, agentd.AuditEscalation, agentd.AuditDecision,
+		agentd.AuditExpiry, agentd.AuditToolEval, agentd.AuditCancellation, agentd.AuditCancellation, agentd.AuditCancellation,
+		agentd.AuditConnectionRequest)
+	for i := 1; i < len(all); i++ {
+		if all[i].ID <= all[i-1].ID {
+			t.Fatalf("ids not increasing: %d (%s) then %d (%s)", all[i-1].ID, all[i-1].Kind, all[i].ID, all[i].Kind)
+		}
+	}
+	twice, escalated, c1, c2 := c["twice"], c["escalated"], c["c1"], c["c2"]
+	if e := all[7]; e.ToolCallID != twice.ID || e.Tier != agentd.TierConfirm || e.Escalated || e.Via != agentd.ViaBulk ||
+		e.Decision != agentd.DecisionApproved || e.ArgumentsSHA256 != "digest" || e.ConversationID != conv.ID || e.RunID != run.ID {
+		t.Errorf("first decision of the call decided twice = %+v", e)
+	}
+	if e := all[9]; e.ToolCallID != twice.ID || e.Tier != agentd.TierReview || !e.Escalated || e.KeyID != "key-admin" ||
+		e.Role != agentd.RoleAdmin || e.Via != agentd.ViaProtocol || e.Decision != agentd.DecisionDenied || e.ArgumentsSHA256 != "digest-2" {
+		t.Errorf("second decision of the call decided twice = %+v", e)
+	} else {
+		sameTime(t, "second decision time", e.CreatedAt, at(7*time.Minute))
+	}
+	if cs := all[12:15]; cs[0].ToolCallID != escalated.ID || cs[1].ToolCallID != c1.ID || cs[2].ToolCallID != c2.ID ||
+		cs[0].KeyID != "key-c" || cs[0].Role != agentd.RoleClient || cs[0].Reason != "stop" || !cs[0].Escalated {
+		t.Errorf("cancellations = %+v", cs)
+	}
+	checkAuditPages(t, s, conv, c, all)
+	if others := auditAll(t, s, "other-tenant", conv.ProjectID); len(others) != 0 {
+		t.Errorf("another tenant reads %d entries", len(others))
+	}
+}
+
+// interleavedLog writes testAuditInterleaved's facts in one conversation
+// and returns it, its run and its calls by name.
+func interleavedLog(t *testing.T, s agentd.Store) (*agentd.Conversation, *agentd.Run, map[string]*agentd.ToolCall) {
 	ctx := context.Background()
 	conv := newConversation(t, s)
 	run := startRun(t, s, conv)
@@ -79,33 +115,14 @@ func testAuditInterleaved(t *testing.T, s agentd.Store) {
 	_, _, err = s.CancelRun(ctx, run.ID, "stop", agentd.Actor{KeyID: "key-c", Role: agentd.RoleClient}, at(10*time.Minute), nil)
 	must("CancelRun", err)
 	appendAudit(agentd.AuditConnectionRequest, 11*time.Minute)
+	return conv, run, map[string]*agentd.ToolCall{"twice": twice, "escalated": escalated, "c1": c1, "c2": c2}
+}
 
-	all := auditAll(t, s, conv.TenantID, conv.ProjectID)
-	wantIDs(t, "kinds in commit order", kinds(all),
-		agentd.AuditRefusal, agentd.AuditEscalation, agentd.AuditApproval, agentd.AuditDecision, agentd.AuditConnectionRequest,
-		agentd.AuditDecision, agentd.AuditGrantCreated, agentd.AuditDecision, agentd.AuditEscalation, agentd.AuditDecision,
-		agentd.AuditExpiry, agentd.AuditToolEval, agentd.AuditCancellation, agentd.AuditCancellation, agentd.AuditCancellation,
-		agentd.AuditConnectionRequest)
-	for i := 1; i < len(all); i++ {
-		if all[i].ID <= all[i-1].ID {
-			t.Fatalf("ids not increasing: %d (%s) then %d (%s)", all[i-1].ID, all[i-1].Kind, all[i].ID, all[i].Kind)
-		}
-	}
-	if e := all[7]; e.ToolCallID != twice.ID || e.Tier != agentd.TierConfirm || e.Escalated || e.Via != agentd.ViaBulk ||
-		e.Decision != agentd.DecisionApproved || e.ArgumentsSHA256 != "digest" || e.ConversationID != conv.ID || e.RunID != run.ID {
-		t.Errorf("first decision of the call decided twice = %+v", e)
-	}
-	if e := all[9]; e.ToolCallID != twice.ID || e.Tier != agentd.TierReview || !e.Escalated || e.KeyID != "key-admin" ||
-		e.Role != agentd.RoleAdmin || e.Via != agentd.ViaProtocol || e.Decision != agentd.DecisionDenied || e.ArgumentsSHA256 != "digest-2" {
-		t.Errorf("second decision of the call decided twice = %+v", e)
-	} else {
-		sameTime(t, "second decision time", e.CreatedAt, at(7*time.Minute))
-	}
-	if cs := all[12:15]; cs[0].ToolCallID != escalated.ID || cs[1].ToolCallID != c1.ID || cs[2].ToolCallID != c2.ID ||
-		cs[0].KeyID != "key-c" || cs[0].Role != agentd.RoleClient || cs[0].Reason != "stop" || !cs[0].Escalated {
-		t.Errorf("cancellations = %+v", cs)
-	}
-
+// checkAuditPages reads all (the whole log of conv's tenant and project)
+// under each filter, whole and paged by 1, 2 and 3.
+func checkAuditPages(t *testing.T, s agentd.Store, conv *agentd.Conversation, c map[string]*agentd.ToolCall, all []agentd.AuditEntry) {
+	ctx := context.Background()
+	twice, escalated := c["twice"], c["escalated"]
 	f := agentd.AuditFilter{TenantID: conv.TenantID, ProjectID: conv.ProjectID}
 	ids := func(es []agentd.AuditEntry) []int64 {
 		out := make([]int64, len(es))
@@ -164,9 +181,6 @@ func testAuditInterleaved(t *testing.T, s agentd.Store) {
 				t.Errorf("%s paged by %d: ids %v, want %v", c.name, limit, paged, c.want)
 			}
 		}
-	}
-	if others := auditAll(t, s, "other-tenant", conv.ProjectID); len(others) != 0 {
-		t.Errorf("another tenant reads %d entries", len(others))
 	}
 }
 
