@@ -49,20 +49,22 @@ type queued struct {
 }
 
 // queuedDecision is a decision to insert, with its encoded time and edited
-// arguments and the call's tier and escalated flag when it was decided.
+// arguments, the call's tier and escalated flag when it was decided and
+// its tenant and project.
 type queuedDecision struct {
-	d          *agentd.Decision
-	at, edited any
-	tier       agentd.Tier
-	escalated  bool
+	d               *agentd.Decision
+	at, edited      any
+	tier            agentd.Tier
+	escalated       bool
+	tenant, project string
 }
 
 // insertDecisionQuery records a decision under the next audit id (the
 // audit table's identity sequence): the row is its audit entry.
 const insertDecisionQuery = `
 	INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-		edited_arguments, edited_arguments_sha256, role, via, tier, escalated, audit_id)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('audit_id_seq'))`
+		edited_arguments, edited_arguments_sha256, role, via, tier, escalated, tenant_id, project_id, audit_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('audit_id_seq'))`
 
 // queueAudit queues e (queued).
 func (tx *txn) queueAudit(e *agentd.AuditEntry) error {
@@ -76,7 +78,8 @@ func (tx *txn) queueAudit(e *agentd.AuditEntry) error {
 // queueDecision queues decision d of call c (queued); at and edited are
 // its encoded time and edited arguments.
 func (tx *txn) queueDecision(d *agentd.Decision, at, edited any, c *agentd.ToolCall) {
-	tx.audit = append(tx.audit, queued{d: &queuedDecision{d: d, at: at, edited: edited, tier: c.Tier, escalated: c.Escalated}})
+	tx.audit = append(tx.audit, queued{d: &queuedDecision{d: d, at: at, edited: edited, tier: c.Tier, escalated: c.Escalated,
+		tenant: c.TenantID, project: c.ProjectID}})
 }
 
 // storedDecision is d as a read of its row returns it.
@@ -107,7 +110,7 @@ func (tx *txn) flushAudit(ctx context.Context) error {
 		}
 		d := q.d.d
 		if _, err := tx.Exec(ctx, insertDecisionQuery, d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, q.d.at,
-			q.d.edited, d.EditedArgumentsSHA256, d.Role, d.Via, q.d.tier, q.d.escalated); err != nil {
+			q.d.edited, d.EditedArgumentsSHA256, d.Role, d.Via, q.d.tier, q.d.escalated, q.d.tenant, q.d.project); err != nil {
 			return insertErr(err, "decision", d.ID)
 		}
 	}
@@ -257,9 +260,10 @@ const decisionColumns = `d.audit_id, CASE d.decision WHEN 'expired' THEN 'expiry
 
 // decisionEntries is the query of f's entries held by decisions rows
 // (0009) and its parameters but the limit; false when f's kind is not one
-// a decision is.
+// a decision is. A tenant's are read from decisions_tenant, a call's from
+// decisions_tool_call.
 func decisionEntries(f agentd.AuditFilter) (string, []any, bool) {
-	where := `d.audit_id > ? AND c.tenant_id = ? AND c.project_id = ?`
+	where := `d.audit_id > ? AND d.tenant_id = ? AND d.project_id = ?`
 	args := []any{f.After, f.TenantID, f.ProjectID}
 	add := func(cond string, v any) {
 		where += ` AND ` + cond

@@ -42,7 +42,8 @@ func TestAuditMigratedFromDecisionRows(t *testing.T) {
 	// The schema before 0009, and a decision written as it wrote them: the
 	// decision row and its entry in audit.
 	conn := pgtest.Conn(t, u)
-	for _, q := range []string{`DROP INDEX decisions_audit`, `ALTER TABLE decisions DROP COLUMN audit_id, DROP COLUMN tier, DROP COLUMN escalated`,
+	for _, q := range []string{`DROP INDEX decisions_tenant`,
+		`ALTER TABLE decisions DROP COLUMN audit_id, DROP COLUMN tier, DROP COLUMN escalated, DROP COLUMN tenant_id, DROP COLUMN project_id`,
 		`DELETE FROM schema_migrations WHERE version = 9`,
 		`INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at, role, via)
 			VALUES ('dec_old', '` + old.ID + `', 'approved', 'old', 'key-old', 'digest', 1, 'operator', 'single')`,

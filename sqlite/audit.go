@@ -31,8 +31,9 @@ var insertAuditQuery = prepared(`INSERT INTO audit (id, kind, tenant_id, project
 // row is its audit entry (0024, decisionEntries).
 var insertDecisionQuery = prepared(`
 	INSERT INTO decisions (rid, id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-		edited_arguments, edited_arguments_sha256, role, via, tier, escalated)
-	SELECT ` + nextAuditID + `, ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ?, tier, escalated FROM tool_calls WHERE id = ?`)
+		edited_arguments, edited_arguments_sha256, role, via, tier, escalated, tenant_id, project_id)
+	SELECT ` + nextAuditID + `, ?, id, ?, ?, ?, ?, ?, ?, ?, ?, ?, tier, escalated, tenant_id, project_id
+	FROM tool_calls WHERE id = ?`)
 
 // insertDecision records decision d (decided at at; edited its edited
 // arguments or nil) inside a write transaction.
@@ -204,18 +205,19 @@ const decisionColumns = `d.rid, CASE d.decision WHEN 'expired' THEN 'expiry' WHE
 
 // decisionEntries is the query of f's entries held by decisions rows
 // (0024) and its parameters but the limit; false when f's kind is not one
-// a decision is. A call's entries are read from its decisions, a
-// conversation's from its calls' (tool_calls_conversation, then
-// decisions_tool_call), the others from decisions in rid order, each
-// joined to its call (TestQueryPlans).
+// a decision is; from is the last rid whose entry is in audit. A call's
+// entries are read from its decisions, a conversation's from its calls'
+// (tool_calls_conversation, then decisions_tool_call), the others from the
+// tenant's decisions in rid order (decisions_tenant), each joined to its
+// call (TestQueryPlans).
 func decisionEntries(f agentd.AuditFilter, from int64) (string, []any, bool) {
 	tables := `decisions d CROSS JOIN tool_calls c ON c.id = d.tool_call_id`
-	where := `d.rid > ? AND c.tenant_id = ? AND c.project_id = ?`
+	where := `d.rid > ? AND d.tenant_id = ? AND d.project_id = ?`
 	if f.ConversationID != "" {
 		// The conversation's calls first (tool_calls_conversation), the
 		// tenant and project checked on each.
 		tables = `tool_calls c CROSS JOIN decisions d ON d.tool_call_id = c.id`
-		where = `d.rid > ? AND +c.tenant_id = ? AND +c.project_id = ? AND c.conversation_id = ?`
+		where = `d.rid > ? AND +d.tenant_id = ? AND +d.project_id = ? AND c.conversation_id = ?`
 	}
 	args := []any{max(f.After, from), f.TenantID, f.ProjectID}
 	if f.ConversationID != "" {

@@ -41,8 +41,9 @@ func TestAuditMigratedFromDecisionRows(t *testing.T) {
 	}
 	// The schema before 0024, and two decisions written as it wrote them:
 	// the decision row and its entry in audit, each table with its own ids.
-	for _, q := range []string{`DROP TABLE audit_decisions_from`, `ALTER TABLE decisions DROP COLUMN tier`,
-		`ALTER TABLE decisions DROP COLUMN escalated`, `DELETE FROM schema_migrations WHERE version = 24`} {
+	for _, q := range []string{`DROP TABLE audit_decisions_from`, `DROP INDEX decisions_tenant`, `ALTER TABLE decisions DROP COLUMN tier`,
+		`ALTER TABLE decisions DROP COLUMN escalated`, `ALTER TABLE decisions DROP COLUMN tenant_id`,
+		`ALTER TABLE decisions DROP COLUMN project_id`, `DELETE FROM schema_migrations WHERE version = 24`} {
 		if _, err := db.writer.ExecContext(ctx, q); err != nil {
 			t.Fatal(err)
 		}

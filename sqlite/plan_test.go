@@ -62,12 +62,12 @@ func TestQueryPlans(t *testing.T) {
 		{"Audit/tool_call_id+conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x", ConversationID: "y"}),
 			[]string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
 		{"Audit/conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
-		// The entries held by decisions rows (0024): from decisions in
-		// rid order, each joined to its call by id; a call's from its
+		// The entries held by decisions rows (0024): from the tenant's
+		// decisions in rid order, each joined to its call by id; a call's from its
 		// decisions; a conversation's from its calls' decisions, sorted
 		// (a conversation has few calls; not a page of the whole log).
 		{"Audit/decisions", decided(agentd.AuditFilter{TenantID: "t", ProjectID: "p"}), []string{
-			"SEARCH d USING INTEGER PRIMARY KEY (rowid>?)", "SEARCH c USING INDEX sqlite_autoindex_tool_calls_1 (id=?)"}},
+			"SEARCH d USING INDEX decisions_tenant (tenant_id=? AND project_id=? AND rowid>?)", "SEARCH c USING INDEX sqlite_autoindex_tool_calls_1 (id=?)"}},
 		{"Audit/decisions/tool_call_id", decided(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x", Kind: agentd.AuditDecision}), []string{
 			"SEARCH d USING INDEX decisions_tool_call (tool_call_id=? AND rid>?)", "SEARCH c USING INDEX sqlite_autoindex_tool_calls_1 (id=?)"}},
 		{"Decisions/conversation_id", decided(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{

@@ -6,7 +6,8 @@
 -- who, role, via, reason and digests (already in decisions) and the call's
 -- tenant, project, conversation, run and name (in tool_calls, never changed)
 -- and its tier and escalated flag at the time of the decision (which a
--- re-park can change later): those two are kept with the decision.
+-- re-park can change later): those two are kept with the decision, and the
+-- tenant and project too, for the index of a tenant's entries.
 --
 -- From now on audit.id and decisions.rid are taken from one counter: every
 -- insert into either table sets its id to one more than the greater of the
@@ -19,6 +20,14 @@
 -- after it are read as entries.
 ALTER TABLE decisions ADD COLUMN tier TEXT NOT NULL DEFAULT '';
 ALTER TABLE decisions ADD COLUMN escalated INTEGER NOT NULL DEFAULT 0;
+
+-- GET /v1/audit: a tenant and project's decision entries in id order (rid
+-- ends the index key), so that a page does not walk other tenants'
+-- decisions. Decisions from before have '' for both: their entries are in
+-- audit.
+ALTER TABLE decisions ADD COLUMN tenant_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE decisions ADD COLUMN project_id TEXT NOT NULL DEFAULT '';
+CREATE INDEX decisions_tenant ON decisions (tenant_id, project_id);
 
 CREATE TABLE audit_decisions_from (
 	rid INTEGER NOT NULL
