@@ -337,30 +337,47 @@ func (s *Server) handleListTools(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"tools": out})
 }
 
-// handleEvents streams a conversation's event log (SPEC §6).
+// handleEvents streams a conversation's event log (SPEC §6). Its frame,
+// and those of the middleware above it, stay on the stack of every open
+// stream: the work before and after the stream is in openStream and
+// streamEnded.
 func (s *Server) handleEvents(c echo.Context) error {
-	ctx := c.Request().Context()
-	conv, err := s.engine.Conversation(ctx, principal(c), c.Param("id"))
-	if err != nil {
-		return err
-	}
-	last, err := sse.ParseLastEventID(c.Request().Header.Get("Last-Event-ID"), c.QueryParam("last_event_id"))
-	if err != nil {
-		return agentd.Errorf(agentd.EINVALID, "%v", err)
-	}
-	release, err := s.holdStream(c)
+	conv, last, release, err := s.openStream(c)
 	if err != nil {
 		return err
 	}
 	defer release()
+	return s.streamEnded(c, conv, s.streamer.Serve(c.Request().Context(), c.Response(), conv, last))
+}
+
+// openStream checks a stream request: the conversation (of the caller's
+// tenant and project), Last-Event-ID, and the key's limit of open streams.
+// release gives the stream's place back.
+func (s *Server) openStream(c echo.Context) (conv string, last int64, release func(), err error) {
+	cv, err := s.engine.Conversation(c.Request().Context(), principal(c), c.Param("id"))
+	if err != nil {
+		return "", 0, nil, err
+	}
+	last, err = sse.ParseLastEventID(c.Request().Header.Get("Last-Event-ID"), c.QueryParam("last_event_id"))
+	if err != nil {
+		return "", 0, nil, agentd.Errorf(agentd.EINVALID, "%v", err)
+	}
+	hold, err := s.holdStream(c)
+	if err != nil {
+		return "", 0, nil, err
+	}
 	s.m.streams.Inc()
-	defer s.m.streams.Dec()
-	err = sse.Serve(ctx, c.Response(), s.hub, s.store, conv.ID, last, sse.Options{Heartbeat: s.cfg.Heartbeat})
+	return cv.ID, last, func() { s.m.streams.Dec(); hold() }, nil
+}
+
+// streamEnded is what handleEvents answers when sse.Serve returned err: an
+// error status while nothing was written, else nil (the error logged).
+func (s *Server) streamEnded(c echo.Context, conv string, err error) error {
 	if err != nil && !c.Response().Committed {
 		return fmt.Errorf("stream: %w", err)
 	}
 	if err != nil {
-		s.log.Debug().Err(err).Str("conversation_id", conv.ID).Msg("stream ended")
+		s.log.Debug().Err(err).Str("conversation_id", conv).Msg("stream ended")
 	}
 	return nil
 }

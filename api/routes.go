@@ -100,13 +100,19 @@ func noSniff(next echo.HandlerFunc) echo.HandlerFunc {
 // a traceparent is ignored; without a tracer nothing reads it.
 func continueTrace(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if h := c.Request().Header.Get("Traceparent"); h != "" {
-			if sc, ok := tracing.Parse(h); ok {
-				r := c.Request()
-				c.SetRequest(r.WithContext(trace.ContextWithRemoteSpanContext(r.Context(), sc)))
-			}
-		}
+		remoteParent(c)
 		return next(c)
+	}
+}
+
+// remoteParent makes c's Traceparent header, if it is one, the parent of
+// c's request context.
+func remoteParent(c echo.Context) {
+	if h := c.Request().Header.Get("Traceparent"); h != "" {
+		if sc, ok := tracing.Parse(h); ok {
+			r := c.Request()
+			c.SetRequest(r.WithContext(trace.ContextWithRemoteSpanContext(r.Context(), sc)))
+		}
 	}
 }
 

@@ -244,6 +244,8 @@ type Server struct {
 	m         *httpMetrics
 	// streams counts each key's open streams (MaxStreamsPerKey).
 	streams *streamSlots
+	// streamer serves every stream (GET …/events).
+	streamer *sse.Streamer
 }
 
 // New returns the API server for one service, the hub its streams follow
@@ -260,7 +262,8 @@ func New(engine Service, hub *sse.Hub, store Store, cfg Config) *Server {
 	}
 	s := &Server{engine: engine, hub: hub, store: store, cfg: cfg, keys: map[string]agentd.APIKey{}, log: cfg.Logger,
 		m: newHTTPMetrics(cfg.Registerer), streams: newStreamSlots(cfg.MaxStreamsPerKey),
-		protocols: protocol.New(engine, store, hub, protocol.Options{Heartbeat: cfg.Heartbeat})}
+		protocols: protocol.New(engine, store, hub, protocol.Options{Heartbeat: cfg.Heartbeat}),
+		streamer:  sse.NewStreamer(hub, store, sse.Options{Heartbeat: cfg.Heartbeat})}
 	for _, k := range cfg.Keys {
 		s.keys[strings.ToLower(k.SHA256)] = k
 	}
@@ -293,30 +296,42 @@ func principal(c echo.Context) agentd.Principal {
 func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			if s.DevMode() {
-				c.Set(principalKey, devPrincipal)
-				return next(c)
+			// The work is in callerOf, so that this frame, which stays on
+			// the stack of every open stream, is small (docs/performance.md
+			// §24).
+			if err := s.callerOf(c, allowQueryToken); err != nil {
+				return err
 			}
-			token := ""
-			if h := c.Request().Header.Get("Authorization"); h != "" {
-				var ok bool
-				if token, ok = bearerToken(h); !ok {
-					return s.unauthorized(c, "Authorization must be \"Bearer <api key>\"")
-				}
-			} else if allowQueryToken {
-				token = c.QueryParam("access_token")
-			}
-			if token == "" {
-				return s.unauthorized(c, "missing API key")
-			}
-			p, ok := s.keyPrincipal(token)
-			if !ok {
-				return s.unauthorized(c, "invalid API key")
-			}
-			c.Set(principalKey, p)
 			return next(c)
 		}
 	}
+}
+
+// callerOf sets c's principal, or returns the 401 of a request without a
+// valid API key.
+func (s *Server) callerOf(c echo.Context, allowQueryToken bool) error {
+	if s.DevMode() {
+		c.Set(principalKey, devPrincipal)
+		return nil
+	}
+	token := ""
+	if h := c.Request().Header.Get("Authorization"); h != "" {
+		var ok bool
+		if token, ok = bearerToken(h); !ok {
+			return s.unauthorized(c, "Authorization must be \"Bearer <api key>\"")
+		}
+	} else if allowQueryToken {
+		token = c.QueryParam("access_token")
+	}
+	if token == "" {
+		return s.unauthorized(c, "missing API key")
+	}
+	p, ok := s.keyPrincipal(token)
+	if !ok {
+		return s.unauthorized(c, "invalid API key")
+	}
+	c.Set(principalKey, p)
+	return nil
 }
 
 // devPrincipal is every caller in dev mode (no API keys configured).
@@ -381,22 +396,38 @@ const (
 // discards the rest of the body, up to drainBytes, before the 413 is sent.
 func (s *Server) limitBody(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r := c.Request()
-		body := r.Body
-		if r.ContentLength > s.cfg.MaxBodyBytes {
-			if r.ContentLength <= s.cfg.MaxBodyBytes+drainBytes {
-				drain(c, body)
-			}
-			c.Response().Header().Set("Connection", "close")
-			return agentd.Errorf(agentd.ETOOLARGE, "request body is larger than %d bytes", s.cfg.MaxBodyBytes)
+		body := c.Request().Body
+		if err := s.boundBody(c); err != nil {
+			return err
 		}
-		r.Body = http.MaxBytesReader(c.Response(), body, s.cfg.MaxBodyBytes)
 		err := next(c)
-		if agentd.ErrorCode(err) == agentd.ETOOLARGE && !c.Response().Committed {
-			drain(c, body)
-			c.Response().Header().Set("Connection", "close")
+		if agentd.ErrorCode(err) == agentd.ETOOLARGE {
+			s.drainLarge(c, body)
 		}
 		return err
+	}
+}
+
+// boundBody refuses a request whose Content-Length is over the limit and
+// bounds the reading of any other.
+func (s *Server) boundBody(c echo.Context) error {
+	r := c.Request()
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		if r.ContentLength <= s.cfg.MaxBodyBytes+drainBytes {
+			drain(c, r.Body)
+		}
+		c.Response().Header().Set("Connection", "close")
+		return agentd.Errorf(agentd.ETOOLARGE, "request body is larger than %d bytes", s.cfg.MaxBodyBytes)
+	}
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, s.cfg.MaxBodyBytes)
+	return nil
+}
+
+// drainLarge drains body after a handler's 413, if nothing was written yet.
+func (s *Server) drainLarge(c echo.Context, body io.Reader) {
+	if !c.Response().Committed {
+		drain(c, body)
+		c.Response().Header().Set("Connection", "close")
 	}
 }
 
@@ -419,18 +450,25 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		err := next(c)
-		if err != nil {
-			c.Error(err)
-		}
-		ev := s.log.Info()
-		if c.Response().Status >= 500 {
-			ev = s.log.Error()
-		}
-		p := principal(c)
-		took := time.Since(start)
-		ev.Str("method", c.Request().Method).Str("path", c.Request().URL.Path).Int("status", c.Response().Status).
-			Dur("duration", took).Str("tenant_id", p.TenantID).Str("key_id", p.KeyID).Msg("request")
-		s.m.observe(c.Path(), c.Request().Method, c.Response().Status, took)
+		s.logRequest(c, start, err)
 		return nil
 	}
+}
+
+// logRequest answers err, if any, then logs and counts the request. It is
+// not part of logRequests' closure, whose frame stays on the stack of every
+// open stream.
+func (s *Server) logRequest(c echo.Context, start time.Time, err error) {
+	if err != nil {
+		c.Error(err)
+	}
+	ev := s.log.Info()
+	if c.Response().Status >= 500 {
+		ev = s.log.Error()
+	}
+	p := principal(c)
+	took := time.Since(start)
+	ev.Str("method", c.Request().Method).Str("path", c.Request().URL.Path).Int("status", c.Response().Status).
+		Dur("duration", took).Str("tenant_id", p.TenantID).Str("key_id", p.KeyID).Msg("request")
+	s.m.observe(c.Path(), c.Request().Method, c.Response().Status, took)
 }

@@ -44,8 +44,8 @@ func (db *DB) Conversation(ctx context.Context, id string) (*agentd.Conversation
 	var c agentd.Conversation
 	var metadata sql.NullString
 	var created sql.NullInt64
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		err := db.r(tx).QueryRowContext(ctx, conversationQuery, id).
+	err := db.readOne(func(q querier) error {
+		err := q.QueryRowContext(ctx, conversationQuery, id).
 			Scan(&c.ID, &c.TenantID, &c.ProjectID, &c.Agent, &metadata, &c.Delegated, &c.CreatedBy, &created, &c.LastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", id)

@@ -43,11 +43,8 @@ func (db *DB) Events(ctx context.Context, conversationID string, afterSeq int64,
 		limit = -1 // SQLite: no limit
 	}
 	var out []agentd.Event
-	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		out, err = queryEvents(ctx, tx, `
-			SELECT `+eventColumns+` FROM events
-			WHERE conversation_id = ? AND seq > ?
-			ORDER BY seq LIMIT ?`, conversationID, afterSeq, limit)
+	err := db.readOne(func(q querier) (err error) {
+		out, err = queryEvents(ctx, q, eventsQuery, conversationID, afterSeq, limit)
 		return err
 	})
 	if err != nil {
@@ -56,12 +53,18 @@ func (db *DB) Events(ctx context.Context, conversationID string, afterSeq int64,
 	return out, nil
 }
 
+// eventsQuery is a page of a conversation's log (Events).
+var eventsQuery = prepared(`SELECT ` + eventColumns + ` FROM events WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?`)
+
+// lastSeqQuery is a conversation's newest sequence number (LastSeq).
+var lastSeqQuery = prepared(`SELECT last_seq FROM conversations WHERE id = ?`)
+
 // LastSeq returns the Seq of the conversation's newest committed event: 0
 // when it has none or does not exist.
 func (db *DB) LastSeq(ctx context.Context, conversationID string) (int64, error) {
 	var seq int64
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT last_seq FROM conversations WHERE id = ?`, conversationID).Scan(&seq)
+	err := db.readOne(func(q querier) error {
+		err := q.QueryRowContext(ctx, lastSeqQuery, conversationID).Scan(&seq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -151,8 +154,8 @@ const eventColumns = `conversation_id, seq, position, type, data`
 
 // queryEvents runs query, a SELECT of eventColumns, in tx and returns its
 // rows as events.
-func queryEvents(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]agentd.Event, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
+func queryEvents(ctx context.Context, q querier, query string, args ...any) ([]agentd.Event, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}

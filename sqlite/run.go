@@ -108,8 +108,8 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 // Run returns a run, or ENOTFOUND.
 func (db *DB) Run(ctx context.Context, id string) (*agentd.Run, error) {
 	var run *agentd.Run
-	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		run, err = getRun(ctx, db.r(tx), id)
+	err := db.readOne(func(q querier) (err error) {
+		run, err = getRun(ctx, q, id)
 		return err
 	})
 	return run, err

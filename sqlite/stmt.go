@@ -127,3 +127,31 @@ func (db *DB) prepareAll(ctx context.Context) error {
 	}
 	return nil
 }
+
+// stmtDB runs single statements on a pool, outside any transaction, with
+// the registered statements prepared (readOne).
+type stmtDB struct {
+	db    *sql.DB
+	stmts map[string]*sql.Stmt
+}
+
+func (s stmtDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if st := s.stmts[q]; st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return s.db.ExecContext(ctx, q, args...)
+}
+
+func (s stmtDB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	if st := s.stmts[q]; st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.db.QueryContext(ctx, q, args...)
+}
+
+func (s stmtDB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	if st := s.stmts[q]; st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.db.QueryRowContext(ctx, q, args...)
+}

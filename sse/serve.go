@@ -97,43 +97,62 @@ const flushAt = 64 << 10
 // before writing anything, so the caller can still answer with an error
 // status. The caller must not write to w after Serve returns.
 func Serve(ctx context.Context, w http.ResponseWriter, hub *Hub, log EventSource, conversationID string, lastEventID int64, opt Options) error {
+	return NewStreamer(hub, log, opt).Serve(ctx, w, conversationID, lastEventID)
+}
+
+// Streamer serves the streams of one hub and event log with one set of
+// Options: a server builds it once and calls Serve for each stream.
+type Streamer struct {
+	hub *Hub
+	log EventSource
+	opt Options
+}
+
+// NewStreamer returns the Streamer of hub and log; opt's zero fields get
+// their defaults.
+func NewStreamer(hub *Hub, log EventSource, opt Options) *Streamer {
+	return &Streamer{hub: hub, log: log, opt: opt.withDefaults()}
+}
+
+// Serve is the package's Serve with st's hub, log and options.
+func (st *Streamer) Serve(ctx context.Context, w http.ResponseWriter, conversationID string, lastEventID int64) error {
 	if lastEventID < 0 {
 		return agentd.Errorf(agentd.EINVALID, "Last-Event-ID must be a non-negative integer")
 	}
-	opt = opt.withDefaults()
-	sub := hub.Subscribe(conversationID)
-	defer sub.Close()
+	s := &stream{w: w, log: st.log, conv: conversationID, last: lastEventID, opt: &st.opt}
+	sub := st.hub.Subscribe(conversationID)
+	defer s.close(sub)
+	// The frames of Serve and of what it calls while a stream waits for
+	// events stay on the handler goroutine's stack as long as the stream
+	// is open: their work is in open, which returns first.
+	err := s.open(ctx, sub)
+	if err == nil {
+		err = s.live(ctx, sub)
+	}
+	if ctx.Err() != nil {
+		return nil // the client went away, perhaps before the stream started
+	}
+	return err
+}
+
+// open reads the log's first page and, if that works, starts the response
+// and sends everything the log holds after s.last.
+func (s *stream) open(ctx context.Context, sub *Subscription) error {
 	select {
 	case <-sub.Done():
 		return sub.Err()
 	default:
 	}
-	first, err := log.Events(ctx, conversationID, lastEventID, opt.PageSize)
+	first, err := s.log.Events(ctx, s.conv, s.last, s.opt.PageSize)
 	if err != nil {
-		err = fmt.Errorf("sse: read event log: %w", err)
-	} else if len(first) == 0 && lastEventID > 0 {
-		err = checkReached(ctx, log, conversationID, lastEventID)
+		return fmt.Errorf("sse: read event log: %w", err)
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // the client went away before the stream started
+	if len(first) == 0 && s.last > 0 {
+		if err := checkReached(ctx, s.log, s.conv, s.last); err != nil {
+			return err
 		}
-		return err
 	}
-
-	s := &stream{
-		w:    w,
-		rc:   http.NewResponseController(w),
-		log:  log,
-		conv: conversationID,
-		last: lastEventID,
-		opt:  opt,
-	}
-	err = s.run(ctx, sub, first)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return s.start(ctx, first)
 }
 
 // checkReached returns EINVALID when lastEventID is past the newest event of
@@ -158,13 +177,19 @@ type stream struct {
 	log  EventSource
 	conv string
 	last int64 // Seq of the last event sent
-	opt  Options
+	opt  *Options
 	buf  []byte
 	// queued is drainQueued's buffer, reused from one write to the next.
 	queued []agentd.Event
+	// ticker is the heartbeat's, once the stream is live (without
+	// Options.Tick).
+	ticker *time.Ticker
 }
 
-func (s *stream) run(ctx context.Context, sub *Subscription, first []agentd.Event) error {
+// start writes the response's header and the events of first, then
+// catches up with the log.
+func (s *stream) start(ctx context.Context, first []agentd.Event) error {
+	s.rc = http.NewResponseController(s.w)
 	h := s.w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
@@ -172,27 +197,37 @@ func (s *stream) run(ctx context.Context, sub *Subscription, first []agentd.Even
 	if err := s.setWriteDeadline(); err != nil {
 		return err
 	}
-	// Leave time for the response's final chunk after the handler returns.
-	defer s.setWriteDeadline()
 	s.w.WriteHeader(http.StatusOK)
 	if err := s.flush(); err != nil {
 		return err
 	}
-
 	if err := s.send(first); err != nil {
 		return err
 	}
 	if len(first) == s.opt.PageSize {
-		if err := s.catchUp(ctx); err != nil {
-			return err
-		}
+		return s.catchUp(ctx)
 	}
+	return nil
+}
 
+// close ends the subscription and the heartbeat, and leaves time for the
+// response's final chunk after the handler returns.
+func (s *stream) close(sub *Subscription) {
+	sub.Close()
+	if s.ticker != nil {
+		s.ticker.Stop()
+	}
+	if s.rc != nil {
+		_ = s.setWriteDeadline()
+	}
+}
+
+// live forwards live events and heartbeats until the stream ends.
+func (s *stream) live(ctx context.Context, sub *Subscription) error {
 	tick := s.opt.Tick
 	if tick == nil {
-		t := time.NewTicker(s.opt.Heartbeat)
-		defer t.Stop()
-		tick = t.C
+		s.ticker = time.NewTicker(s.opt.Heartbeat)
+		tick = s.ticker.C
 	}
 	for {
 		select {
@@ -201,19 +236,29 @@ func (s *stream) run(ctx context.Context, sub *Subscription, first []agentd.Even
 		case <-sub.Done():
 			return sub.Err()
 		case <-tick:
-			s.buf = appendComment(s.buf[:0], "ping")
-			if err := s.write(); err != nil {
+			if err := s.ping(); err != nil {
 				return err
 			}
 		case e := <-sub.Events():
-			s.queued = drainQueued(s.queued[:0], e, sub.Events())
-			err := s.deliver(ctx, s.queued)
-			clear(s.queued) // do not pin delivered events to an idle stream
-			if err != nil {
+			if err := s.forward(ctx, e, sub.Events()); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// ping writes a heartbeat comment.
+func (s *stream) ping() error {
+	s.buf = appendComment(s.buf[:0], "ping")
+	return s.write()
+}
+
+// forward delivers first and the events queued behind it in one write.
+func (s *stream) forward(ctx context.Context, first *agentd.Event, ch <-chan *agentd.Event) error {
+	s.queued = drainQueued(s.queued[:0], first, ch)
+	err := s.deliver(ctx, s.queued)
+	clear(s.queued) // do not pin delivered events to an idle stream
+	return err
 }
 
 // drainMax bounds how many queued live events one write carries.
