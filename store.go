@@ -51,7 +51,11 @@ import (
 // there by an update) gets a refusal; every call stored in
 // requires_confirmation with Escalated gets an escalation; every appended
 // event draft with an Audit entry (a subagent's refusal) gets that entry,
-// with the event's conversation, tenant and project.
+// with the event's conversation, tenant and project. Where an entry is kept
+// is the backend's choice (SQLite and PostgreSQL read a decision's entry
+// from its decision row, docs/audit.md); Audit lists every kind as one log,
+// ids increasing in commit order across all of them (storetest's
+// Audit/Interleaved).
 type Store interface {
 	ConversationStore
 	RunStore

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -38,22 +39,79 @@ func (tx *txn) insertAudit(ctx context.Context, e *agentd.AuditEntry) (int64, er
 	return id, err
 }
 
-// queueAudit queues e, written when tx appends its events or commits
-// (flushAudit): the feed lock is taken as late as possible, after every
-// row lock the transaction takes on calls and runs.
+// queued is a write of tx held until it appends its events or commits
+// (flushAudit), so that it takes its audit id under the feed lock taken as
+// late as possible, after every row lock the transaction takes on calls and
+// runs: an audit entry, or a decision whose row is its entry (0009).
+type queued struct {
+	e *agentd.AuditEntry
+	d *queuedDecision
+}
+
+// queuedDecision is a decision to insert, with its encoded time and edited
+// arguments, the call's tier and escalated flag when it was decided and
+// its tenant and project.
+type queuedDecision struct {
+	d               *agentd.Decision
+	at, edited      any
+	tier            agentd.Tier
+	escalated       bool
+	tenant, project string
+}
+
+// insertDecisionQuery records a decision under the next audit id (the
+// audit table's identity sequence): the row is its audit entry.
+const insertDecisionQuery = `
+	INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
+		edited_arguments, edited_arguments_sha256, role, via, tier, escalated, tenant_id, project_id, audit_id)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, nextval('audit_id_seq'))`
+
+// queueAudit queues e (queued).
 func (tx *txn) queueAudit(e *agentd.AuditEntry) error {
 	if _, err := encTime("audit time", e.CreatedAt); err != nil {
 		return err
 	}
-	tx.audit = append(tx.audit, e)
+	tx.audit = append(tx.audit, queued{e: e})
 	return nil
 }
 
-// flushAudit writes the queued audit entries of tx.
+// queueDecision queues decision d of call c (queued); at and edited are
+// its encoded time and edited arguments.
+func (tx *txn) queueDecision(d *agentd.Decision, at, edited any, c *agentd.ToolCall) {
+	tx.audit = append(tx.audit, queued{d: &queuedDecision{d: d, at: at, edited: edited, tier: c.Tier, escalated: c.Escalated,
+		tenant: c.TenantID, project: c.ProjectID}})
+}
+
+// storedDecision is d as a read of its row returns it.
+func storedDecision(d *agentd.Decision, at, edited any) agentd.Decision {
+	out := *d
+	out.CreatedAt, out.EditedArguments = time.Time{}, nil
+	if n, ok := at.(int64); ok {
+		out.CreatedAt = decTime(&n)
+	}
+	if s, ok := edited.(string); ok {
+		out.EditedArguments = decJSON(&s)
+	}
+	return out
+}
+
+// flushAudit writes the queued audit entries and decisions of tx, in the
+// order they were queued.
 func (tx *txn) flushAudit(ctx context.Context) error {
-	for _, e := range tx.audit {
-		if _, err := tx.insertAudit(ctx, e); err != nil {
+	for _, q := range tx.audit {
+		if q.e != nil {
+			if _, err := tx.insertAudit(ctx, q.e); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := tx.lockFeed(ctx); err != nil {
 			return err
+		}
+		d := q.d.d
+		if _, err := tx.Exec(ctx, insertDecisionQuery, d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, q.d.at,
+			q.d.edited, d.EditedArgumentsSHA256, d.Role, d.Via, q.d.tier, q.d.escalated, q.d.tenant, q.d.project); err != nil {
+			return insertErr(err, "decision", d.ID)
 		}
 	}
 	tx.audit = nil
@@ -65,21 +123,6 @@ func callEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
 	return &agentd.AuditEntry{Kind: kind, TenantID: c.TenantID, ProjectID: c.ProjectID, ConversationID: c.ConversationID,
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Tier: c.Tier, Escalated: c.Escalated,
 		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: c.UpdatedAt}
-}
-
-// auditDecision records decision d on call c.
-func (db *DB) auditDecision(ctx context.Context, tx *txn, c *agentd.ToolCall, d *agentd.Decision) error {
-	kind := agentd.AuditDecision
-	switch d.Decision {
-	case agentd.DecisionExpired:
-		kind = agentd.AuditExpiry
-	case agentd.DecisionCancelled:
-		kind = agentd.AuditCancellation
-	}
-	e := callEntry(kind, c)
-	e.KeyID, e.Role, e.Via, e.Decision, e.Reason = d.DecidedBy, d.Role, d.Via, d.Decision, d.Reason
-	e.ArgumentsSHA256, e.EditedArgumentsSHA256, e.CreatedAt = d.ArgumentsSHA256, d.EditedArgumentsSHA256, d.CreatedAt
-	return tx.queueAudit(e)
 }
 
 // auditDraft records the entry an appended event draft carries (a
@@ -134,6 +177,10 @@ func (db *DB) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.Audi
 }
 
 // Audit implements agentd.Store.Audit. A limit outside 1..1000 means 1000.
+// Entries live in two tables (0009): the audit table, and the decisions
+// recorded since 0009 (those with an audit_id), each the entry of its
+// decision, expiry or cancellation. Both are read in id order from one
+// snapshot, up to limit each, and merged.
 func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEntry, error) {
 	if f.TenantID == "" || f.ProjectID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "the audit log is read per tenant and project")
@@ -144,30 +191,109 @@ func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEn
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	where, args := auditWhere(f)
-	var out []agentd.AuditEntry
-	err := db.readTx(ctx, func(tx *txn) error {
-		rows, err := tx.Query(ctx, `SELECT `+auditColumns+` FROM audit WHERE `+where+` ORDER BY id LIMIT ?`,
-			append(args, limit)...)
+	var rows, decided []agentd.AuditEntry
+	err := db.readTx(ctx, func(tx *txn) (err error) {
+		where, args := auditWhere(f)
+		rows, err = queryAudit(ctx, tx, `SELECT `+auditColumns+` FROM audit WHERE `+where+` ORDER BY id LIMIT ?`, append(args, limit)...)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var e agentd.AuditEntry
-			var at *int64
-			if err := rows.Scan(&e.ID, &e.Kind, &e.TenantID, &e.ProjectID, &e.ConversationID, &e.RunID, &e.ToolCallID,
-				&e.ToolName, &e.KeyID, &e.Role, &e.Via, &e.Decision, &e.Reason, &e.Tier, &e.Escalated,
-				&e.ArgumentsSHA256, &e.EditedArgumentsSHA256, &e.Connection, &e.Method, &e.Endpoint, &e.Outcome,
-				&e.Subagent, &e.TaskToolCallID, &at); err != nil {
-				return err
-			}
-			e.CreatedAt = decTime(at)
-			out = append(out, e)
+		if q, args, ok := decisionEntries(f); ok {
+			decided, err = queryAudit(ctx, tx, q, append(args, limit)...)
 		}
-		return rows.Err()
+		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return mergeAudit(rows, decided, limit), nil
+}
+
+// mergeAudit merges a and b, each in id order, into the first limit
+// entries in id order.
+func mergeAudit(a, b []agentd.AuditEntry, limit int) []agentd.AuditEntry {
+	if len(b) == 0 {
+		return a
+	} else if len(a) == 0 {
+		return b
+	}
+	out := make([]agentd.AuditEntry, 0, min(len(a)+len(b), limit))
+	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || (len(a) > 0 && a[0].ID < b[0].ID) {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
+}
+
+// queryAudit reads entries, columns in auditColumns' order.
+func queryAudit(ctx context.Context, tx *txn, q string, args ...any) ([]agentd.AuditEntry, error) {
+	rows, err := tx.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []agentd.AuditEntry
+	for rows.Next() {
+		var e agentd.AuditEntry
+		var at *int64
+		if err := rows.Scan(&e.ID, &e.Kind, &e.TenantID, &e.ProjectID, &e.ConversationID, &e.RunID, &e.ToolCallID,
+			&e.ToolName, &e.KeyID, &e.Role, &e.Via, &e.Decision, &e.Reason, &e.Tier, &e.Escalated,
+			&e.ArgumentsSHA256, &e.EditedArgumentsSHA256, &e.Connection, &e.Method, &e.Endpoint, &e.Outcome,
+			&e.Subagent, &e.TaskToolCallID, &at); err != nil {
+			return nil, err
+		}
+		e.CreatedAt = decTime(at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// decisionColumns are auditColumns read from a decision d of call c, the
+// kind from the decision's value.
+const decisionColumns = `d.audit_id, CASE d.decision WHEN 'expired' THEN 'expiry' WHEN 'cancelled' THEN 'cancellation' ELSE 'decision' END,
+	c.tenant_id, c.project_id, COALESCE(c.conversation_id, ''), COALESCE(c.run_id, ''), d.tool_call_id, c.name,
+	d.decided_by, d.role, d.via, d.decision, d.reason, d.tier, d.escalated, d.arguments_sha256, d.edited_arguments_sha256,
+	'', '', '', '', '', '', d.created_at`
+
+// decisionEntries is the query of f's entries held by decisions rows
+// (0009) and its parameters but the limit; false when f's kind is not one
+// a decision is. A tenant's are read from decisions_tenant, a call's from
+// decisions_tool_call.
+func decisionEntries(f agentd.AuditFilter) (string, []any, bool) {
+	where := `d.audit_id > ? AND d.tenant_id = ? AND d.project_id = ?`
+	args := []any{f.After, f.TenantID, f.ProjectID}
+	add := func(cond string, v any) {
+		where += ` AND ` + cond
+		args = append(args, v)
+	}
+	switch f.Kind {
+	case "":
+	case agentd.AuditDecision:
+		where += ` AND d.decision NOT IN ('expired', 'cancelled')`
+	case agentd.AuditExpiry:
+		where += ` AND d.decision = 'expired'`
+	case agentd.AuditCancellation:
+		where += ` AND d.decision = 'cancelled'`
+	default:
+		return "", nil, false
+	}
+	if f.ToolCallID != "" {
+		add(`d.tool_call_id = ?`, f.ToolCallID)
+	}
+	if f.ConversationID != "" {
+		add(`c.conversation_id = ?`, f.ConversationID)
+	}
+	if !f.Since.IsZero() {
+		add(`d.created_at >= ?`, encBound(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add(`d.created_at < ?`, encBound(f.Until))
+	}
+	return `SELECT ` + decisionColumns + ` FROM decisions d JOIN tool_calls c ON c.id = d.tool_call_id WHERE ` + where +
+		` ORDER BY d.audit_id LIMIT ?`, args, true
 }
 
 // auditWhere is Audit's condition and its parameters: only the filters

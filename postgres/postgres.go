@@ -264,7 +264,7 @@ type txn struct {
 	tx       pgx.Tx
 	locked   bool
 	notified bool
-	audit    []*agentd.AuditEntry
+	audit    []queued
 }
 
 // result is what Exec returns, shaped as database/sql's.

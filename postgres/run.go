@@ -399,15 +399,9 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 			}
 			d := &agentd.Decision{ID: uuid.NewString(), ToolCallID: c.ID, Decision: agentd.DecisionCancelled, Reason: reason,
 				DecidedBy: by.KeyID, Role: by.Role, Via: agentd.ViaCancel, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now}
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at, role, via)
-				VALUES (?, ?, 'cancelled', ?, ?, ?, ?, ?, ?)`,
-				d.ID, c.ID, reason, d.DecidedBy, c.ArgumentsSHA256, at, d.Role, d.Via); err != nil {
-				return err
-			}
-			if err := db.auditDecision(ctx, tx, &c, d); err != nil {
-				return err
-			}
+			// Queued: written under the feed lock, its row its audit
+			// entry (queueDecision).
+			tx.queueDecision(d, at, nil, &c)
 		}
 		var drafts []agentd.EventDraft
 		if plan != nil {

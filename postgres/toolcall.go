@@ -59,10 +59,6 @@ var (
 					requires_approval_at = COALESCE(?::bigint, requires_approval_at)
 				WHERE id = ? AND approval IS NOT NULL AND requires_approval_at = ?::bigint
 					AND COALESCE(jsonb_array_length(approval::jsonb -> 'reminded'), 0) = ?::int`
-	insertDecisionQuery = `
-				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-					edited_arguments, edited_arguments_sha256, role, via)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	decisionsOfCallsQuery = `
 		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 			edited_arguments, edited_arguments_sha256, role, via
@@ -546,20 +542,16 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *txn) (*agentd.To
 			return nil, err
 		}
 	}
-	if d := p.d; d != nil {
-		if _, err := q.Exec(ctx, insertDecisionQuery, d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, p.decided,
-			p.decidedArgs, d.EditedArgumentsSHA256, d.Role, d.Via); err != nil {
-			return nil, insertErr(err, "decision", d.ID)
-		}
-	}
 	call, err := getToolCall(ctx, q, u.ID)
 	if err != nil {
 		return nil, err
 	}
-	if p.d != nil {
-		if err := db.auditDecision(ctx, tx, call, p.d); err != nil {
-			return nil, err
-		}
+	if d := p.d; d != nil {
+		// Queued, with the call's tier as it is now: written under the
+		// feed lock, its row its audit entry (queueDecision). The call is
+		// returned with it.
+		tx.queueDecision(d, p.decided, p.decidedArgs, call)
+		call.Decisions = append(call.Decisions, storedDecision(d, p.decided, p.decidedArgs))
 	}
 	if g := u.Grant; g != nil {
 		if err := db.insertGrant(ctx, tx, g, agentd.Actor{KeyID: p.d.DecidedBy, Role: p.d.Role}); err != nil {

@@ -38,6 +38,10 @@ func TestQueryPlans(t *testing.T) {
 		w, args := auditWhere(f)
 		return inline(`SELECT `+auditColumns+` FROM audit WHERE `+w+` ORDER BY id LIMIT ?`, args)
 	}
+	decided := func(f agentd.AuditFilter) string {
+		q, args, _ := decisionEntries(f, 0)
+		return inline(q, args)
+	}
 	for _, c := range []struct {
 		name, query string
 		want        []string
@@ -58,6 +62,16 @@ func TestQueryPlans(t *testing.T) {
 		{"Audit/tool_call_id+conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x", ConversationID: "y"}),
 			[]string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
 		{"Audit/conversation_id", audit(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{"SEARCH audit USING INDEX audit_conversation (tenant_id=? AND project_id=? AND conversation_id=? AND rowid>?)"}},
+		// The entries held by decisions rows (0024): from the tenant's
+		// decisions in rid order, each joined to its call by id; a call's from its
+		// decisions; a conversation's from its calls' decisions, sorted
+		// (a conversation has few calls; not a page of the whole log).
+		{"Audit/decisions", decided(agentd.AuditFilter{TenantID: "t", ProjectID: "p"}), []string{
+			"SEARCH d USING INDEX decisions_tenant (tenant_id=? AND project_id=? AND rowid>?)", "SEARCH c USING INDEX sqlite_autoindex_tool_calls_1 (id=?)"}},
+		{"Audit/decisions/tool_call_id", decided(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ToolCallID: "x", Kind: agentd.AuditDecision}), []string{
+			"SEARCH d USING INDEX decisions_tool_call (tool_call_id=? AND rid>?)", "SEARCH c USING INDEX sqlite_autoindex_tool_calls_1 (id=?)"}},
+		{"Decisions/conversation_id", decided(agentd.AuditFilter{TenantID: "t", ProjectID: "p", ConversationID: "x"}), []string{
+			"SEARCH c USING INDEX tool_calls_conversation (conversation_id=?)", "SEARCH d USING INDEX decisions_tool_call (tool_call_id=? AND rid>?)"}},
 		// GET /v1/webhooks/endpoints: a tenant's project's backlog is
 		// counted from entries of its pending deliveries (0014), not from
 		// its whole delivery log.

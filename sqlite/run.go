@@ -407,13 +407,8 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 			}
 			d := &agentd.Decision{ID: uuid.NewString(), ToolCallID: c.ID, Decision: agentd.DecisionCancelled, Reason: reason,
 				DecidedBy: by.KeyID, Role: by.Role, Via: agentd.ViaCancel, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now}
-			if _, err := tx.ExecContext(ctx, `
-				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at, role, via)
-				VALUES (?, ?, 'cancelled', ?, ?, ?, ?, ?, ?)`,
-				d.ID, c.ID, reason, d.DecidedBy, c.ArgumentsSHA256, at, d.Role, d.Via); err != nil {
-				return err
-			}
-			if err := db.auditDecision(ctx, tx, &c, d); err != nil {
+			// The decision's row is its audit entry (insertDecisionQuery).
+			if err := insertDecision(ctx, db.w(tx), d, at, nil); err != nil {
 				return err
 			}
 		}

@@ -146,6 +146,9 @@ type DB struct {
 	// (group.go): writes that arrive while a commit is in flight share
 	// the next one.
 	group *committer
+	// decisionsFrom is the last decision rid whose audit entry is in the
+	// audit table (0024): later decisions are entries themselves.
+	decisionsFrom int64
 }
 
 // Open opens (creating if needed) the SQLite database file at path and
@@ -201,6 +204,10 @@ func Open(path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: journal_mode is %q, want wal", abs, mode)
 	}
 	if err := db.migrate(ctx); err != nil {
+		db.writer.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
+	}
+	if err := db.writer.QueryRowContext(ctx, `SELECT rid FROM audit_decisions_from`).Scan(&db.decisionsFrom); err != nil {
 		db.writer.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}

@@ -64,10 +64,6 @@ var (
 					requires_approval_at = COALESCE(?, requires_approval_at)
 				WHERE id = ? AND approval IS NOT NULL AND requires_approval_at = ?
 					AND COALESCE(json_array_length(approval, '$.reminded'), 0) = ?`)
-	insertDecisionQuery = prepared(`
-				INSERT INTO decisions (id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
-					edited_arguments, edited_arguments_sha256, role, via)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
 	decisionsOfCallsQuery = prepared(`
 		SELECT id, tool_call_id, decision, reason, decided_by, arguments_sha256, created_at,
 			edited_arguments, edited_arguments_sha256, role, via
@@ -557,19 +553,14 @@ func (p *preparedUpdate) apply(ctx context.Context, db *DB, tx *sql.Tx) (*agentd
 		}
 	}
 	if d := p.d; d != nil {
-		if _, err := q.ExecContext(ctx, insertDecisionQuery, d.ID, d.ToolCallID, d.Decision, d.Reason, d.DecidedBy, d.ArgumentsSHA256, p.decided,
-			p.decidedArgs, d.EditedArgumentsSHA256, d.Role, d.Via); err != nil {
-			return nil, insertErr(err, "decision", d.ID)
+		// The decision's row is its audit entry (insertDecisionQuery).
+		if err := insertDecision(ctx, q, d, p.decided, p.decidedArgs); err != nil {
+			return nil, err
 		}
 	}
 	call, err := getToolCall(ctx, q, u.ID)
 	if err != nil {
 		return nil, err
-	}
-	if p.d != nil {
-		if err := db.auditDecision(ctx, tx, call, p.d); err != nil {
-			return nil, err
-		}
 	}
 	if g := u.Grant; g != nil {
 		if err := db.insertGrant(ctx, tx, g, agentd.Actor{KeyID: p.d.DecidedBy, Role: p.d.Role}); err != nil {

@@ -140,6 +140,7 @@ func RunAudit(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"Audit/Filters", testAuditFilters},
 		{"Audit/WithEvent", testAuditWithEvent},
 		{"Audit/OtherProject", testAuditOtherProject},
+		{"Audit/Interleaved", testAuditInterleaved},
 	})
 }
 
