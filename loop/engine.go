@@ -146,6 +146,13 @@ type runState struct {
 	// hist is the conversation's history as the driver last read it
 	// (history.go); only the driver's goroutine uses it.
 	hist *historyCache
+	// stepMsg is the step this driver last recorded and the id of its
+	// assistant message, which every call of the step belongs to
+	// (stepCalls); only the driver's goroutine uses it.
+	stepMsg struct {
+		step int
+		id   string
+	}
 	// traced is the run as its tool spans read it once (its trace context
 	// is immutable): runTrace.
 	traceOnce sync.Once

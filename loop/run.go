@@ -38,7 +38,7 @@ func (e *Engine) drive(rs *runState) {
 			return
 		}
 		if run.Step > 0 {
-			calls, err := e.stepCalls(rs.ctx, run)
+			calls, err := e.stepCalls(rs, run)
 			if err != nil {
 				if !e.retryAfter(rs, log, err, &failures) {
 					return
@@ -120,8 +120,20 @@ func (e *Engine) retryAfter(rs *runState, log zerolog.Logger, err error, failure
 	}
 }
 
-func (e *Engine) stepCalls(ctx context.Context, run *agentd.Run) ([]agentd.ToolCall, error) {
-	all, err := e.store.RunToolCalls(ctx, run.ID)
+// stepCalls returns the calls of the run's current step. When this driver
+// recorded that step it reads only the calls of the step's message (all of
+// the step's calls are); a new driver (the run resumed, recovered, or
+// taken over from another replica) reads the run's calls once. Reading
+// the run's calls at every step grew with the run (docs/performance.md
+// §26).
+func (e *Engine) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, error) {
+	var all []agentd.ToolCall
+	var err error
+	if rs.stepMsg.id != "" && rs.stepMsg.step == run.Step {
+		all, err = e.store.MessageToolCalls(rs.ctx, run.ConversationID, []string{rs.stepMsg.id})
+	} else {
+		all, err = e.store.RunToolCalls(rs.ctx, run.ID)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +234,9 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	})
 	if err != nil {
 		return err
+	}
+	if msg != nil {
+		rs.stepMsg.step, rs.stepMsg.id = step, msg.ID
 	}
 	e.stepRecorded(auto, calls)
 	if len(calls) == 0 {
