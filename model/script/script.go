@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -406,7 +407,20 @@ func usage(req agentd.ModelRequest, resp *agentd.ModelResponse) agentd.Usage {
 	return agentd.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
 }
 
-func words(s string) int { return len(strings.Fields(s)) }
+// words is len(strings.Fields(s)), without building the fields: usage
+// counts the whole history at every step.
+func words(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			in = false
+		case !in:
+			in, n = true, n+1
+		}
+	}
+	return n
+}
 
 // compact returns raw compacted.
 func compact(raw json.RawMessage) json.RawMessage {

@@ -425,3 +425,13 @@ func TestGeneratePacedDeltas(t *testing.T) {
 		t.Fatalf("cancelled during a pause: %v after %d deltas, want context.Canceled after 1", err, n)
 	}
 }
+
+// words counts as strings.Fields splits, Unicode spaces and invalid UTF-8
+// included.
+func TestWordsIsFieldsCount(t *testing.T) {
+	for _, s := range []string{"", " ", "one", " two  words ", "a\tb\nc\u00a0d\u2003e", "\xff \xfe\xfd x", `{"order_id": "A-1001", "amount": 42.5}`} {
+		if got, want := words(s), len(strings.Fields(s)); got != want {
+			t.Errorf("words(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
