@@ -146,13 +146,9 @@ type runState struct {
 	// hist is the conversation's history as the driver last read it
 	// (history.go); only the driver's goroutine uses it.
 	hist *historyCache
-	// stepMsg is the step this driver last recorded and the id of its
-	// assistant message, which every call of the step belongs to
-	// (stepCalls); only the driver's goroutine uses it.
-	stepMsg struct {
-		step int
-		id   string
-	}
+	// step is the calls of the run's current step as the driver last read
+	// them (stepCalls); only the driver's goroutine uses it.
+	step stepCache
 	// traced is the run as its tool spans read it once (its trace context
 	// is immutable): runTrace.
 	traceOnce sync.Once
@@ -160,6 +156,14 @@ type runState struct {
 	// leased: the engine holds the run's lease for this driver (lease.go);
 	// guarded by Engine.mu.
 	leased bool
+}
+
+// stepCache is the calls of one step of a run, by index: stepCalls reads
+// again only those not terminal (a terminal call never changes again).
+type stepCache struct {
+	step  int
+	known bool
+	calls []agentd.ToolCall
 }
 
 // New returns an engine. Call Start before use and Close when done.

@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -120,30 +121,38 @@ func (e *Engine) retryAfter(rs *runState, log zerolog.Logger, err error, failure
 	}
 }
 
-// stepCalls returns the calls of the run's current step. When this driver
-// recorded that step it reads only the calls of the step's message (all of
-// the step's calls are); a new driver (the run resumed, recovered, or
-// taken over from another replica) reads the run's calls once. Reading
-// the run's calls at every step grew with the run (docs/performance.md
-// §26).
+// stepCalls returns the calls of the run's current step. The first read
+// of a step (a new driver: the run resumed, recovered, or taken over from
+// another replica) reads the run's calls; after that, and after the driver
+// recorded the step itself, only the step's calls that were not terminal
+// are read again, each by its id. Reading the run's calls at every step
+// grew with the run (docs/performance.md §26).
 func (e *Engine) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, error) {
-	var all []agentd.ToolCall
-	var err error
-	if rs.stepMsg.id != "" && rs.stepMsg.step == run.Step {
-		all, err = e.store.MessageToolCalls(rs.ctx, run.ConversationID, []string{rs.stepMsg.id})
-	} else {
-		all, err = e.store.RunToolCalls(rs.ctx, run.ID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []agentd.ToolCall
-	for _, c := range all {
-		if c.Step == run.Step {
-			out = append(out, c)
+	if !rs.step.known || rs.step.step != run.Step {
+		all, err := e.store.RunToolCalls(rs.ctx, run.ID)
+		if err != nil {
+			return nil, err
 		}
+		var out []agentd.ToolCall
+		for _, c := range all {
+			if c.Step == run.Step {
+				out = append(out, c)
+			}
+		}
+		rs.step = stepCache{step: run.Step, known: true, calls: out}
+		return slices.Clone(out), nil
 	}
-	return out, nil
+	for i, c := range rs.step.calls {
+		if c.Status.Terminal() {
+			continue
+		}
+		cur, err := e.store.ToolCall(rs.ctx, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		rs.step.calls[i] = *cur
+	}
+	return slices.Clone(rs.step.calls), nil
 }
 
 func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []string) {
@@ -235,8 +244,9 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if err != nil {
 		return err
 	}
-	if msg != nil {
-		rs.stepMsg.step, rs.stepMsg.id = step, msg.ID
+	rs.step = stepCache{step: step, known: true, calls: make([]agentd.ToolCall, len(calls))}
+	for i, c := range calls {
+		rs.step.calls[i] = *c
 	}
 	e.stepRecorded(auto, calls)
 	if len(calls) == 0 {
