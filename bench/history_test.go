@@ -77,8 +77,9 @@ func tickSource(tb testing.TB) toolset.Source {
 // call), UpdateToolCall approved → executing (tool_call_started),
 // UpdateToolCall executing → completed (tool_call_result). A third row
 // times alone, after each baseline step, the four reads the driver makes
-// per step (Run; MessageToolCalls of the step's message, stepCalls;
-// MessagesAfter and MessageToolCalls, the history's). Rounds alternate which of the two goes first.
+// per step (Run; ToolCall, stepCalls' read of the step's unfinished call;
+// MessagesAfter and MessageToolCalls, the history's). The driver makes the
+// first two twice: before the tool's result and after. Rounds alternate which of the two goes first.
 //
 // Metrics: the loop's ns/step at ≈ 2–40 and ≈ 760–800 messages and their
 // ratio (target ≤ 1.1), and the overhead (loop − store) at both sizes
@@ -258,7 +259,7 @@ func historyStoreRun(b *testing.B, inst *instance) (commitEarly, commitLate, rea
 		if _, err := inst.store.Run(ctx, run.ID); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := inst.store.MessageToolCalls(ctx, c, []string{msg.ID}); err != nil {
+		if _, err := inst.store.ToolCall(ctx, call.ID); err != nil {
 			b.Fatal(err)
 		}
 		if msgs, err := inst.store.MessagesAfter(ctx, c, k); err != nil || len(msgs) != 1 {
