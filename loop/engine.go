@@ -164,6 +164,9 @@ type stepCache struct {
 	step  int
 	known bool
 	calls []agentd.ToolCall
+	// read[i]: calls[i] is as the store returned it (not the copy the
+	// driver recorded).
+	read []bool
 }
 
 // New returns an engine. Call Start before use and Close when done.

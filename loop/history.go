@@ -34,14 +34,31 @@ func (e *Engine) history(ctx context.Context, rs *runState, convID string) ([]ag
 	if rs.hist == nil {
 		rs.hist = &historyCache{calls: map[string][]agentd.ToolCall{}, open: map[string]bool{}}
 	}
-	if err := rs.hist.refresh(ctx, e.store, convID); err != nil {
+	if err := rs.hist.refresh(ctx, e.store, convID, rs.step.final()); err != nil {
 		return nil, err
 	}
 	return e.modelMessages(rs.hist), nil
 }
 
-// refresh reads what is new since the last read.
-func (h *historyCache) refresh(ctx context.Context, st Store, convID string) error {
+// final returns the step's calls when each is terminal and as the store
+// returned it, and they are of one message (a step's calls are all of its
+// assistant message); else nil.
+func (s *stepCache) final() []agentd.ToolCall {
+	if !s.known || len(s.calls) == 0 {
+		return nil
+	}
+	for i, c := range s.calls {
+		if !s.read[i] || !c.Status.Terminal() || c.MessageID != s.calls[0].MessageID {
+			return nil
+		}
+	}
+	return s.calls
+}
+
+// refresh reads what is new since the last read. known, when not nil, is
+// the calls of one message as the driver has just read them, all
+// terminal: that message's calls are not read again.
+func (h *historyCache) refresh(ctx context.Context, st Store, convID string, known []agentd.ToolCall) error {
 	msgs, err := st.MessagesAfter(ctx, convID, len(h.msgs))
 	if err != nil {
 		return err
@@ -51,7 +68,11 @@ func (h *historyCache) refresh(ctx context.Context, st Store, convID string) err
 		stale = append(stale, id)
 	}
 	for _, m := range msgs {
-		if m.Role != agentd.RoleUser {
+		switch {
+		case m.Role == agentd.RoleUser:
+		case len(known) > 0 && known[0].MessageID == m.ID:
+			h.replace([]string{m.ID}, slices.Clone(known))
+		default:
 			stale = append(stale, m.ID)
 		}
 	}

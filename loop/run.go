@@ -139,7 +139,10 @@ func (e *Engine) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, er
 				out = append(out, c)
 			}
 		}
-		rs.step = stepCache{step: run.Step, known: true, calls: out}
+		rs.step = stepCache{step: run.Step, known: true, calls: out, read: make([]bool, len(out))}
+		for i := range out {
+			rs.step.read[i] = true
+		}
 		return slices.Clone(out), nil
 	}
 	for i, c := range rs.step.calls {
@@ -150,7 +153,7 @@ func (e *Engine) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, er
 		if err != nil {
 			return nil, err
 		}
-		rs.step.calls[i] = *cur
+		rs.step.calls[i], rs.step.read[i] = *cur, true
 	}
 	return slices.Clone(rs.step.calls), nil
 }
@@ -244,7 +247,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	if err != nil {
 		return err
 	}
-	rs.step = stepCache{step: step, known: true, calls: make([]agentd.ToolCall, len(calls))}
+	rs.step = stepCache{step: step, known: true, calls: make([]agentd.ToolCall, len(calls)), read: make([]bool, len(calls))}
 	for i, c := range calls {
 		rs.step.calls[i] = *c
 	}
