@@ -32,6 +32,7 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
+	"github.com/agentd-dev/agentd/toolset"
 	"github.com/agentd-dev/agentd/webhook"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -330,6 +331,26 @@ func startAgentdHooks(tb testing.TB, dir, rules string, defs []toolDef, wiring s
 // (nil: traces off, as cmd/agentd runs without an OTEL_* variable).
 func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring string, endpoints []webhook.Endpoint, tp trace.TracerProvider) *instance {
 	tb.Helper()
+	return startAgentdWith(tb, dir, rules, defs, setup{wiring: wiring, endpoints: endpoints, tp: tp})
+}
+
+// setup is what startAgentdWith is given beyond the rules and the command
+// tools; its zero value is serve.go's defaults with the direct wiring.
+type setup struct {
+	wiring    string
+	endpoints []webhook.Endpoint
+	tp        trace.TracerProvider
+	// sources are tool sources registered after the command tools (Go
+	// functions, say, for a tool that costs no fork).
+	sources []toolset.Source
+	// maxTurns is the agent's max_turns (0: the default).
+	maxTurns int
+}
+
+// startAgentdWith is startAgentd with everything the setup says.
+func startAgentdWith(tb testing.TB, dir, rules string, defs []toolDef, su setup) *instance {
+	tb.Helper()
+	wiring, endpoints, tp := su.wiring, su.endpoints, su.tp
 	toolsDir := filepath.Join(dir, "tools")
 	for _, d := range defs {
 		td := filepath.Join(toolsDir, d.name)
@@ -356,11 +377,11 @@ func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	reg, err := registry.New(tools.NewSource(tl))
+	reg, err := registry.New(append([]toolset.Source{tools.NewSource(tl)}, su.sources...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	toolset, err := reg.Toolset(nil)
+	toolSet, err := reg.Toolset(nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -394,7 +415,7 @@ func startAgentdTraced(tb testing.TB, dir, rules string, defs []toolDef, wiring 
 		inst.hooks = hooks
 	}
 	engine := loop.New(store, pub, &loop.Agent{
-		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolset,
+		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolSet, MaxTurns: su.maxTurns,
 	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount), Tracer: tp})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)

@@ -13,7 +13,8 @@ import (
 )
 
 // slowRead holds the read of a call when armed: the reader keeps its snapshot
-// while the world moves on.
+// while the world moves on. Only a read whose context carries slowKey is
+// held (the decision's, not the run driver's reads of its step's calls).
 type slowRead struct {
 	*sqlite.DB
 	mu    sync.Mutex
@@ -21,8 +22,13 @@ type slowRead struct {
 	read  chan struct{}
 }
 
+type slowKey struct{}
+
 func (s *slowRead) ToolCall(ctx context.Context, id string) (*agentd.ToolCall, error) {
 	c, err := s.DB.ToolCall(ctx, id)
+	if ctx.Value(slowKey{}) == nil {
+		return c, err
+	}
 	s.mu.Lock()
 	gate, read := s.armed, s.read
 	s.armed = nil
@@ -71,7 +77,7 @@ func TestConcurrentRepeatDoesNotDecideTheNewCard(t *testing.T) {
 	}
 	r2 := make(chan res, 1)
 	go func() { // the same click, sent twice (two tabs, a retry)
-		d, err := f.engine.Decide(context.Background(), f.p, first.ToolCallID, req)
+		d, err := f.engine.Decide(context.WithValue(context.Background(), slowKey{}, true), f.p, first.ToolCallID, req)
 		r2 <- res{d, err}
 	}()
 	<-read

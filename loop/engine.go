@@ -146,6 +146,9 @@ type runState struct {
 	// hist is the conversation's history as the driver last read it
 	// (history.go); only the driver's goroutine uses it.
 	hist *historyCache
+	// step is the calls of the run's current step as the driver last read
+	// them (stepCalls); only the driver's goroutine uses it.
+	step stepCache
 	// traced is the run as its tool spans read it once (its trace context
 	// is immutable): runTrace.
 	traceOnce sync.Once
@@ -153,6 +156,17 @@ type runState struct {
 	// leased: the engine holds the run's lease for this driver (lease.go);
 	// guarded by Engine.mu.
 	leased bool
+}
+
+// stepCache is the calls of one step of a run, by index: stepCalls reads
+// again only those not terminal (a terminal call never changes again).
+type stepCache struct {
+	step  int
+	known bool
+	calls []agentd.ToolCall
+	// read[i]: calls[i] is as the store returned it (not the copy the
+	// driver recorded).
+	read []bool
 }
 
 // New returns an engine. Call Start before use and Close when done.

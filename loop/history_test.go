@@ -21,6 +21,22 @@ type readStore struct {
 	mu    sync.Mutex
 	after []int // MessagesAfter's n, call by call
 	whole int   // Messages and ToolCalls calls
+	runs  int   // RunToolCalls calls
+	msgs  int   // MessageToolCalls calls
+}
+
+func (s *readStore) MessageToolCalls(ctx context.Context, conv string, ids []string) ([]agentd.ToolCall, error) {
+	s.mu.Lock()
+	s.msgs++
+	s.mu.Unlock()
+	return s.DB.MessageToolCalls(ctx, conv, ids)
+}
+
+func (s *readStore) RunToolCalls(ctx context.Context, run string) ([]agentd.ToolCall, error) {
+	s.mu.Lock()
+	s.runs++
+	s.mu.Unlock()
+	return s.DB.RunToolCalls(ctx, run)
 }
 
 func (s *readStore) MessagesAfter(ctx context.Context, conv string, n int) ([]agentd.Message, error) {
@@ -47,7 +63,9 @@ func (s *readStore) ToolCalls(ctx context.Context, conv string) ([]agentd.ToolCa
 // A run's next model step reads only what is new in its conversation: the
 // messages after those it read before (the step's own assistant message),
 // with their calls; the model still gets the whole history, results
-// included.
+// included. The driver reads the calls of a step it recorded by the step's
+// message, never all of the run's calls again, and the history takes a
+// step's finished calls from that read instead of reading them again.
 func TestHistoryReadIncrementally(t *testing.T) {
 	ts, _ := writeTools(t)
 	db, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
@@ -71,10 +89,11 @@ func TestHistoryReadIncrementally(t *testing.T) {
 	rec.wait(t, agentd.EventRunFinished, 1)
 
 	st.mu.Lock()
-	after, whole := slices.Clone(st.after), st.whole
+	after, whole, runs, msgs := slices.Clone(st.after), st.whole, st.runs, st.msgs
 	st.mu.Unlock()
-	if !slices.Equal(after, []int{0, 1, 2}) || whole != 0 {
-		t.Errorf("reads: MessagesAfter %v and %d whole reads, want [0 1 2] and none", after, whole)
+	if !slices.Equal(after, []int{0, 1, 2}) || whole != 0 || runs != 0 || msgs != 0 {
+		t.Errorf("reads: MessagesAfter %v, %d whole reads, %d of the run's calls and %d of messages' calls, want [0 1 2] and none of the others",
+			after, whole, runs, msgs)
 	}
 	last := model.request(2).Messages
 	if n := len(last); n != 5 || last[2].ToolStatus != agentd.StatusCompleted || last[4].ToolStatus != agentd.StatusCompleted ||

@@ -289,7 +289,7 @@ func (e *Engine) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
 			return false, true
 		}
 	}
-	calls, err := e.stepCalls(rs.ctx, run)
+	calls, err := e.stepCalls(rs, run)
 	if err != nil {
 		return false, true
 	}

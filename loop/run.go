@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -38,7 +39,7 @@ func (e *Engine) drive(rs *runState) {
 			return
 		}
 		if run.Step > 0 {
-			calls, err := e.stepCalls(rs.ctx, run)
+			calls, err := e.stepCalls(rs, run)
 			if err != nil {
 				if !e.retryAfter(rs, log, err, &failures) {
 					return
@@ -120,18 +121,41 @@ func (e *Engine) retryAfter(rs *runState, log zerolog.Logger, err error, failure
 	}
 }
 
-func (e *Engine) stepCalls(ctx context.Context, run *agentd.Run) ([]agentd.ToolCall, error) {
-	all, err := e.store.RunToolCalls(ctx, run.ID)
-	if err != nil {
-		return nil, err
-	}
-	var out []agentd.ToolCall
-	for _, c := range all {
-		if c.Step == run.Step {
-			out = append(out, c)
+// stepCalls returns the calls of the run's current step. The first read
+// of a step (a new driver: the run resumed, recovered, or taken over from
+// another replica) reads the run's calls; after that, and after the driver
+// recorded the step itself, only the step's calls that were not terminal
+// are read again, each by its id. Reading the run's calls at every step
+// grew with the run (docs/performance.md §26).
+func (e *Engine) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, error) {
+	if !rs.step.known || rs.step.step != run.Step {
+		all, err := e.store.RunToolCalls(rs.ctx, run.ID)
+		if err != nil {
+			return nil, err
 		}
+		var out []agentd.ToolCall
+		for _, c := range all {
+			if c.Step == run.Step {
+				out = append(out, c)
+			}
+		}
+		rs.step = stepCache{step: run.Step, known: true, calls: out, read: make([]bool, len(out))}
+		for i := range out {
+			rs.step.read[i] = true
+		}
+		return slices.Clone(out), nil
 	}
-	return out, nil
+	for i, c := range rs.step.calls {
+		if c.Status.Terminal() {
+			continue
+		}
+		cur, err := e.store.ToolCall(rs.ctx, c.ID)
+		if err != nil {
+			return nil, err
+		}
+		rs.step.calls[i], rs.step.read[i] = *cur, true
+	}
+	return slices.Clone(rs.step.calls), nil
 }
 
 func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []string) {
@@ -222,6 +246,10 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	})
 	if err != nil {
 		return err
+	}
+	rs.step = stepCache{step: step, known: true, calls: make([]agentd.ToolCall, len(calls)), read: make([]bool, len(calls))}
+	for i, c := range calls {
+		rs.step.calls[i] = *c
 	}
 	e.stepRecorded(auto, calls)
 	if len(calls) == 0 {

@@ -25,6 +25,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -49,9 +50,12 @@ type rule struct {
 	user     *regexp.Regexp // set for a user rule
 	toolName string         // set for a tool_result rule
 	status   agentd.CallStatus
-	text     string
-	calls    []agentd.ModelToolCall
-	every    time.Duration // the pause before each delta after the first
+	// below, when positive, is a tool_result rule's results_below: the
+	// rule matches only while the history holds fewer results of its tool.
+	below int
+	text  string
+	calls []agentd.ModelToolCall
+	every time.Duration // the pause before each delta after the first
 }
 
 // MaxDeltaInterval bounds a reply's delta_interval.
@@ -74,6 +78,9 @@ type (
 		User       *string `json:"user"`
 		ToolResult *string `json:"tool_result"`
 		Status     *string `json:"status"`
+		// ResultsBelow: the rule matches only while the history holds
+		// fewer than this many results of the tool.
+		ResultsBelow *int `json:"results_below"`
 	}
 	replyFile struct {
 		Text          string            `json:"text"`
@@ -165,6 +172,9 @@ func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 		if w.Status != nil {
 			return rule{}, jsonconf.FieldErr(prefix+".when.status", `only applies to "tool_result"`)
 		}
+		if w.ResultsBelow != nil {
+			return rule{}, jsonconf.FieldErr(prefix+".when.results_below", `only applies to "tool_result"`)
+		}
 		re, err := regexp.Compile(*w.User)
 		if err != nil {
 			return rule{}, jsonconf.FieldErr(prefix+".when.user", "%v", err)
@@ -180,6 +190,12 @@ func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 			if !validStatus(r.status) {
 				return rule{}, jsonconf.FieldErr(prefix+".when.status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
 			}
+		}
+		if w.ResultsBelow != nil {
+			if *w.ResultsBelow < 1 {
+				return rule{}, jsonconf.FieldErr(prefix+".when.results_below", "must be at least 1, got %d", *w.ResultsBelow)
+			}
+			r.below = *w.ResultsBelow
 		}
 	}
 
@@ -271,7 +287,7 @@ func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta f
 	}
 	resp := &agentd.ModelResponse{Text: FallbackText, StopReason: StopEndTurn}
 	var every time.Duration
-	if r := m.match(last); r != nil {
+	if r := m.match(req.Messages); r != nil {
 		every = r.every
 		resp.Text = fill(r.text, last, req.Tools)
 		prior := 0
@@ -296,8 +312,13 @@ func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta f
 	return resp, nil
 }
 
-// match returns the first rule that answers msg, or nil.
-func (m *Model) match(msg agentd.ModelMessage) *rule {
+// match returns the first rule that answers the last message of history,
+// or nil.
+func (m *Model) match(history []agentd.ModelMessage) *rule {
+	if len(history) == 0 {
+		return nil
+	}
+	msg := history[len(history)-1]
 	for i := range m.rules {
 		r := &m.rules[i]
 		switch msg.Role {
@@ -306,12 +327,24 @@ func (m *Model) match(msg agentd.ModelMessage) *rule {
 				return r
 			}
 		case agentd.ModelRoleTool:
-			if r.user == nil && r.toolName == msg.ToolName && (r.status == "" || r.status == msg.ToolStatus) {
+			if r.user == nil && r.toolName == msg.ToolName && (r.status == "" || r.status == msg.ToolStatus) &&
+				(r.below == 0 || results(history, r.toolName) < r.below) {
 				return r
 			}
 		}
 	}
 	return nil
+}
+
+// results counts the results of the tool name in history.
+func results(history []agentd.ModelMessage, name string) int {
+	n := 0
+	for _, msg := range history {
+		if msg.Role == agentd.ModelRoleTool && msg.ToolName == name {
+			n++
+		}
+	}
+	return n
 }
 
 // fill replaces {{status}}, {{result}} and {{reason}} with the fields of a
@@ -374,7 +407,20 @@ func usage(req agentd.ModelRequest, resp *agentd.ModelResponse) agentd.Usage {
 	return agentd.Usage{InputTokens: int64(in), OutputTokens: int64(out)}
 }
 
-func words(s string) int { return len(strings.Fields(s)) }
+// words is len(strings.Fields(s)), without building the fields: usage
+// counts the whole history at every step.
+func words(s string) int {
+	n, in := 0, false
+	for _, r := range s {
+		switch {
+		case unicode.IsSpace(r):
+			in = false
+		case !in:
+			in, n = true, n+1
+		}
+	}
+	return n
+}
 
 // compact returns raw compacted.
 func compact(raw json.RawMessage) json.RawMessage {

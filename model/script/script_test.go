@@ -328,6 +328,9 @@ func TestNewErrors(t *testing.T) {
 		{"call without name", rule(`{"when": {"user": "x"}, "reply": {"tool_calls": [{"arguments": {}}]}}`), `field "model.script.rules[0].reply.tool_calls[0].name": required`},
 		{"arguments not object", rule(`{"when": {"user": "x"}, "reply": {"tool_calls": [{"name": "t", "arguments": [1]}]}}`), `field "model.script.rules[0].reply.tool_calls[0].arguments": must be an object`},
 		{"unknown call field", rule(`{"when": {"user": "x"}, "reply": {"tool_calls": [{"name": "t", "args": {}}]}}`), `field "model.script.rules[0].reply.tool_calls[0].args": unknown field`},
+		{"results_below on user rule", rule(`{"when": {"user": "x", "results_below": 3}, "reply": {"text": "x"}}`), `field "model.script.rules[0].when.results_below": only applies to "tool_result"`},
+		{"results_below zero", rule(`{"when": {"tool_result": "t", "results_below": 0}, "reply": {"text": "x"}}`), `field "model.script.rules[0].when.results_below": must be at least 1, got 0`},
+		{"results_below not a number", rule(`{"when": {"tool_result": "t", "results_below": "3"}, "reply": {"text": "x"}}`), `field "model.script.rules[0].when.results_below": must be an integer, got string`},
 		{"second rule", rule(`{"when": {"user": "x"}, "reply": {"text": "x"}}, {"when": {"user": "x"}, "reply": {"text": 1}}`), `field "model.script.rules[1].reply.text": must be a string, got number`},
 	}
 	for _, tt := range tests {
@@ -340,6 +343,43 @@ func TestNewErrors(t *testing.T) {
 				t.Errorf("error = %q\nwant prefix %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestResultsBelow: a rule with results_below calls its tool again while
+// the history holds fewer results of that tool than the bound, counting
+// only that tool's results, and the next rule answers once it holds as
+// many.
+func TestResultsBelow(t *testing.T) {
+	m := mustNew(t, `{"provider": "script", "script": {"rules": [
+		{"when": {"user": "go"}, "reply": {"tool_calls": [{"name": "tick"}]}},
+		{"when": {"tool_result": "tick", "results_below": 3}, "reply": {"tool_calls": [{"name": "tick"}]}},
+		{"when": {"tool_result": "tick"}, "reply": {"text": "ticked enough"}}
+	]}}`)
+	// Results of another tool do not count toward tick's bound.
+	history := []agentd.ModelMessage{toolResult("other", agentd.StatusCompleted, `1`, ""),
+		toolResult("other", agentd.StatusCompleted, `2`, ""), user("go")}
+	var texts []string
+	for step := 1; step <= 10; step++ {
+		resp, err := m.Generate(context.Background(), agentd.ModelRequest{Messages: history}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.ToolCalls) == 0 {
+			texts = append(texts, resp.Text)
+			break
+		}
+		history = append(history, agentd.ModelMessage{Role: agentd.ModelRoleAssistant, ToolCalls: resp.ToolCalls},
+			toolResult("tick", agentd.StatusCompleted, `{}`, ""))
+	}
+	ticks := 0
+	for _, msg := range history {
+		if msg.ToolName == "tick" {
+			ticks++
+		}
+	}
+	if ticks != 3 || !reflect.DeepEqual(texts, []string{"ticked enough"}) {
+		t.Errorf("after %d tick results the model said %q; want 3 results, then \"ticked enough\"", ticks, texts)
 	}
 }
 
@@ -383,5 +423,15 @@ func TestGeneratePacedDeltas(t *testing.T) {
 		func(string) { n++; cancel() })
 	if err != context.Canceled || n != 1 {
 		t.Fatalf("cancelled during a pause: %v after %d deltas, want context.Canceled after 1", err, n)
+	}
+}
+
+// words counts as strings.Fields splits, Unicode spaces and invalid UTF-8
+// included.
+func TestWordsIsFieldsCount(t *testing.T) {
+	for _, s := range []string{"", " ", "one", " two  words ", "a\tb\nc\u00a0d\u2003e", "\xff \xfe\xfd x", `{"order_id": "A-1001", "amount": 42.5}`} {
+		if got, want := words(s), len(strings.Fields(s)); got != want {
+			t.Errorf("words(%q) = %d, want %d", s, got, want)
+		}
 	}
 }
