@@ -84,10 +84,12 @@ type ConversationStore interface {
 	AddMessage(ctx context.Context, m *Message, events []EventDraft) ([]Event, error)
 	// Messages returns a conversation's messages in insertion order.
 	Messages(ctx context.Context, conversationID string) ([]Message, error)
-	// MessagesAfter returns a conversation's messages after its first n,
-	// in insertion order (every message when n <= 0): messages are only
-	// ever appended, so a reader holding the first n reads only the rest.
-	MessagesAfter(ctx context.Context, conversationID string, n int) ([]Message, error)
+	// MessagesAfter returns a conversation's messages inserted after the
+	// message afterID, in insertion order (every message when afterID is
+	// empty): messages are only ever appended, so a reader holding them up
+	// to afterID reads only the rest, from an index, however many it holds.
+	// ENOTFOUND if afterID is not a message of the conversation.
+	MessagesAfter(ctx context.Context, conversationID, afterID string) ([]Message, error)
 }
 
 // RunStore holds runs and records their model steps.

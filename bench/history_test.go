@@ -224,6 +224,7 @@ func historyStoreRun(b *testing.B, inst *instance) (commitEarly, commitLate, rea
 		b.Fatal(err)
 	}
 	args, result := json.RawMessage(`{}`), json.RawMessage(`{"ok":true}`)
+	held := user.ID // the last message the driver holds: MessagesAfter's cursor
 	for k := 1; k <= historyCalls; k++ {
 		msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c, RunID: run.ID,
 			Role: agentd.RoleAssistant, CreatedAt: now}
@@ -262,9 +263,10 @@ func historyStoreRun(b *testing.B, inst *instance) (commitEarly, commitLate, rea
 		if _, err := inst.store.ToolCall(ctx, call.ID); err != nil {
 			b.Fatal(err)
 		}
-		if msgs, err := inst.store.MessagesAfter(ctx, c, k); err != nil || len(msgs) != 1 {
-			b.Fatalf("MessagesAfter %d: %d messages, %v", k, len(msgs), err)
+		if msgs, err := inst.store.MessagesAfter(ctx, c, held); err != nil || len(msgs) != 1 {
+			b.Fatalf("MessagesAfter %s (step %d): %d messages, %v", held, k, len(msgs), err)
 		}
+		held = msg.ID
 		if calls, err := inst.store.MessageToolCalls(ctx, c, []string{msg.ID}); err != nil || len(calls) != 1 {
 			b.Fatalf("MessageToolCalls: %d calls, %v", len(calls), err)
 		}

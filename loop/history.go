@@ -9,7 +9,9 @@ import (
 
 // historyCache is a conversation's messages and their calls as a run's
 // driver last read them, so that the next model step reads only what is
-// new: the messages after those it holds (messages are only appended) and
+// new: the messages after the last it holds (messages are only appended;
+// the store reads them from its index after that one, however many there
+// are before) and
 // the calls of the new messages and of the messages whose calls were not
 // all terminal (a terminal call never changes again). A step's cost then
 // stays flat as the conversation grows, where reading it whole grew with
@@ -59,7 +61,11 @@ func (s *stepCache) final() []agentd.ToolCall {
 // the calls of one message as the driver has just read them, all
 // terminal: that message's calls are not read again.
 func (h *historyCache) refresh(ctx context.Context, st Store, convID string, known []agentd.ToolCall) error {
-	msgs, err := st.MessagesAfter(ctx, convID, len(h.msgs))
+	after := ""
+	if len(h.msgs) > 0 {
+		after = h.msgs[len(h.msgs)-1].ID
+	}
+	msgs, err := st.MessagesAfter(ctx, convID, after)
 	if err != nil {
 		return err
 	}

@@ -19,10 +19,10 @@ import (
 type readStore struct {
 	*sqlite.DB
 	mu    sync.Mutex
-	after []int // MessagesAfter's n, call by call
-	whole int   // Messages and ToolCalls calls
-	runs  int   // RunToolCalls calls
-	msgs  int   // MessageToolCalls calls
+	after []string // MessagesAfter's cursor, call by call
+	whole int      // Messages and ToolCalls calls
+	runs  int      // RunToolCalls calls
+	msgs  int      // MessageToolCalls calls
 }
 
 func (s *readStore) MessageToolCalls(ctx context.Context, conv string, ids []string) ([]agentd.ToolCall, error) {
@@ -39,11 +39,11 @@ func (s *readStore) RunToolCalls(ctx context.Context, run string) ([]agentd.Tool
 	return s.DB.RunToolCalls(ctx, run)
 }
 
-func (s *readStore) MessagesAfter(ctx context.Context, conv string, n int) ([]agentd.Message, error) {
+func (s *readStore) MessagesAfter(ctx context.Context, conv, after string) ([]agentd.Message, error) {
 	s.mu.Lock()
-	s.after = append(s.after, n)
+	s.after = append(s.after, after)
 	s.mu.Unlock()
-	return s.DB.MessagesAfter(ctx, conv, n)
+	return s.DB.MessagesAfter(ctx, conv, after)
 }
 
 func (s *readStore) Messages(ctx context.Context, conv string) ([]agentd.Message, error) {
@@ -91,8 +91,10 @@ func TestHistoryReadIncrementally(t *testing.T) {
 	st.mu.Lock()
 	after, whole, runs, msgs := slices.Clone(st.after), st.whole, st.runs, st.msgs
 	st.mu.Unlock()
-	if !slices.Equal(after, []int{0, 1, 2}) || whole != 0 || runs != 0 || msgs != 0 {
-		t.Errorf("reads: MessagesAfter %v, %d whole reads, %d of the run's calls and %d of messages' calls, want [0 1 2] and none of the others",
+	held, err := db.Messages(context.Background(), conv.ID)
+	mustOK(t, err)
+	if len(held) < 2 || !slices.Equal(after, []string{"", held[0].ID, held[1].ID}) || whole != 0 || runs != 0 || msgs != 0 {
+		t.Errorf("reads: MessagesAfter %q, %d whole reads, %d of the run's calls and %d of messages' calls, want after none, the user's message and the first step's, and none of the others",
 			after, whole, runs, msgs)
 	}
 	last := model.request(2).Messages

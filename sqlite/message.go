@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -15,7 +16,9 @@ var (
 			FROM messages WHERE conversation_id = ? ORDER BY rid`)
 	messagesAfterQuery = prepared(`
 			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
-			FROM messages WHERE conversation_id = ? ORDER BY rid LIMIT -1 OFFSET ?`)
+			FROM messages WHERE conversation_id = ?
+				AND rid > (SELECT rid FROM messages WHERE id = ? AND conversation_id = ?) ORDER BY rid`)
+	messageExistsQuery = prepared(`SELECT 1 FROM messages WHERE id = ? AND conversation_id = ?`)
 )
 
 // AddMessage inserts a message and appends events, in one transaction.
@@ -57,8 +60,26 @@ func (db *DB) Messages(ctx context.Context, conversationID string) ([]agentd.Mes
 }
 
 // MessagesAfter implements agentd.ConversationStore.MessagesAfter.
-func (db *DB) MessagesAfter(ctx context.Context, conversationID string, n int) ([]agentd.Message, error) {
-	return db.messages(ctx, messagesAfterQuery, conversationID, max(n, 0))
+// The cursor's row is found by its id and the rest read from
+// messages_conversation after its rid (TestQueryPlans); only an empty
+// answer looks the cursor up again, to tell "none after it" from an
+// unknown cursor.
+func (db *DB) MessagesAfter(ctx context.Context, conversationID, afterID string) ([]agentd.Message, error) {
+	if afterID == "" {
+		return db.Messages(ctx, conversationID)
+	}
+	msgs, err := db.messages(ctx, messagesAfterQuery, conversationID, afterID, conversationID)
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+	var one int
+	err = db.readTx(ctx, func(tx *sql.Tx) error {
+		return db.r(tx).QueryRowContext(ctx, messageExistsQuery, afterID, conversationID).Scan(&one)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, agentd.Errorf(agentd.ENOTFOUND, "message %q not found in conversation %q", afterID, conversationID)
+	}
+	return nil, err
 }
 
 // messages runs query, a SELECT of a conversation's messages, with args.

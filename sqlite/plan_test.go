@@ -16,7 +16,8 @@ import (
 // entry of tool_calls_status; RunsToDrive walks runs_active (active runs
 // only) and decides each waiting run from tool_calls_parked, without
 // reading a call row; the event log's reads each search one b-tree, in the
-// order they return rows (no sort).
+// order they return rows (no sort); a model step's history reads only
+// what is new.
 func TestQueryPlans(t *testing.T) {
 	db := openTest(t)
 	// Parameters are inlined as literals: EXPLAIN needs a value for each.
@@ -82,6 +83,16 @@ func TestQueryPlans(t *testing.T) {
 		{"ActiveGrants", activeGrantsQuery, []string{
 			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=?)\n",
 			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=? AND conversation_id=? AND expires_at>?)"}},
+		// A model step's history read (issue 19): the messages after the
+		// last one held, from the conversation's index after its rid (no
+		// OFFSET stepping through those held), and the calls of the
+		// messages named, from tool_calls_message (0025), not all of the
+		// conversation's calls; those few are sorted.
+		{"MessagesAfter", messagesAfterQuery, []string{
+			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
+			"SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"}},
+		{"MessageToolCalls", selectToolCalls + callsOfMessages, []string{
+			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},
@@ -116,7 +127,9 @@ func TestQueryPlans(t *testing.T) {
 			}
 		}
 		paged := strings.HasPrefix(c.name, "Pending") || strings.HasPrefix(c.name, "Audit")
-		if strings.Contains(got, "SCAN ") || (paged || strings.Contains(c.name, "Events")) && strings.Contains(got, "TEMP B-TREE") {
+		// A json_each of a parameter is the list it names, not a table.
+		scans := strings.Contains(strings.ReplaceAll(got, "SCAN json_each VIRTUAL TABLE", ""), "SCAN ")
+		if scans || (paged || strings.Contains(c.name, "Events")) && strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("%s: plan scans a table:\n%s", c.name, got)
 		}
 	}

@@ -29,7 +29,10 @@ const (
 	callByID            = `id = ?`
 	callsOfConversation = `conversation_id = ? ORDER BY created_at, step, idx, rid`
 	callsOfRun          = `run_id = ? ORDER BY step, idx, rid`
-	callsOfMessages     = `conversation_id = ? AND message_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, step, idx, rid`
+	// The + keeps the planner from reading all of the conversation's calls
+	// from tool_calls_conversation for their order: the few calls of the
+	// messages named come from tool_calls_message and are sorted (0025).
+	callsOfMessages = `+conversation_id = ? AND message_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, step, idx, rid`
 )
 
 // maxMessageIDs bounds MessageToolCalls' message ids.
@@ -39,6 +42,7 @@ var (
 	_ = prepared(selectToolCalls + callByID)
 	_ = prepared(selectToolCalls + callsOfConversation)
 	_ = prepared(selectToolCalls + callsOfRun)
+	_ = prepared(selectToolCalls + callsOfMessages)
 
 	updateCallStatusQuery = prepared(`
 			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),

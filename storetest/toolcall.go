@@ -55,38 +55,56 @@ func testMessagesOrder(t *testing.T, s agentd.Store) {
 	}
 }
 
-// MessagesAfter skips a conversation's first n messages, in insertion
-// order, and only its own.
+// MessagesAfter returns a conversation's messages after the one named, in
+// insertion order, and only its own; an unknown cursor, or another
+// conversation's message, is ENOTFOUND.
 func testMessagesAfter(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	conv, other := newConversation(t, s), newConversation(t, s)
-	var want []string
+	var want, others []string
 	for i := range 5 {
 		// Ids sort against insertion order: only insertion order passes.
 		m := &agentd.Message{ID: fmt.Sprintf("msg_%d", 9-i), ConversationID: conv.ID, Role: agentd.RoleUser, Content: fmt.Sprint(i), CreatedAt: t0}
 		_, err := s.AddMessage(ctx, m, nil)
 		noErr(t, err, "AddMessage")
 		want = append(want, m.ID)
-		_, err = s.AddMessage(ctx, &agentd.Message{ID: fmt.Sprintf("msg_other_%d", i), ConversationID: other.ID, Role: agentd.RoleUser, CreatedAt: t0}, nil)
+		o := &agentd.Message{ID: fmt.Sprintf("msg_other_%d", i), ConversationID: other.ID, Role: agentd.RoleUser, CreatedAt: t0}
+		_, err = s.AddMessage(ctx, o, nil)
 		noErr(t, err, "AddMessage other")
+		others = append(others, o.ID)
 	}
 	for _, tc := range []struct {
-		n    int
-		want []string
-	}{{-1, want}, {0, want}, {3, want[3:]}, {4, want[4:]}, {5, nil}, {9, nil}} {
-		msgs, err := s.MessagesAfter(ctx, conv.ID, tc.n)
+		after string
+		want  []string
+	}{{"", want}, {want[0], want[1:]}, {want[2], want[3:]}, {want[3], want[4:]}, {want[4], nil}} {
+		msgs, err := s.MessagesAfter(ctx, conv.ID, tc.after)
 		noErr(t, err, "MessagesAfter")
 		var got []string
 		for _, m := range msgs {
 			got = append(got, m.ID)
 		}
-		wantIDs(t, fmt.Sprintf("MessagesAfter %d", tc.n), got, tc.want...)
+		wantIDs(t, fmt.Sprintf("MessagesAfter %q", tc.after), got, tc.want...)
 	}
-	msgs, err := s.MessagesAfter(ctx, conv.ID, 4)
+	msgs, err := s.MessagesAfter(ctx, conv.ID, want[3])
 	noErr(t, err, "MessagesAfter")
 	if len(msgs) != 1 || msgs[0].Content != "4" || msgs[0].ConversationID != conv.ID {
-		t.Errorf("MessagesAfter 4 = %+v", msgs)
+		t.Errorf("MessagesAfter %s = %+v", want[3], msgs)
 	}
+	for _, bad := range []string{"msg_unknown", others[0]} {
+		_, err := s.MessagesAfter(ctx, conv.ID, bad)
+		wantCode(t, err, agentd.ENOTFOUND)
+	}
+	// Messages added after a read come after its last message.
+	_, err = s.AddMessage(ctx, &agentd.Message{ID: "msg_late", ConversationID: conv.ID, Role: agentd.RoleUser, CreatedAt: t0}, nil)
+	noErr(t, err, "AddMessage late")
+	msgs, err = s.MessagesAfter(ctx, conv.ID, want[4])
+	noErr(t, err, "MessagesAfter late")
+	wantIDs(t, "MessagesAfter late", func() (ids []string) {
+		for _, m := range msgs {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}(), "msg_late")
 }
 
 // MessageToolCalls lists the calls of the messages named, in ToolCalls'
