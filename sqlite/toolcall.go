@@ -314,9 +314,13 @@ func (db *DB) ToolCallsDueBetween(ctx context.Context, after, until time.Time) (
 	case until.Before(after):
 		return nil, agentd.Errorf(agentd.EINVALID, "until %s is before after %s", until.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
 	}
-	return db.listToolCalls(ctx, `status = 'requires_confirmation' AND requires_approval_at > ? AND requires_approval_at <= ?
-		ORDER BY requires_approval_at, rid`, encBound(after), encBound(until))
+	return db.listToolCalls(ctx, dueBetweenWhere, encBound(after), encBound(until))
 }
+
+// dueBetweenWhere is ToolCallsDueBetween's condition; TestQueryPlans
+// checks that it reads one range of the deadline index.
+const dueBetweenWhere = `status = 'requires_confirmation' AND requires_approval_at > ? AND requires_approval_at <= ?
+		ORDER BY requires_approval_at, rid`
 
 // NextDeadline returns the earliest RequiresApprovalAt of the calls in
 // requires_confirmation, in UTC, or the zero time when none has a deadline.
