@@ -187,6 +187,12 @@ type ToolCallStore interface {
 	ParkedCount(ctx context.Context) (int64, error)
 	// DueToolCalls returns calls in requires_confirmation whose deadline is at or before now.
 	DueToolCalls(ctx context.Context, now time.Time) ([]ToolCall, error)
+	// ToolCallsDueBetween returns the calls in requires_confirmation whose
+	// deadline is after after and at or before until, earliest first: one
+	// range of the deadline index, however many calls are parked (the
+	// reminders of calls another replica parked, loop/remind.go). EINVALID
+	// when a bound is zero or until is before after.
+	ToolCallsDueBetween(ctx context.Context, after, until time.Time) ([]ToolCall, error)
 	// NextDeadline returns the earliest RequiresApprovalAt of the calls in
 	// requires_confirmation, in UTC, or the zero time when none has a
 	// deadline: the instant the deadline timer is armed to. It reads one

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 )
 
 // This file sends the reminders of parked calls and extends their
@@ -21,6 +22,13 @@ import (
 type reminderSet struct {
 	mu   sync.Mutex
 	next map[string]time.Time
+	// seen are the reminder offsets of the calls noted here: a call keeps
+	// the rule it was parked with, which may no longer be configured.
+	seen map[time.Duration]bool
+	// swept is the instant from which the reminders of every parked call,
+	// whoever parked it, are still to be read (sweepReminders): the start,
+	// then each sweep's.
+	swept time.Time
 }
 
 // dueReminders are the offsets of c's reminders that are unsent for its
@@ -64,6 +72,14 @@ func (e *Engine) noteReminders(c *agentd.ToolCall) {
 	}
 	r := &e.reminders
 	r.mu.Lock()
+	if c.Approval != nil {
+		for _, off := range c.Approval.ReminderOffsets() {
+			if r.seen == nil {
+				r.seen = map[time.Duration]bool{}
+			}
+			r.seen[off] = true
+		}
+	}
 	if next.IsZero() {
 		delete(r.next, c.ID)
 	} else {
@@ -79,16 +95,115 @@ func (e *Engine) noteReminders(c *agentd.ToolCall) {
 // loadReminders notes the reminders of every parked call at start: one
 // that came due while no process ran is sent by the first pass.
 func (e *Engine) loadReminders(ctx context.Context) error {
+	start := e.clock.Now()
 	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusRequiresConfirmation)
 	if err != nil {
 		return err
 	}
+	e.reminders.mu.Lock()
+	e.reminders.swept = start
+	e.reminders.mu.Unlock()
 	for i := range calls {
 		if c := &calls[i]; c.Approval != nil && len(c.Approval.Reminders) > 0 {
 			e.noteReminders(c)
 		}
 	}
 	return nil
+}
+
+// sweepReminders notes the reminders of the parked calls, whoever parked
+// them, that come due from the previous sweep (or the start) until ahead
+// from now: for the reminder offsets o of every approval rule the engine
+// can apply (reminderOffsets), the calls whose deadline lies in
+// (swept+o, now+ahead+o] — ranges of the deadline index, never a read of
+// every parked call. With replicas the lease loop runs it every Lease/3
+// with ahead = Lease/3 (startLeases): a call whose replica is gone is
+// reminded by the others on time, or, when it was parked after their last
+// sweep, at most one tick late; the reminder itself is one conditional
+// update, sent once however many replicas note it.
+func (e *Engine) sweepReminders(ctx context.Context, ahead time.Duration) error {
+	now := e.clock.Now()
+	r := &e.reminders
+	r.mu.Lock()
+	from := r.swept
+	r.mu.Unlock()
+	if from.IsZero() || from.After(now) {
+		from = now
+	}
+	for _, w := range reminderWindows(e.reminderOffsets(), from, now.Add(ahead)) {
+		calls, err := e.store.ToolCallsDueBetween(ctx, w[0], w[1])
+		if err != nil {
+			return err
+		}
+		for i := range calls {
+			if c := &calls[i]; c.Approval != nil && len(c.Approval.Reminders) > 0 {
+				e.noteReminders(c)
+			}
+		}
+	}
+	r.mu.Lock()
+	r.swept = now
+	r.mu.Unlock()
+	return nil
+}
+
+// reminderWindows are the deadline ranges (after, until] of the calls
+// whose reminder at one of offsets falls in (from, to], overlapping ranges
+// merged, earliest first.
+func reminderWindows(offsets []time.Duration, from, to time.Time) [][2]time.Time {
+	slices.Sort(offsets)
+	var ws [][2]time.Time
+	for _, off := range offsets {
+		w := [2]time.Time{from.Add(off), to.Add(off)}
+		if n := len(ws); n > 0 && !w[0].After(ws[n-1][1]) {
+			ws[n-1][1] = w[1]
+			continue
+		}
+		ws = append(ws, w)
+	}
+	return ws
+}
+
+// reminderOffsets is every reminder offset an approval rule can have here:
+// those of the agent's rule, of every tool's and of every endpoint of the
+// connections the tools reach, and of the calls noted so far.
+func (e *Engine) reminderOffsets() []time.Duration {
+	set := map[time.Duration]bool{}
+	add := func(rule *agentd.ApprovalRule) {
+		if rule != nil {
+			for _, off := range rule.ReminderOffsets() {
+				set[off] = true
+			}
+		}
+	}
+	addConn := func(cp *confirm.ConnectionPolicy) {
+		if cp != nil && cp.Policy != nil {
+			for _, ep := range cp.Policy.Endpoints {
+				add(ep.Approval)
+			}
+		}
+	}
+	add(e.agent.Approval)
+	for _, d := range e.tools.now().list {
+		if t := d.Confirm; t != nil {
+			add(t.Approval)
+			addConn(t.Connection)
+			for _, cp := range t.Connections {
+				addConn(cp)
+			}
+		}
+	}
+	r := &e.reminders
+	r.mu.Lock()
+	for off := range r.seen {
+		set[off] = true
+	}
+	r.mu.Unlock()
+	out := make([]time.Duration, 0, len(set))
+	for off := range set {
+		out = append(out, off)
+	}
+	return out
 }
 
 // RemindDue reads every parked call and sends the reminders due on the

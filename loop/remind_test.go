@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/loop"
 )
 
 // Reminders (SPEC §11.3) over a real SQLite file: each is sent once per
@@ -96,5 +97,91 @@ func TestExtendOffByDefault(t *testing.T) {
 	c := f.park(t, agentd.Principal{})
 	if _, err := f.engine.Extend(context.Background(), govOp1, c.ID, agentd.ExtendRequest{By: "1m"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
 		t.Fatalf("%v", err)
+	}
+}
+
+// Reminders of a call another engine parked on the same store, that
+// engine gone (a replica killed): the engines that started before the park
+// (so their start-up read missed it) find it by the sweep each lease tick
+// does, a read of the deadlines near, and send each reminder once between
+// them.
+func TestRemindersOfAnotherEnginesCall(t *testing.T) {
+	ctx := context.Background()
+	rule := agentd.DefaultApprovalRule()
+	rule.Reminders = []string{"5m", "1m"}
+	f := newGov(t, "", &rule, nil)
+	g, h := newGov(t, f.path, &rule, nil), newGov(t, f.path, &rule, nil)
+	tick := 2 * time.Minute
+	for _, e := range []*govFixture{g, h} {
+		if n, err := loop.SweepAndRemind(ctx, e.engine, tick); err != nil || n != 0 {
+			t.Fatalf("before the park: %d, %v", n, err)
+		}
+	}
+	c := f.park(t, agentd.Principal{}) // its deadline: 10m from now
+	f.engine.Close()
+
+	at := func(d time.Duration) {
+		g.clock.now, h.clock.now = f.clock.now.Add(d), f.clock.now.Add(d)
+	}
+	sweep := func(what string, want int) {
+		t.Helper()
+		sent := 0
+		for _, e := range []*govFixture{g, h} {
+			n, err := loop.SweepAndRemind(ctx, e.engine, tick)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			sent += n
+		}
+		if sent != want {
+			t.Fatalf("%s: %d calls reminded, want %d", what, sent, want)
+		}
+	}
+	at(time.Minute)
+	sweep("at 1m", 0)
+	at(4 * time.Minute)
+	sweep("at 4m (noted, not yet due)", 0)
+	at(5 * time.Minute)
+	sweep("at 5m", 1)
+	at(5*time.Minute + time.Second)
+	sweep("just after", 0)
+	at(9 * time.Minute)
+	sweep("at 9m", 1)
+	if n := g.rec.count(agentd.EventConfirmationReminder) + h.rec.count(agentd.EventConfirmationReminder); n != 2 {
+		t.Fatalf("%d confirmation_reminder events, want 2", n)
+	}
+	got, err := g.store.ToolCall(ctx, c.ID)
+	if err != nil || len(got.Reminded) != 2 {
+		t.Fatalf("reminded %+v, %v", got, err)
+	}
+}
+
+// The deadline ranges a sweep reads: one per reminder offset, (from+o,
+// to+o], those that overlap merged.
+func TestReminderWindows(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	for _, tc := range []struct {
+		offsets []time.Duration
+		from    time.Duration
+		to      time.Duration
+		want    [][2]time.Time
+	}{
+		{nil, 0, time.Second, nil},
+		{[]time.Duration{time.Minute}, 0, 5 * time.Second, [][2]time.Time{{at(time.Minute), at(time.Minute + 5*time.Second)}}},
+		{[]time.Duration{10 * time.Minute, time.Minute}, 0, 5 * time.Second,
+			[][2]time.Time{{at(time.Minute), at(time.Minute + 5*time.Second)}, {at(10 * time.Minute), at(10*time.Minute + 5*time.Second)}}},
+		{[]time.Duration{3 * time.Second, time.Second}, 0, 5 * time.Second, [][2]time.Time{{at(time.Second), at(8 * time.Second)}}},
+		{[]time.Duration{2 * time.Second, time.Second}, 0, time.Second, [][2]time.Time{{at(time.Second), at(3 * time.Second)}}},
+	} {
+		got := loop.ReminderWindows(tc.offsets, at(tc.from), at(tc.to))
+		if len(got) != len(tc.want) {
+			t.Fatalf("%v: %v, want %v", tc.offsets, got, tc.want)
+		}
+		for i := range got {
+			if !got[i][0].Equal(tc.want[i][0]) || !got[i][1].Equal(tc.want[i][1]) {
+				t.Fatalf("%v: %v, want %v", tc.offsets, got, tc.want)
+			}
+		}
 	}
 }

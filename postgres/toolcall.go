@@ -293,6 +293,21 @@ func (db *DB) DueToolCalls(ctx context.Context, now time.Time) ([]agentd.ToolCal
 		ORDER BY requires_approval_at, rid`, n)
 }
 
+// ToolCallsDueBetween returns the calls in requires_confirmation whose
+// RequiresApprovalAt is after after and at or before until, with
+// decisions, earliest deadline first: a range of the index on (status,
+// requires_approval_at).
+func (db *DB) ToolCallsDueBetween(ctx context.Context, after, until time.Time) ([]agentd.ToolCall, error) {
+	switch {
+	case after.IsZero() || until.IsZero():
+		return nil, agentd.Errorf(agentd.EINVALID, "a deadline range needs both bounds")
+	case until.Before(after):
+		return nil, agentd.Errorf(agentd.EINVALID, "until %s is before after %s", until.Format(time.RFC3339Nano), after.Format(time.RFC3339Nano))
+	}
+	return db.listToolCalls(ctx, `status = 'requires_confirmation' AND requires_approval_at > ? AND requires_approval_at <= ?
+		ORDER BY requires_approval_at, rid`, encBound(after), encBound(until))
+}
+
 // NextDeadline returns the earliest RequiresApprovalAt of the calls in
 // requires_confirmation, in UTC, or the zero time when none has a deadline.
 // It reads the first entry of the index on (status, requires_approval_at).

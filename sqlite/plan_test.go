@@ -94,6 +94,10 @@ func TestQueryPlans(t *testing.T) {
 		{"MessageToolCalls", selectToolCalls + callsOfMessages, []string{
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
+		// The reminder sweep of every lease tick (loop/remind.go): a range
+		// of deadlines, however many calls are parked.
+		{"ToolCallsDueBetween", `SELECT ` + toolCallColumns + ` FROM tool_calls WHERE ` + dueBetweenWhere,
+			[]string{"SEARCH tool_calls USING INDEX tool_calls_status (status=? AND requires_approval_at>? AND requires_approval_at<?)"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},
 		// The event log is stored in position order (0011): the feed reads

@@ -93,7 +93,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 
 // RunToolCalls tests the ToolCallStore role: CreateToolCalls, the reads of
 // calls (ToolCall, ToolCalls, RunToolCalls, MessageToolCalls, ToolCallsByStatus,
-// DueToolCalls), UpdateToolCall and UpdateToolCalls, the pending list
+// DueToolCalls, ToolCallsDueBetween), UpdateToolCall and UpdateToolCalls, the pending list
 // (PendingToolCalls, ParkedCount) with its tenant scope, and NextDeadline
 // (toolcall.go, audit.go, drive.go, scope.go), and conditional transitions
 // inside a group commit (group.go).
@@ -108,6 +108,7 @@ func RunToolCalls(t *testing.T, b Backend) {
 		{"MessageToolCalls", testMessageToolCalls},
 		{"ToolCallsByStatus", testToolCallsByStatus},
 		{"DueToolCalls", testDueToolCalls},
+		{"ToolCallsDueBetween", testToolCallsDueBetween},
 		{"NextDeadline", testNextDeadline},
 		{"UpdateToolCall/Applies", testUpdateToolCallApplies},
 		{"UpdateToolCall/Edit", testUpdateToolCallEdit},

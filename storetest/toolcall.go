@@ -459,6 +459,47 @@ func testDueToolCalls(t *testing.T, s agentd.Store) {
 	due(at(2*time.Hour), exact.ID, nanoLater.ID, later.ID)
 }
 
+// ToolCallsDueBetween is a half-open range (after, until] of parked
+// deadlines, earliest first; a call no longer parked or without a deadline
+// is never in it; a zero or inverted range is EINVALID.
+func testToolCallsDueBetween(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	run := startRun(t, s, newConversation(t, s))
+	parked := func(index int, deadline *time.Time, status agentd.CallStatus) *agentd.ToolCall {
+		c := newCall(run, 1, index, status)
+		c.RequiresApprovalAt = deadline
+		createCalls(t, s, c)
+		return c
+	}
+	ptr := func(tm time.Time) *time.Time { return &tm }
+	early := parked(0, ptr(at(-time.Second)), agentd.StatusRequiresConfirmation)
+	exact := parked(1, ptr(t0), agentd.StatusRequiresConfirmation)
+	nanoLater := parked(2, ptr(at(1)), agentd.StatusRequiresConfirmation)
+	later := parked(3, ptr(at(time.Hour)), agentd.StatusRequiresConfirmation)
+	parked(4, nil, agentd.StatusRequiresConfirmation)
+	parked(5, ptr(at(time.Minute)), agentd.StatusApproved)
+	parked(6, ptr(at(time.Minute)), agentd.StatusExpired)
+
+	between := func(after, until time.Time, want ...string) {
+		t.Helper()
+		calls, err := s.ToolCallsDueBetween(ctx, after, until)
+		noErr(t, err, "ToolCallsDueBetween")
+		wantIDs(t, "ToolCallsDueBetween("+after.Format(time.RFC3339Nano)+", "+until.Format(time.RFC3339Nano)+"]", ids(calls), want...)
+	}
+	between(at(-time.Hour), at(-2*time.Second))
+	between(at(-time.Hour), at(2*time.Hour), early.ID, exact.ID, nanoLater.ID, later.ID)
+	// after is excluded, until included; bounds in another zone compare as instants.
+	between(t0.In(time.UTC), at(1).In(time.FixedZone("UTC-8", -8*3600)), nanoLater.ID)
+	between(at(-time.Second), t0, exact.ID)
+	between(t0, t0)
+	between(at(2), at(time.Hour), later.ID)
+
+	for _, r := range [][2]time.Time{{t0, at(-1)}, {{}, t0}, {t0, {}}} {
+		_, err := s.ToolCallsDueBetween(ctx, r[0], r[1])
+		wantCode(t, err, agentd.EINVALID)
+	}
+}
+
 // approval returns the update that approves a parked call.
 func approval(id, by string, now time.Time) agentd.CallUpdate {
 	return agentd.CallUpdate{
