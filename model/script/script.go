@@ -157,86 +157,100 @@ func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 		return rule{}, err
 	}
 	var r rule
+	if err := parseWhen(rf.When, prefix+".when", &r); err != nil {
+		return rule{}, err
+	}
+	if err := parseReply(rf.Reply, prefix+".reply", &r); err != nil {
+		return rule{}, err
+	}
+	return r, nil
+}
 
-	if jsonconf.IsNull(rf.When) {
-		return rule{}, jsonconf.FieldErr(prefix+".when", `required: {"user": REGEXP} or {"tool_result": TOOL, "status"?: STATUS}`)
+// parseWhen reads a rule's "when" (at field) into r.
+func parseWhen(raw json.RawMessage, field string, r *rule) error {
+	if jsonconf.IsNull(raw) {
+		return jsonconf.FieldErr(field, `required: {"user": REGEXP} or {"tool_result": TOOL, "status"?: STATUS}`)
 	}
 	var w whenFile
-	if err := jsonconf.DecodeStrict(rf.When, &w, prefix+".when"); err != nil {
-		return rule{}, err
+	if err := jsonconf.DecodeStrict(raw, &w, field); err != nil {
+		return err
 	}
 	switch {
 	case (w.User == nil) == (w.ToolResult == nil):
-		return rule{}, jsonconf.FieldErr(prefix+".when", `needs exactly one of "user" and "tool_result"`)
+		return jsonconf.FieldErr(field, `needs exactly one of "user" and "tool_result"`)
 	case w.User != nil:
 		if w.Status != nil {
-			return rule{}, jsonconf.FieldErr(prefix+".when.status", `only applies to "tool_result"`)
+			return jsonconf.FieldErr(field+".status", `only applies to "tool_result"`)
 		}
 		if w.ResultsBelow != nil {
-			return rule{}, jsonconf.FieldErr(prefix+".when.results_below", `only applies to "tool_result"`)
+			return jsonconf.FieldErr(field+".results_below", `only applies to "tool_result"`)
 		}
 		re, err := regexp.Compile(*w.User)
 		if err != nil {
-			return rule{}, jsonconf.FieldErr(prefix+".when.user", "%v", err)
+			return jsonconf.FieldErr(field+".user", "%v", err)
 		}
 		r.user = re
 	default:
 		if *w.ToolResult == "" {
-			return rule{}, jsonconf.FieldErr(prefix+".when.tool_result", "must name a tool")
+			return jsonconf.FieldErr(field+".tool_result", "must name a tool")
 		}
 		r.toolName = *w.ToolResult
 		if w.Status != nil {
 			r.status = agentd.CallStatus(*w.Status)
 			if !validStatus(r.status) {
-				return rule{}, jsonconf.FieldErr(prefix+".when.status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
+				return jsonconf.FieldErr(field+".status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
 			}
 		}
 		if w.ResultsBelow != nil {
 			if *w.ResultsBelow < 1 {
-				return rule{}, jsonconf.FieldErr(prefix+".when.results_below", "must be at least 1, got %d", *w.ResultsBelow)
+				return jsonconf.FieldErr(field+".results_below", "must be at least 1, got %d", *w.ResultsBelow)
 			}
 			r.below = *w.ResultsBelow
 		}
 	}
+	return nil
+}
 
-	if jsonconf.IsNull(rf.Reply) {
-		return rule{}, jsonconf.FieldErr(prefix+".reply", `required: {"text"?: TEXT, "tool_calls"?: [...]}`)
+// parseReply reads a rule's "reply" (at field) into r.
+func parseReply(raw json.RawMessage, field string, r *rule) error {
+	if jsonconf.IsNull(raw) {
+		return jsonconf.FieldErr(field, `required: {"text"?: TEXT, "tool_calls"?: [...]}`)
 	}
 	var rp replyFile
-	if err := jsonconf.DecodeStrict(rf.Reply, &rp, prefix+".reply"); err != nil {
-		return rule{}, err
+	if err := jsonconf.DecodeStrict(raw, &rp, field); err != nil {
+		return err
 	}
 	if rp.Text == "" && len(rp.ToolCalls) == 0 {
-		return rule{}, jsonconf.FieldErr(prefix+".reply", `needs "text" or "tool_calls"`)
+		return jsonconf.FieldErr(field, `needs "text" or "tool_calls"`)
 	}
 	r.text = rp.Text
 	if rp.DeltaInterval != "" {
 		d, err := time.ParseDuration(rp.DeltaInterval)
 		if err != nil || d <= 0 || d > MaxDeltaInterval {
-			return rule{}, jsonconf.FieldErr(prefix+".reply.delta_interval", "must be a positive Go duration of at most %s, got %q", MaxDeltaInterval, rp.DeltaInterval)
+			return jsonconf.FieldErr(field+".delta_interval", "must be a positive Go duration of at most %s, got %q", MaxDeltaInterval, rp.DeltaInterval)
 		}
 		r.every = d
 	}
 	for i, raw := range rp.ToolCalls {
-		field := fmt.Sprintf("%s.reply.tool_calls[%d]", prefix, i)
+		f := fmt.Sprintf("%s.tool_calls[%d]", field, i)
 		var cf callFile
-		if err := jsonconf.DecodeStrict(raw, &cf, field); err != nil {
-			return rule{}, err
+		if err := jsonconf.DecodeStrict(raw, &cf, f); err != nil {
+			return err
 		}
 		if cf.Name == "" {
-			return rule{}, jsonconf.FieldErr(field+".name", "required")
+			return jsonconf.FieldErr(f+".name", "required")
 		}
 		args := json.RawMessage("{}")
 		if !jsonconf.IsNull(cf.Arguments) {
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(cf.Arguments, &obj) != nil {
-				return rule{}, jsonconf.FieldErr(field+".arguments", "must be an object")
+				return jsonconf.FieldErr(f+".arguments", "must be an object")
 			}
 			args = compact(cf.Arguments)
 		}
 		r.calls = append(r.calls, agentd.ModelToolCall{Name: cf.Name, Arguments: args})
 	}
-	return r, nil
+	return nil
 }
 
 // stream sends text's deltas to onDelta, every apart after the first.
