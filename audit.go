@@ -1,6 +1,7 @@
 package agentd
 
 import (
+	"slices"
 	"time"
 )
 
@@ -131,6 +132,44 @@ type AuditFilter struct {
 	After int64
 	// Limit bounds the result (1..1000; other values mean 1000).
 	Limit int
+}
+
+// MaxAuditPage is the most entries one AuditLog.Audit call returns.
+const MaxAuditPage = 1000
+
+// Check is what every store's Audit checks first: it returns f's page
+// size (Limit, or MaxAuditPage outside 1..MaxAuditPage), or EINVALID when
+// TenantID or ProjectID is empty or Kind is set and not one of AuditKinds.
+func (f AuditFilter) Check() (limit int, err error) {
+	if f.TenantID == "" || f.ProjectID == "" {
+		return 0, Errorf(EINVALID, "the audit log is read per tenant and project")
+	} else if f.Kind != "" && !slices.Contains(AuditKinds, f.Kind) {
+		return 0, Errorf(EINVALID, "unknown audit kind %q", f.Kind)
+	}
+	if f.Limit <= 0 || f.Limit > MaxAuditPage {
+		return MaxAuditPage, nil
+	}
+	return f.Limit, nil
+}
+
+// MergeAudit merges a and b, each in ID order, into the first limit
+// entries in ID order: a store that keeps entries in two tables reads a
+// page of each and merges them.
+func MergeAudit(a, b []AuditEntry, limit int) []AuditEntry {
+	if len(b) == 0 {
+		return a
+	} else if len(a) == 0 {
+		return b
+	}
+	out := make([]AuditEntry, 0, min(len(a)+len(b), limit))
+	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
+		if len(b) == 0 || (len(a) > 0 && a[0].ID < b[0].ID) {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return out
 }
 
 // MaxBatchDecisions bounds the items of one POST /v1/approvals.

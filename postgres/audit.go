@@ -182,17 +182,12 @@ func (db *DB) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.Audi
 // decision, expiry or cancellation. Both are read in id order from one
 // snapshot, up to limit each, and merged.
 func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEntry, error) {
-	if f.TenantID == "" || f.ProjectID == "" {
-		return nil, agentd.Errorf(agentd.EINVALID, "the audit log is read per tenant and project")
-	} else if f.Kind != "" && !slices.Contains(agentd.AuditKinds, f.Kind) {
-		return nil, agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", f.Kind)
-	}
-	limit := f.Limit
-	if limit <= 0 || limit > 1000 {
-		limit = 1000
+	limit, err := f.Check()
+	if err != nil {
+		return nil, err
 	}
 	var rows, decided []agentd.AuditEntry
-	err := db.readTx(ctx, func(tx *txn) (err error) {
+	err = db.readTx(ctx, func(tx *txn) (err error) {
 		where, args := auditWhere(f)
 		rows, err = queryAudit(ctx, tx, `SELECT `+auditColumns+` FROM audit WHERE `+where+` ORDER BY id LIMIT ?`, append(args, limit)...)
 		if err != nil {
@@ -206,26 +201,7 @@ func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEn
 	if err != nil {
 		return nil, err
 	}
-	return mergeAudit(rows, decided, limit), nil
-}
-
-// mergeAudit merges a and b, each in id order, into the first limit
-// entries in id order.
-func mergeAudit(a, b []agentd.AuditEntry, limit int) []agentd.AuditEntry {
-	if len(b) == 0 {
-		return a
-	} else if len(a) == 0 {
-		return b
-	}
-	out := make([]agentd.AuditEntry, 0, min(len(a)+len(b), limit))
-	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
-		if len(b) == 0 || (len(a) > 0 && a[0].ID < b[0].ID) {
-			out, a = append(out, a[0]), a[1:]
-		} else {
-			out, b = append(out, b[0]), b[1:]
-		}
-	}
-	return out
+	return agentd.MergeAudit(rows, decided, limit), nil
 }
 
 // queryAudit reads entries, columns in auditColumns' order.

@@ -124,12 +124,8 @@ func testNextDeadline(t *testing.T, s agentd.Store) {
 
 	run := startRun(t, s, newConversation(t, s))
 	call := func(index int, deadline *time.Time, status agentd.CallStatus) *agentd.ToolCall {
-		c := newCall(run, 1, index, status)
-		c.RequiresApprovalAt = deadline
-		createCalls(t, s, c)
-		return c
+		return deadlineCall(t, s, run, index, deadline, status)
 	}
-	ptr := func(tm time.Time) *time.Time { return &tm }
 	call(0, nil, agentd.StatusRequiresConfirmation)
 	next("with a parked call without a deadline", time.Time{})
 

@@ -210,6 +210,19 @@ func newCall(run *agentd.Run, step, index int, status agentd.CallStatus) *agentd
 	}
 }
 
+// deadlineCall stores the call of run at (1, index) in status with deadline
+// (nil: none).
+func deadlineCall(t *testing.T, s agentd.Store, run *agentd.Run, index int, deadline *time.Time, status agentd.CallStatus) *agentd.ToolCall {
+	t.Helper()
+	c := newCall(run, 1, index, status)
+	c.RequiresApprovalAt = deadline
+	createCalls(t, s, c)
+	return c
+}
+
+// ptr is a pointer to a copy of tm.
+func ptr(tm time.Time) *time.Time { return &tm }
+
 // createCalls stores calls.
 func createCalls(t *testing.T, s agentd.Store, calls ...*agentd.ToolCall) {
 	t.Helper()

@@ -421,12 +421,8 @@ func testDueToolCalls(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	run := startRun(t, s, newConversation(t, s))
 	parked := func(index int, deadline *time.Time, status agentd.CallStatus) *agentd.ToolCall {
-		c := newCall(run, 1, index, status)
-		c.RequiresApprovalAt = deadline
-		createCalls(t, s, c)
-		return c
+		return deadlineCall(t, s, run, index, deadline, status)
 	}
-	ptr := func(tm time.Time) *time.Time { return &tm }
 	past := parked(0, ptr(at(-time.Second)), agentd.StatusRequiresConfirmation)
 	exact := parked(1, ptr(t0), agentd.StatusRequiresConfirmation)
 	nanoLater := parked(2, ptr(at(1)), agentd.StatusRequiresConfirmation)
@@ -466,12 +462,8 @@ func testToolCallsDueBetween(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	run := startRun(t, s, newConversation(t, s))
 	parked := func(index int, deadline *time.Time, status agentd.CallStatus) *agentd.ToolCall {
-		c := newCall(run, 1, index, status)
-		c.RequiresApprovalAt = deadline
-		createCalls(t, s, c)
-		return c
+		return deadlineCall(t, s, run, index, deadline, status)
 	}
-	ptr := func(tm time.Time) *time.Time { return &tm }
 	early := parked(0, ptr(at(-time.Second)), agentd.StatusRequiresConfirmation)
 	exact := parked(1, ptr(t0), agentd.StatusRequiresConfirmation)
 	nanoLater := parked(2, ptr(at(1)), agentd.StatusRequiresConfirmation)
