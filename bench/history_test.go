@@ -203,23 +203,7 @@ func historyLoopRun(b *testing.B, inst *instance) (early, late []time.Duration) 
 // makes before the next step, early and late (historyWindow).
 func historyStoreRun(b *testing.B, inst *instance) (commitEarly, commitLate, readEarly, readLate []time.Duration) {
 	ctx := context.Background()
-	conv, err := inst.engine.CreateConversation(ctx, devPrincipal, "", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := conv.ID
-	now := time.Now().UTC()
-	run := &agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: c, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
-		CorrelationID: "corr_bench", Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now}
-	user := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c, RunID: run.ID,
-		Role: agentd.RoleUser, Content: "go", CreatedAt: now}
-	draft := func(p agentd.EventPayload) []agentd.EventDraft {
-		d, err := agentd.NewEventDraft(c, now, p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return []agentd.EventDraft{d}
-	}
+	c, run, user, now, draft := prebuiltRun(b, inst, "go")
 	if _, err := inst.store.StartRun(ctx, run, user, draft(&agentd.RunStartedPayload{RunID: run.ID, CorrelationID: run.CorrelationID})); err != nil {
 		b.Fatal(err)
 	}

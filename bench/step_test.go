@@ -56,25 +56,9 @@ func BenchmarkLoopStep(b *testing.B) {
 	// the five read transactions the loop makes around them (Conversation
 	// in Send; Run, Messages, ToolCalls in the driver; Run once more).
 	storeStep := func() (commits, reads time.Duration) {
-		conv, err := inst.engine.CreateConversation(ctx, devPrincipal, "", nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		c := conv.ID
-		now := time.Now().UTC()
-		run := &agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: c, TenantID: conv.TenantID, ProjectID: conv.ProjectID,
-			CorrelationID: "corr_bench", Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now}
-		user := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c, RunID: run.ID,
-			Role: agentd.RoleUser, Content: "hello", CreatedAt: now}
+		c, run, user, now, draft := prebuiltRun(b, inst, "hello")
 		reply := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c, RunID: run.ID,
 			Role: agentd.RoleAssistant, Content: "ok", CreatedAt: now}
-		draft := func(p agentd.EventPayload) []agentd.EventDraft {
-			d, err := agentd.NewEventDraft(c, now, p)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return []agentd.EventDraft{d}
-		}
 		started := draft(&agentd.RunStartedPayload{RunID: run.ID, CorrelationID: run.CorrelationID})
 		delta := draft(&agentd.TextDeltaPayload{RunID: run.ID, MessageID: reply.ID, Delta: "ok"})
 		message := draft(&agentd.MessagePayload{RunID: run.ID, MessageID: reply.ID, Role: agentd.RoleAssistant, Content: "ok"})
@@ -163,4 +147,28 @@ func BenchmarkLoopStep(b *testing.B) {
 	fmt.Fprintf(&t, "  %-42s %9.3f %9.3f   (target ≤ 1 ms)\n", "loop overhead (loop − store)", ms(l.mean-s.mean), ms(l.p50-s.p50))
 	fmt.Fprintf(&t, "  %-42s %9.2f %9.2f\n", "ratio loop / store", float64(l.mean)/float64(s.mean), float64(l.p50)/float64(s.p50))
 	report(b, t.String())
+}
+
+// prebuiltRun creates a conversation through inst's engine and returns it
+// with a running run (not stored yet) and its user message saying content,
+// the instant they carry, and draft: one event draft of a payload at it.
+func prebuiltRun(b *testing.B, inst *instance, content string) (conv string, run *agentd.Run, user *agentd.Message, now time.Time,
+	draft func(agentd.EventPayload) []agentd.EventDraft) {
+	cv, err := inst.engine.CreateConversation(context.Background(), devPrincipal, "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conv, now = cv.ID, time.Now().UTC()
+	run = &agentd.Run{ID: agentd.NewID(agentd.PrefixRun), ConversationID: conv, TenantID: cv.TenantID, ProjectID: cv.ProjectID,
+		CorrelationID: "corr_bench", Status: agentd.RunRunning, CreatedAt: now, UpdatedAt: now}
+	user = &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv, RunID: run.ID,
+		Role: agentd.RoleUser, Content: content, CreatedAt: now}
+	draft = func(p agentd.EventPayload) []agentd.EventDraft {
+		d, err := agentd.NewEventDraft(conv, now, p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return []agentd.EventDraft{d}
+	}
+	return conv, run, user, now, draft
 }
