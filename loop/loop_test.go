@@ -42,6 +42,18 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// Set moves the clock to t (a restarted engine's clock to where another
+// engine's stands) and fires the timers that are due.
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	due := c.dueLocked()
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
 // Advance moves the clock on by d and fires the timers that are due.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()

@@ -42,13 +42,13 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 	// comes due while no process runs and the next process sends it.
 	f.engine.Close()
 	g := newGov(t, f.path, &rule, nil)
-	g.clock.now = f.clock.now
+	g.clock.Set(f.clock.Now())
 	if n, _ := g.engine.RemindDue(ctx); n != 0 {
 		t.Fatalf("after a restart the 5m reminder was sent again (%d)", n)
 	}
 	g.engine.Close()
 	h := newGov(t, f.path, &rule, nil)
-	h.clock.now = f.clock.now.Add(4*time.Minute + 30*time.Second)
+	h.clock.Set(f.clock.Now().Add(4*time.Minute + 30*time.Second))
 	if n, _ := h.engine.RemindDue(ctx); n != 1 || h.rec.count(agentd.EventConfirmationReminder) != 1 {
 		t.Fatalf("the 1m reminder that came due while down: %d sent, %d events", n, h.rec.count(agentd.EventConfirmationReminder))
 	}
@@ -74,7 +74,7 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 		es[0].ToolCallID != c.ID || es[0].KeyID != "owner" || es[0].Outcome != "2m" || es[0].ConversationID != c.ConversationID {
 		t.Fatalf("extension audit: %+v, %v", es, err)
 	}
-	h.clock.now = h.clock.now.Add(90 * time.Second) // 1m before the new deadline
+	h.clock.Advance(90 * time.Second) // 1m before the new deadline
 	if n, _ := h.engine.RemindDue(ctx); n != 1 {
 		t.Fatalf("the 1m reminder of the new deadline: %d", n)
 	}
@@ -121,7 +121,8 @@ func TestRemindersOfAnotherEnginesCall(t *testing.T) {
 	f.engine.Close()
 
 	at := func(d time.Duration) {
-		g.clock.now, h.clock.now = f.clock.now.Add(d), f.clock.now.Add(d)
+		g.clock.Set(f.clock.Now().Add(d))
+		h.clock.Set(f.clock.Now().Add(d))
 	}
 	sweep := func(what string, want int) {
 		t.Helper()
