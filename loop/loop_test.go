@@ -200,6 +200,19 @@ func (r *recorder) wait(t *testing.T, typ string, n int) agentd.Event {
 	}
 }
 
+// all returns the events of typ published so far, in order.
+func (r *recorder) all(typ string) []agentd.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []agentd.Event
+	for _, e := range r.events {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func (r *recorder) count(typ string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
