@@ -15,8 +15,8 @@ import (
 
 // startAllocBudget is what Start and the first expiry and reminder pass
 // may allocate with 20,000 calls parked, none due: they read no parked
-// call (STYLE 14). Reading every parked call whole, as start-up once did
-// for reminders, allocated about 60 MB here.
+// call (STYLE 14). Reading every parked call whole, as start-up did for
+// reminders before (commit ebaccef), allocated 107 MiB here.
 const startAllocBudget = 4 << 20
 
 // seedParked opens a store on a new SQLite file and parks n calls of
