@@ -147,6 +147,18 @@ type RunStore interface {
 
 // ToolCallStore holds tool calls, their conditional state transitions
 // and decisions, and the parked calls' lists and deadlines.
+// MaxDuePage is the most calls one DueToolCalls page returns.
+const MaxDuePage = 1000
+
+// DuePage is a DueToolCalls limit as the stores apply it: within
+// 1..MaxDuePage, MaxDuePage outside.
+func DuePage(limit int) int {
+	if limit < 1 || limit > MaxDuePage {
+		return MaxDuePage
+	}
+	return limit
+}
+
 type ToolCallStore interface {
 	// CreateToolCalls inserts calls and appends events atomically.
 	CreateToolCalls(ctx context.Context, calls []*ToolCall, events []EventDraft) ([]Event, error)
@@ -185,8 +197,11 @@ type ToolCallStore interface {
 	// every tenant: one index count (the parked-calls gauge reads it on
 	// every scrape).
 	ParkedCount(ctx context.Context) (int64, error)
-	// DueToolCalls returns calls in requires_confirmation whose deadline is at or before now.
-	DueToolCalls(ctx context.Context, now time.Time) ([]ToolCall, error)
+	// DueToolCalls returns up to limit calls in requires_confirmation
+	// whose deadline is at or before now, earliest first: one page of the
+	// deadline index (the expiry reads them a page at a time, however many
+	// are due). A limit outside 1..MaxDuePage means MaxDuePage.
+	DueToolCalls(ctx context.Context, now time.Time, limit int) ([]ToolCall, error)
 	// ToolCallsDueBetween returns the calls in requires_confirmation whose
 	// deadline is after after and at or before until, earliest first: one
 	// range of the deadline index, however many calls are parked (the
@@ -194,10 +209,12 @@ type ToolCallStore interface {
 	// when a bound is zero or until is before after.
 	ToolCallsDueBetween(ctx context.Context, after, until time.Time) ([]ToolCall, error)
 	// NextDeadline returns the earliest RequiresApprovalAt of the calls in
-	// requires_confirmation, in UTC, or the zero time when none has a
-	// deadline: the instant the deadline timer is armed to. It reads one
-	// index entry, however many calls are parked.
-	NextDeadline(ctx context.Context) (time.Time, error)
+	// requires_confirmation that is after after (any, when after is zero),
+	// in UTC, or the zero time when there is none: the instant the deadline
+	// timer is armed to, and with after = now + a reminder offset the next
+	// reminder at that offset (loop/remind.go). It reads one index entry,
+	// however many calls are parked.
+	NextDeadline(ctx context.Context, after time.Time) (time.Time, error)
 }
 
 // EventLog is the durable event log: each conversation's events by Seq,

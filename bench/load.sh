@@ -17,6 +17,8 @@
 #   AGENTD_BENCH_SAMPLES  latency samples per side (default 200)
 #   AGENTD_BENCH_ROUNDS   fan-out rounds (default 20) and memory iterations (default 1)
 #   AGENTD_BENCH_PARKED   parked calls of BenchmarkParkedScale (default 2000; 100000 for the target)
+#                         and of BenchmarkParkedStart (default 20000)
+#   AGENTD_BENCH_BINS     BenchmarkParkedStart's binaries, name=path,... taking turns (default: this tree's)
 #   AGENTD_BENCH_DECISIONS decisions per server in BenchmarkParkedScale (default 20)
 #   AGENTD_BENCH_DIR      folder for the SQLite files (default: a temp folder)
 #   AGENTD_BENCH_IDEMPOTENT=1  ApprovalLatency with an idempotent tool (one commit)

@@ -62,16 +62,17 @@ func (e *Engine) startExpiry() {
 	}()
 }
 
-// expirePass expires every parked call that is due (ExpireDue) and arms the
-// timer to the earliest deadline left in the store — or to an earlier one
-// noted meanwhile. After a store error it arms the timer to retry in
-// ExpireEvery (one second by default).
+// expirePass expires every parked call that is due (ExpireDue), sends the
+// reminders that came due (remindPass) and arms the timer to the earliest
+// deadline or reminder left in the store — or to an earlier one noted
+// meanwhile. After a store error it arms the timer to retry in ExpireEvery
+// (one second by default).
 func (e *Engine) expirePass() {
 	e.disarm()
 	_, err := e.ExpireDue(e.ctx)
 	var next time.Time
 	if err == nil {
-		next, err = e.store.NextDeadline(e.ctx)
+		next, err = e.store.NextDeadline(e.ctx, time.Time{})
 	}
 	if err != nil {
 		if e.ctx.Err() != nil {
@@ -81,7 +82,9 @@ func (e *Engine) expirePass() {
 		next = e.clock.Now().Add(e.opts.ExpireEvery)
 	}
 	e.noteDeadline(next)
-	e.remindPass(e.ctx)
+	if _, err := e.remindPass(e.ctx); err != nil && e.ctx.Err() == nil {
+		e.log.Error().Err(err).Msg("send due reminders")
+	}
 }
 
 // disarm stops the timer; a deadline noted from now on arms it again.

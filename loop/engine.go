@@ -210,7 +210,8 @@ func (e *Engine) ToolSpecs(tenantID string) []agentd.ToolSpec {
 // Start recovers state left by a previous process (SPEC §8) and starts the
 // background expiry of parked calls (unless Options.ExpireEvery is
 // negative), whose first pass expires the deadlines that passed while no
-// process ran. It starts a driver only for the runs that must move now:
+// process ran and sends the reminders that came due meanwhile. It starts a
+// driver only for the runs that must move now, and reads no parked call:
 // parked runs cost nothing until something happens to them.
 func (e *Engine) Start(ctx context.Context) error {
 	expiry := e.opts.ExpireEvery >= 0
@@ -221,9 +222,6 @@ func (e *Engine) Start(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	if expiry {
-		if err := e.loadReminders(ctx); err != nil {
-			return fmt.Errorf("load reminders: %w", err)
-		}
 		e.startExpiry()
 	}
 	if e.leasing() {

@@ -11,16 +11,16 @@ import (
 // engine's runs and is about to return. Call it before e.Start.
 func SetRetireHook(e *Engine, f func(runID, stage string)) { e.retireHook = f }
 
-// SweepAndRemind runs one reminder sweep of e looking ahead by ahead (what
-// each lease tick does, sweepReminders), then sends the reminders due on
-// e's clock (what the deadline timer does); it returns how many calls were
-// reminded.
-func SweepAndRemind(ctx context.Context, e *Engine, ahead time.Duration) (int, error) {
-	if err := e.sweepReminders(ctx, ahead); err != nil {
-		return 0, err
-	}
-	return e.remindPass(ctx), nil
+// SweepAndRemind does what each lease tick does: the next reminder pass
+// reads the last span again (lookBack), and the pass runs, sending the
+// reminders due on e's clock; it returns how many calls were reminded.
+func SweepAndRemind(ctx context.Context, e *Engine, span time.Duration) (int, error) {
+	e.lookBack(span)
+	return e.remindPass(ctx)
 }
 
 // ReminderWindows is reminderWindows.
 var ReminderWindows = reminderWindows
+
+// ExpirePage is expirePage.
+const ExpirePage = expirePage

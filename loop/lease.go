@@ -61,9 +61,9 @@ func (e *Engine) releaseLease(rs *runState) {
 // leases of the runs this engine drives (cancelling a driver whose lease
 // another replica took: it had expired), wakes every driver so that one
 // waiting for a call another replica runs reads the store again, takes
-// over the runs whose owner's lease expired (takeover), notes the
-// reminders due soon of every replica's parked calls (sweepReminders) and
-// asks for an expiry pass.
+// over the runs whose owner's lease expired (takeover), has the next
+// reminder pass read the last Lease/3 again (lookBack) and asks for an
+// expiry pass.
 func (e *Engine) startLeases() {
 	every := e.opts.Lease / 3
 	e.wg.Go(func() {
@@ -82,12 +82,10 @@ func (e *Engine) startLeases() {
 			// Another replica's parked calls arm no timer here: an expiry
 			// pass every Lease/3 expires their deadlines (each once: the
 			// expiry is a conditional update) when their replica is gone,
-			// and a sweep notes the reminders due before the next tick.
-			if e.opts.ExpireEvery >= 0 {
-				if err := e.sweepReminders(e.ctx, every); err != nil && e.ctx.Err() == nil {
-					e.log.Error().Err(err).Msg("read the reminders due soon")
-				}
-			}
+			// reads the next reminder from the store, and reads the last
+			// tick's reminders again, for a call another replica parked
+			// after this engine's pass read past its reminder.
+			e.lookBack(every)
 			e.deadline.signal()
 		}
 	})

@@ -42,6 +42,18 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
+// Set moves the clock to t (a restarted engine's clock to where another
+// engine's stands) and fires the timers that are due.
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	due := c.dueLocked()
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
 // Advance moves the clock on by d and fires the timers that are due.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
@@ -186,6 +198,19 @@ func (r *recorder) wait(t *testing.T, typ string, n int) agentd.Event {
 			t.Fatalf("no %s #%d", typ, n)
 		}
 	}
+}
+
+// all returns the events of typ published so far, in order.
+func (r *recorder) all(typ string) []agentd.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []agentd.Event
+	for _, e := range r.events {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (r *recorder) count(typ string) int {

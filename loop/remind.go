@@ -15,20 +15,30 @@ import (
 // deadlines (SPEC §11.3, docs/governance.md). A reminder is due at its
 // call's deadline minus its offset; it is sent once per deadline, and the
 // store records which were sent (ToolCall.Reminded, one conditional
-// update), so a restart sends only what is still unsent. The deadline
-// timer (deadline.go) is armed to the earliest due reminder too.
+// update), so a restart sends only what is still unsent.
+//
+// Nothing is kept per parked call: a pass (remindPass, run by the deadline
+// timer) reads, for each reminder offset o, the calls whose deadline lies
+// in (swept+o, now+o] — ranges of the deadline index, the calls whose
+// reminder came due since the previous pass — and arms the timer to the
+// next reminder, read from the same index (NextDeadline after now+o).
+// Start reads nothing: the first pass reads the calls whose reminder is
+// due and whose deadline has not passed, and none at all when no approval
+// rule has reminders.
 
-// reminderSet is the next due reminder of each parked call that has one.
+// reminderSet is where the reminder passes stand.
 type reminderSet struct {
-	mu   sync.Mutex
-	next map[string]time.Time
+	mu sync.Mutex
 	// seen are the reminder offsets of the calls noted here: a call keeps
 	// the rule it was parked with, which may no longer be configured.
 	seen map[time.Duration]bool
-	// swept is the instant from which the reminders of every parked call,
-	// whoever parked it, are still to be read (sweepReminders): the start,
-	// then each sweep's.
+	// swept is the instant up to which a pass has read the reminders due
+	// (zero before the first: every reminder whose deadline is ahead).
 	swept time.Time
+	// low, when not zero, is the earliest reminder noted at or before
+	// swept since the last pass began (a call committed after that pass
+	// read the store, or a tick's look back): the next pass reads from it.
+	low time.Time
 }
 
 // dueReminders are the offsets of c's reminders that are unsent for its
@@ -62,8 +72,10 @@ func dueReminders(c *agentd.ToolCall, now time.Time) (due []string, next time.Ti
 	return due, next
 }
 
-// noteReminders arms the timer to c's next unsent reminder (now, when
-// one is due).
+// noteReminders arms the timer to c's next unsent reminder (now, when one
+// is due), after c was committed: parked, extended or reminded. A
+// reminder at or before the instant a pass has read to is read again by
+// the next pass (low).
 func (e *Engine) noteReminders(c *agentd.ToolCall) {
 	now := e.clock.Now()
 	due, next := dueReminders(c, now)
@@ -80,83 +92,138 @@ func (e *Engine) noteReminders(c *agentd.ToolCall) {
 			r.seen[off] = true
 		}
 	}
-	if next.IsZero() {
-		delete(r.next, c.ID)
-	} else {
-		if r.next == nil {
-			r.next = map[string]time.Time{}
-		}
-		r.next[c.ID] = next
-	}
+	r.lowerLocked(next)
 	r.mu.Unlock()
 	e.noteDeadline(next)
 }
 
-// loadReminders notes the reminders of every parked call at start: one
-// that came due while no process ran is sent by the first pass.
-func (e *Engine) loadReminders(ctx context.Context) error {
-	start := e.clock.Now()
-	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusRequiresConfirmation)
-	if err != nil {
-		return err
+// lowerLocked makes the next pass read from at when a pass has read past
+// it already. r.mu must be held.
+func (r *reminderSet) lowerLocked(at time.Time) {
+	if !at.IsZero() && !r.swept.IsZero() && !at.After(r.swept) && (r.low.IsZero() || at.Before(r.low)) {
+		r.low = at
 	}
-	e.reminders.mu.Lock()
-	e.reminders.swept = start
-	e.reminders.mu.Unlock()
-	for i := range calls {
-		if c := &calls[i]; c.Approval != nil && len(c.Approval.Reminders) > 0 {
-			e.noteReminders(c)
-		}
-	}
-	return nil
 }
 
-// sweepReminders notes the reminders of the parked calls, whoever parked
-// them, that come due from the previous sweep (or the start) until ahead
-// from now: for the reminder offsets o of every approval rule the engine
-// can apply (reminderOffsets), the calls whose deadline lies in
-// (swept+o, now+ahead+o] — ranges of the deadline index, never a read of
-// every parked call. With replicas the lease loop runs it every Lease/3
-// with ahead = Lease/3 (startLeases): a call whose replica is gone is
-// reminded by the others on time, or, when it was parked after their last
-// sweep, at most one tick late; the reminder itself is one conditional
-// update, sent once however many replicas note it.
-func (e *Engine) sweepReminders(ctx context.Context, ahead time.Duration) error {
+// lookBack makes the next pass read again the reminders due in the last
+// span: with replicas, each lease tick does (startLeases), so a call
+// another replica parked after this engine's pass read past its reminder,
+// the other replica gone, is reminded here at most one tick late.
+func (e *Engine) lookBack(span time.Duration) {
+	r := &e.reminders
+	r.mu.Lock()
+	r.lowerLocked(e.clock.Now().Add(-span))
+	r.mu.Unlock()
+}
+
+// RemindDue sends the reminders due on the engine's clock (what the
+// deadline timer does) and returns how many calls were reminded.
+func (e *Engine) RemindDue(ctx context.Context) (int, error) {
+	return e.remindPass(ctx)
+}
+
+// remindPass sends every reminder that came due since the previous pass
+// (the first: every one due whose deadline is ahead) and arms the timer to
+// the next; it returns how many calls were reminded. It reads nothing when
+// no approval rule has reminders. On a store error the range is read
+// again by the next pass.
+func (e *Engine) remindPass(ctx context.Context) (int, error) {
+	offsets := e.reminderOffsets()
+	if len(offsets) == 0 {
+		return 0, nil
+	}
 	now := e.clock.Now()
 	r := &e.reminders
 	r.mu.Lock()
 	from := r.swept
-	r.mu.Unlock()
-	if from.IsZero() || from.After(now) {
-		from = now
+	if !r.low.IsZero() && !from.IsZero() {
+		from = r.low.Add(-time.Nanosecond)
 	}
-	for _, w := range reminderWindows(e.reminderOffsets(), from, now.Add(ahead)) {
+	r.low = time.Time{}
+	if now.After(r.swept) {
+		r.swept = now // a call noted from here on at or before now is read again
+	}
+	r.mu.Unlock()
+	n, err := e.remindBetween(ctx, offsets, from, now)
+	var next time.Time
+	if err == nil {
+		next, err = e.nextReminder(ctx, offsets, now)
+	}
+	if err != nil {
+		r.mu.Lock()
+		if from.IsZero() {
+			r.swept, r.low = time.Time{}, time.Time{}
+		} else {
+			r.lowerLocked(from.Add(time.Nanosecond))
+		}
+		r.mu.Unlock()
+		next = now.Add(e.opts.ExpireEvery)
+	}
+	e.noteDeadline(next)
+	return n, err
+}
+
+// remindBetween sends the reminders due in (from, now] (from zero: every
+// one due) of the calls whose deadline is ahead, and returns how many
+// calls it reminded.
+func (e *Engine) remindBetween(ctx context.Context, offsets []time.Duration, from, now time.Time) (int, error) {
+	n := 0
+	for _, w := range reminderWindows(offsets, from, now) {
 		calls, err := e.store.ToolCallsDueBetween(ctx, w[0], w[1])
 		if err != nil {
-			return err
+			return n, err
 		}
 		for i := range calls {
-			if c := &calls[i]; c.Approval != nil && len(c.Approval.Reminders) > 0 {
-				e.noteReminders(c)
+			c := &calls[i]
+			if c.Approval == nil || len(c.Approval.Reminders) == 0 {
+				continue
+			}
+			sent, err := e.remind(ctx, c)
+			if sent {
+				n++
+			}
+			if err != nil && agentd.ErrorCode(err) != agentd.ENOTFOUND && ctx.Err() == nil {
+				e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("send reminder")
 			}
 		}
 	}
-	r.mu.Lock()
-	r.swept = now
-	r.mu.Unlock()
-	return nil
+	return n, nil
+}
+
+// nextReminder is the earliest instant after now at which a reminder at
+// one of offsets is due: per offset o, the earliest deadline after now+o,
+// minus o (one index entry each); zero when there is none.
+func (e *Engine) nextReminder(ctx context.Context, offsets []time.Duration, now time.Time) (time.Time, error) {
+	var next time.Time
+	for _, off := range offsets {
+		d, err := e.store.NextDeadline(ctx, now.Add(off))
+		if err != nil {
+			return time.Time{}, err
+		}
+		if at := d.Add(-off); !d.IsZero() && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	return next, nil
 }
 
 // reminderWindows are the deadline ranges (after, until] of the calls
-// whose reminder at one of offsets falls in (from, to], overlapping ranges
-// merged, earliest first.
-func reminderWindows(offsets []time.Duration, from, to time.Time) [][2]time.Time {
+// whose reminder at one of offsets falls in (from, now] (from zero: at or
+// before now) and whose deadline is after now (a call whose deadline
+// passed gets no reminder), overlapping ranges merged, earliest first.
+func reminderWindows(offsets []time.Duration, from, now time.Time) [][2]time.Time {
 	slices.Sort(offsets)
 	var ws [][2]time.Time
 	for _, off := range offsets {
-		w := [2]time.Time{from.Add(off), to.Add(off)}
+		w := [2]time.Time{from.Add(off), now.Add(off)}
+		if from.IsZero() || w[0].Before(now) {
+			w[0] = now
+		}
+		if !w[0].Before(w[1]) {
+			continue
+		}
 		if n := len(ws); n > 0 && !w[0].After(ws[n-1][1]) {
-			ws[n-1][1] = w[1]
+			ws[n-1][1] = w[1] // offsets ascend: so do the ends
 			continue
 		}
 		ws = append(ws, w)
@@ -204,56 +271,6 @@ func (e *Engine) reminderOffsets() []time.Duration {
 		out = append(out, off)
 	}
 	return out
-}
-
-// RemindDue reads every parked call and sends the reminders due on the
-// engine's clock (what the background expiry does from its timer); it
-// returns how many calls were reminded.
-func (e *Engine) RemindDue(ctx context.Context) (int, error) {
-	if err := e.loadReminders(ctx); err != nil {
-		return 0, err
-	}
-	return e.remindPass(ctx), nil
-}
-
-// remindPass sends every reminder due now and arms the timer to the next;
-// it returns how many calls were reminded.
-func (e *Engine) remindPass(ctx context.Context) int {
-	now := e.clock.Now()
-	r := &e.reminders
-	r.mu.Lock()
-	var ids []string
-	for id, at := range r.next {
-		if !at.After(now) {
-			ids = append(ids, id)
-			delete(r.next, id)
-		}
-	}
-	r.mu.Unlock()
-	n := 0
-	for _, id := range ids {
-		c, err := e.store.ToolCall(ctx, id)
-		if err == nil {
-			var sent bool
-			sent, err = e.remind(ctx, c)
-			if sent {
-				n++
-			}
-		}
-		if err != nil && agentd.ErrorCode(err) != agentd.ENOTFOUND && ctx.Err() == nil {
-			e.log.Error().Err(err).Str("tool_call_id", id).Msg("send reminder")
-		}
-	}
-	r.mu.Lock()
-	var next time.Time
-	for _, at := range r.next {
-		if next.IsZero() || at.Before(next) {
-			next = at
-		}
-	}
-	r.mu.Unlock()
-	e.noteDeadline(next)
-	return n
 }
 
 // remind sends c's due reminders in one conditional update (a concurrent

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,13 +43,13 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 	// comes due while no process runs and the next process sends it.
 	f.engine.Close()
 	g := newGov(t, f.path, &rule, nil)
-	g.clock.now = f.clock.now
+	g.clock.Set(f.clock.Now())
 	if n, _ := g.engine.RemindDue(ctx); n != 0 {
 		t.Fatalf("after a restart the 5m reminder was sent again (%d)", n)
 	}
 	g.engine.Close()
 	h := newGov(t, f.path, &rule, nil)
-	h.clock.now = f.clock.now.Add(4*time.Minute + 30*time.Second)
+	h.clock.Set(f.clock.Now().Add(4*time.Minute + 30*time.Second))
 	if n, _ := h.engine.RemindDue(ctx); n != 1 || h.rec.count(agentd.EventConfirmationReminder) != 1 {
 		t.Fatalf("the 1m reminder that came due while down: %d sent, %d events", n, h.rec.count(agentd.EventConfirmationReminder))
 	}
@@ -74,7 +75,7 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 		es[0].ToolCallID != c.ID || es[0].KeyID != "owner" || es[0].Outcome != "2m" || es[0].ConversationID != c.ConversationID {
 		t.Fatalf("extension audit: %+v, %v", es, err)
 	}
-	h.clock.now = h.clock.now.Add(90 * time.Second) // 1m before the new deadline
+	h.clock.Advance(90 * time.Second) // 1m before the new deadline
 	if n, _ := h.engine.RemindDue(ctx); n != 1 {
 		t.Fatalf("the 1m reminder of the new deadline: %d", n)
 	}
@@ -121,7 +122,8 @@ func TestRemindersOfAnotherEnginesCall(t *testing.T) {
 	f.engine.Close()
 
 	at := func(d time.Duration) {
-		g.clock.now, h.clock.now = f.clock.now.Add(d), f.clock.now.Add(d)
+		g.clock.Set(f.clock.Now().Add(d))
+		h.clock.Set(f.clock.Now().Add(d))
 	}
 	sweep := func(what string, want int) {
 		t.Helper()
@@ -156,8 +158,10 @@ func TestRemindersOfAnotherEnginesCall(t *testing.T) {
 	}
 }
 
-// The deadline ranges a sweep reads: one per reminder offset, (from+o,
-// to+o], those that overlap merged.
+// The deadline ranges a pass reads: one per reminder offset, (from+o,
+// to+o] but never a deadline at or before to (now), those that overlap
+// merged; from zero (the first pass): every deadline ahead with a reminder
+// due.
 func TestReminderWindows(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
@@ -171,7 +175,9 @@ func TestReminderWindows(t *testing.T) {
 		{[]time.Duration{time.Minute}, 0, 5 * time.Second, [][2]time.Time{{at(time.Minute), at(time.Minute + 5*time.Second)}}},
 		{[]time.Duration{10 * time.Minute, time.Minute}, 0, 5 * time.Second,
 			[][2]time.Time{{at(time.Minute), at(time.Minute + 5*time.Second)}, {at(10 * time.Minute), at(10*time.Minute + 5*time.Second)}}},
-		{[]time.Duration{3 * time.Second, time.Second}, 0, 5 * time.Second, [][2]time.Time{{at(time.Second), at(8 * time.Second)}}},
+		// A deadline at or before now is past: no reminder.
+		{[]time.Duration{3 * time.Second, time.Second}, 0, 5 * time.Second, [][2]time.Time{{at(5 * time.Second), at(8 * time.Second)}}},
+		{[]time.Duration{time.Second}, 5 * time.Second, 5 * time.Second, nil},
 		{[]time.Duration{2 * time.Second, time.Second}, 0, time.Second, [][2]time.Time{{at(time.Second), at(3 * time.Second)}}},
 	} {
 		got := loop.ReminderWindows(tc.offsets, at(tc.from), at(tc.to))
@@ -183,5 +189,67 @@ func TestReminderWindows(t *testing.T) {
 				t.Fatalf("%v: %v, want %v", tc.offsets, got, tc.want)
 			}
 		}
+	}
+	if got := loop.ReminderWindows([]time.Duration{time.Minute}, time.Time{}, t0); len(got) != 1 ||
+		!got[0][0].Equal(t0) || !got[0][1].Equal(at(time.Minute)) {
+		t.Fatalf("the first pass: %v", got)
+	}
+}
+
+// A reminder is per deadline, not per call (issue 37.2): after an
+// extension each offset fires again before the new deadline, once per
+// offset per deadline, also across restarts.
+func TestRemindersPerDeadline(t *testing.T) {
+	ctx := context.Background()
+	rule := agentd.DefaultApprovalRule()
+	rule.Reminders, rule.MaxExtension = []string{"5m", "1m"}, "1h"
+	f := newGov(t, "", &rule, nil)
+	c := f.park(t, agentd.Principal{}) // its deadline: 10m from now
+	remind := func(g *govFixture, what string, want int) {
+		t.Helper()
+		if n, err := g.engine.RemindDue(ctx); err != nil || n != want {
+			t.Fatalf("%s: %d calls reminded (%v), want %d", what, n, err, want)
+		}
+	}
+	f.clock.Advance(5 * time.Minute)
+	remind(f, "5m before the first deadline", 1)
+	f.clock.Advance(4 * time.Minute)
+	remind(f, "1m before the first deadline", 1)
+	up, err := f.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{By: "30m"}) // the new deadline: 40m
+	if err != nil {
+		t.Fatal(err)
+	}
+	remind(f, "right after the extension", 0)
+	f.clock.Advance(26 * time.Minute)
+	remind(f, "5m before the new deadline", 1)
+	remind(f, "again", 0)
+	f.engine.Close()
+
+	g := newGov(t, f.path, &rule, nil)
+	g.clock.Set(f.clock.Now())
+	remind(g, "after a restart", 0)
+	g.clock.Advance(4 * time.Minute)
+	remind(g, "1m before the new deadline", 1)
+	g.engine.Close()
+	h := newGov(t, f.path, &rule, nil)
+	h.clock.Set(g.clock.Now())
+	remind(h, "after another restart", 0)
+
+	var sent []string
+	for _, ev := range append(f.rec.all(agentd.EventConfirmationReminder), g.rec.all(agentd.EventConfirmationReminder)...) {
+		var p agentd.ConfirmationReminderPayload
+		if err := json.Unmarshal(ev.Data, &p); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, p.Offset+" before "+p.RequiresApprovalAt.Sub(*c.RequiresApprovalAt).String())
+	}
+	if want := []string{"5m before 0s", "1m before 0s", "5m before 30m0s", "1m before 30m0s"}; !slices.Equal(sent, want) {
+		t.Fatalf("reminders sent %q, want %q (deadlines after the first)", sent, want)
+	}
+	// The store keeps the markers of the current deadline.
+	got, err := h.store.ToolCall(ctx, c.ID)
+	if err != nil || len(got.Reminded) != 2 || !got.Reminded[0].Deadline.Equal(*up.RequiresApprovalAt) ||
+		!got.Reminded[1].Deadline.Equal(*up.RequiresApprovalAt) {
+		t.Fatalf("reminded %+v, %v", got.Reminded, err)
 	}
 }

@@ -293,23 +293,37 @@ func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
 	return err
 }
 
+// expirePage is how many due calls ExpireDue reads at a time: however
+// many deadlines passed, a pass holds one page of calls.
+const expirePage = 100
+
 // ExpireDue expires every parked call whose deadline has passed on the
-// engine's clock and returns how many it expired.
+// engine's clock, a page of calls at a time, and returns how many it
+// expired. It stops early (the deadline timer, armed to the earliest
+// deadline left, fires again at once) when a whole page changed
+// concurrently.
 func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
-	due, err := e.store.DueToolCalls(ctx, e.clock.Now())
-	if err != nil {
-		return 0, err
-	}
+	now := e.clock.Now()
 	n := 0
-	for _, c := range due {
-		err := e.expire(ctx, c)
-		if err == nil {
-			n++
-		} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
+	for {
+		due, err := e.store.DueToolCalls(ctx, now, expirePage)
+		if err != nil {
 			return n, err
 		}
+		expired := 0
+		for _, c := range due {
+			err := e.expire(ctx, c)
+			if err == nil {
+				expired++
+			} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
+				return n + expired, err
+			}
+		}
+		n += expired
+		if len(due) < expirePage || expired == 0 {
+			return n, nil
+		}
 	}
-	return n, nil
 }
 
 // recover restores what a previous process left (SPEC §8), doing only

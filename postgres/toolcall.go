@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -279,10 +280,11 @@ func (db *DB) ParkedCount(ctx context.Context) (int64, error) {
 // counts index entries.
 const parkedCountQuery = `SELECT COUNT(*) FROM tool_calls WHERE status = 'requires_confirmation'`
 
-// DueToolCalls returns the calls in requires_confirmation whose
+// DueToolCalls returns up to limit calls in requires_confirmation whose
 // RequiresApprovalAt is at or before now, with decisions, earliest deadline
-// first. Calls without a deadline are never due.
-func (db *DB) DueToolCalls(ctx context.Context, now time.Time) ([]agentd.ToolCall, error) {
+// first. Calls without a deadline are never due. A limit outside
+// 1..agentd.MaxDuePage means agentd.MaxDuePage.
+func (db *DB) DueToolCalls(ctx context.Context, now time.Time, limit int) ([]agentd.ToolCall, error) {
 	n, err := encTime("now", now)
 	if err != nil {
 		return nil, err
@@ -290,7 +292,7 @@ func (db *DB) DueToolCalls(ctx context.Context, now time.Time) ([]agentd.ToolCal
 		return nil, nil
 	}
 	return db.listToolCalls(ctx, `status = 'requires_confirmation' AND requires_approval_at <= ?
-		ORDER BY requires_approval_at, rid`, n)
+		ORDER BY requires_approval_at, rid LIMIT ?`, n, agentd.DuePage(limit))
 }
 
 // ToolCallsDueBetween returns the calls in requires_confirmation whose
@@ -308,13 +310,18 @@ func (db *DB) ToolCallsDueBetween(ctx context.Context, after, until time.Time) (
 		ORDER BY requires_approval_at, rid`, encBound(after), encBound(until))
 }
 
-// NextDeadline returns the earliest RequiresApprovalAt of the calls in
-// requires_confirmation, in UTC, or the zero time when none has a deadline.
+// NextDeadline returns the earliest RequiresApprovalAt after after (any,
+// when after is zero) of the calls in requires_confirmation, in UTC, or the
+// zero time when there is none.
 // It reads the first entry of the index on (status, requires_approval_at).
-func (db *DB) NextDeadline(ctx context.Context) (time.Time, error) {
+func (db *DB) NextDeadline(ctx context.Context, after time.Time) (time.Time, error) {
+	bound := encBound(after)
+	if after.IsZero() {
+		bound = int64(math.MinInt64)
+	}
 	var at *int64
 	err := db.readTx(ctx, func(tx *txn) error {
-		return tx.QueryRow(ctx, nextDeadlineQuery).Scan(&at)
+		return tx.QueryRow(ctx, nextDeadlineQuery, bound).Scan(&at)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, nil
@@ -327,7 +334,7 @@ func (db *DB) NextDeadline(ctx context.Context) (time.Time, error) {
 // nextDeadlineQuery is NextDeadline's query; it
 // is answered from the index.
 const nextDeadlineQuery = `SELECT requires_approval_at FROM tool_calls
-	WHERE status = 'requires_confirmation' AND requires_approval_at IS NOT NULL
+	WHERE status = 'requires_confirmation' AND requires_approval_at > ?
 	ORDER BY requires_approval_at LIMIT 1`
 
 // UpdateToolCall applies u if the call's status is in u.From, inserts

@@ -93,7 +93,7 @@ func TestQueryPlans(t *testing.T) {
 			"SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"}},
 		{"MessageToolCalls", selectToolCalls + callsOfMessages, []string{
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
-		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
+		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
 		// The reminder sweep of every lease tick (loop/remind.go): a range
 		// of deadlines, however many calls are parked.
 		{"ToolCallsDueBetween", `SELECT ` + toolCallColumns + ` FROM tool_calls WHERE ` + dueBetweenWhere,

@@ -144,7 +144,7 @@ func TestReopen(t *testing.T) {
 	}
 	// The parked call is still pending with its deadline; the approved one
 	// is still approved, with its decision.
-	due, err := db.DueToolCalls(ctx, deadline)
+	due, err := db.DueToolCalls(ctx, deadline, 0)
 	if err != nil || len(due) != 1 || due[0].ID != parked.ID || !due[0].RequiresApprovalAt.Equal(deadline) ||
 		string(due[0].Arguments) != `{"env": "prod"}` {
 		t.Fatalf("due calls after reopen = %+v, %v", due, err)

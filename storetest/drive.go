@@ -116,9 +116,15 @@ func testNextDeadline(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	next := func(what string, want time.Time) {
 		t.Helper()
-		got, err := s.NextDeadline(ctx)
+		got, err := s.NextDeadline(ctx, time.Time{})
 		noErr(t, err, "NextDeadline")
 		sameTime(t, "NextDeadline "+what, got, want)
+	}
+	after := func(what string, after, want time.Time) {
+		t.Helper()
+		got, err := s.NextDeadline(ctx, after)
+		noErr(t, err, "NextDeadline")
+		sameTime(t, "NextDeadline after "+what, got, want)
 	}
 	next("on an empty store", time.Time{})
 
@@ -136,6 +142,10 @@ func testNextDeadline(t *testing.T, s agentd.Store) {
 	soon := call(4, ptr(at(time.Second+1)), agentd.StatusRequiresConfirmation)
 	call(5, ptr(at(2*time.Hour)), agentd.StatusRequiresConfirmation)
 	next("", at(time.Second+1))
+	// After an instant: strictly after it (the next reminder at an offset).
+	after("one before the earliest", at(time.Second), at(time.Second+1))
+	after("the earliest", at(time.Second+1), at(time.Hour))
+	after("the last", at(2*time.Hour), time.Time{})
 
 	// When the earliest leaves requires_confirmation, the next one is due.
 	_, _, err := s.UpdateToolCall(ctx, agentd.CallUpdate{ID: soon.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},

@@ -260,7 +260,7 @@ func testToolCallRoundTrip(t *testing.T, s agentd.Store) {
 	noErr(t, err, "ToolCallsByStatus")
 	wantIDs(t, "ToolCallsByStatus", ids(list), full.ID)
 	sameCall(t, "ToolCallsByStatus[0]", list[0], full)
-	list, err = s.DueToolCalls(ctx, deadline)
+	list, err = s.DueToolCalls(ctx, deadline, 0)
 	noErr(t, err, "DueToolCalls")
 	wantIDs(t, "DueToolCalls", ids(list), full.ID)
 	sameCall(t, "DueToolCalls[0]", list[0], full)
@@ -433,7 +433,7 @@ func testDueToolCalls(t *testing.T, s agentd.Store) {
 
 	due := func(now time.Time, want ...string) {
 		t.Helper()
-		calls, err := s.DueToolCalls(ctx, now)
+		calls, err := s.DueToolCalls(ctx, now, 0)
 		noErr(t, err, "DueToolCalls")
 		got := ids(calls)
 		slices.Sort(got)
@@ -447,6 +447,13 @@ func testDueToolCalls(t *testing.T, s agentd.Store) {
 	due(t0.In(time.UTC), past.ID, exact.ID)
 	due(t0.In(time.FixedZone("UTC-8", -8*3600)).Add(1), past.ID, exact.ID, nanoLater.ID)
 	due(at(2*time.Hour), past.ID, exact.ID, nanoLater.ID, later.ID)
+
+	// A page: the earliest limit of them, in deadline order.
+	for limit, want := range map[int][]string{1: {past.ID}, 3: {past.ID, exact.ID, nanoLater.ID}, agentd.MaxDuePage + 1: {past.ID, exact.ID, nanoLater.ID, later.ID}} {
+		calls, err := s.DueToolCalls(ctx, at(2*time.Hour), limit)
+		noErr(t, err, "DueToolCalls")
+		wantIDs(t, fmt.Sprintf("DueToolCalls(limit %d)", limit), ids(calls), want...)
+	}
 
 	// A call that leaves requires_confirmation is no longer due.
 	_, _, err := s.UpdateToolCall(ctx, agentd.CallUpdate{ID: past.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
@@ -869,7 +876,7 @@ func testUpdateToolCallRepark(t *testing.T, s agentd.Store) {
 	}
 	sameTime(t, "reparked deadline", *got.RequiresApprovalAt, deadline)
 	sameJSON(t, "reparked Arguments", got.Arguments, rp.Repark.Arguments)
-	due, err := s.DueToolCalls(ctx, deadline)
+	due, err := s.DueToolCalls(ctx, deadline, 0)
 	noErr(t, err, "DueToolCalls")
 	if len(due) != 1 || due[0].ID != c.ID {
 		t.Errorf("the reparked call is not due at its new deadline: %+v", due)

@@ -170,7 +170,7 @@ func TestSeededRunsAreParkedRuns(t *testing.T) {
 	if runs, err := st.RunsToDrive(ctx); err != nil || len(runs) != 0 {
 		t.Errorf("RunsToDrive = %v, %v; want none", runs, err)
 	}
-	if next, err := st.NextDeadline(ctx); err != nil || !next.Equal(now.Add(13*time.Minute)) {
+	if next, err := st.NextDeadline(ctx, time.Time{}); err != nil || !next.Equal(now.Add(13*time.Minute)) {
 		t.Errorf("NextDeadline = %v, %v; want the third seeded call's", next, err)
 	}
 	pending, err := st.PendingToolCalls(ctx, agentd.PendingFilter{TenantID: "t1", ProjectID: "p1", CreatedBy: "k1", Limit: 10})
