@@ -71,43 +71,36 @@ func TestMissedLimit(t *testing.T) {
 	}
 }
 
-// failing is a store whose operations fail when told to.
+// failing is a store whose operations fail when told to; only Fire,
+// called by the test's goroutine, uses it.
 type failing struct {
 	*sqlite.DB
-	mu                               sync.Mutex
-	claim, create, append_, audit    error
-	claims, creates, appends, audits int
-}
-
-func (f *failing) fail(p *error) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return *p
+	claim, create, append_, audit error
 }
 
 func (f *failing) ClaimTick(ctx context.Context, tool string, at time.Time) (time.Time, bool, error) {
-	if err := f.fail(&f.claim); err != nil {
+	if err := f.claim; err != nil {
 		return time.Time{}, false, err
 	}
 	return f.DB.ClaimTick(ctx, tool, at)
 }
 
 func (f *failing) CreateConversation(ctx context.Context, c *agentd.Conversation) error {
-	if err := f.fail(&f.create); err != nil {
+	if err := f.create; err != nil {
 		return err
 	}
 	return f.DB.CreateConversation(ctx, c)
 }
 
 func (f *failing) AppendEvents(ctx context.Context, d []agentd.EventDraft) ([]agentd.Event, error) {
-	if err := f.fail(&f.append_); err != nil {
+	if err := f.append_; err != nil {
 		return nil, err
 	}
 	return f.DB.AppendEvents(ctx, d)
 }
 
 func (f *failing) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error) {
-	if err := f.fail(&f.audit); err != nil {
+	if err := f.audit; err != nil {
 		return agentd.AuditEntry{}, err
 	}
 	return f.DB.AppendAudit(ctx, e)
