@@ -273,3 +273,25 @@ func TestNoNextTick(t *testing.T) {
 		t.Fatalf("%d runs, %d waits of a schedule with no tick", runs.count(), len(clock.armed))
 	}
 }
+
+// A failed claim is logged as an error, except when the scheduler is
+// stopping (the claim failed because its context ended).
+func TestFailedClaimLog(t *testing.T) {
+	f := &failing{DB: openStore(t, filepath.Join(t.TempDir(), "agentd.db")), claim: errDown}
+	job := schedule.Job{Tool: "report", Schedule: mustParse(t, "@every 1s"), TenantID: "t1", ProjectID: "p1"}
+	var runs counted
+	var log syncBuffer
+	s := schedule.New(f, []schedule.Job{job}, runs.run, schedule.Options{Logger: zerolog.New(&log)})
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel()
+	if s.Fire(stopped, job, t0) || strings.Contains(log.String(), "not claimed") {
+		t.Fatalf("a claim that failed on shutdown: logged %q", log.String())
+	}
+	if s.Fire(context.Background(), job, t0) || !strings.Contains(log.String(), `"level":"error","error":"store down"`) {
+		t.Fatalf("a claim that failed: logged %q, want the error", log.String())
+	}
+	if runs.count() != 0 {
+		t.Fatalf("%d runs of unclaimed ticks", runs.count())
+	}
+}
