@@ -134,7 +134,8 @@ func TestFireStoreFailures(t *testing.T) {
 	job := schedule.Job{Tool: "report", Schedule: mustParse(t, "@every 1s"), TenantID: "t1", ProjectID: "p1"}
 	var runs counted
 	var published int
-	s := schedule.New(f, []schedule.Job{job}, runs.run, schedule.Options{Publish: func(agentd.Event) { published++ }, Logger: zerolog.New(zerolog.NewTestWriter(t))})
+	var log syncBuffer
+	s := schedule.New(f, []schedule.Job{job}, runs.run, schedule.Options{Publish: func(agentd.Event) { published++ }, Logger: zerolog.New(&log)})
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
@@ -158,6 +159,9 @@ func TestFireStoreFailures(t *testing.T) {
 	f.audit = errDown
 	if !s.Fire(ctx, job, t0.Add(10*time.Second)) || runs.count() != 2 || published != 1 {
 		t.Fatalf("after a failed missed-tick audit: %d runs, %d published; want the run", runs.count(), published)
+	}
+	if !strings.Contains(log.String(), "missed ticks not recorded in the audit log") {
+		t.Errorf("a failed missed-tick audit was not logged: %s", log.String())
 	}
 }
 
@@ -200,7 +204,8 @@ func TestMissedReport(t *testing.T) {
 	job := schedule.Job{Tool: "report", Schedule: mustParse(t, "@every 1s"), TenantID: "t1", ProjectID: "p1"}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	var runs counted
-	s := schedule.New(db, []schedule.Job{job}, runs.run, schedule.Options{Now: func() time.Time { return now }})
+	var log syncBuffer
+	s := schedule.New(db, []schedule.Job{job}, runs.run, schedule.Options{Now: func() time.Time { return now }, Logger: zerolog.New(&log)})
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	t1 := t0.Add(100000 * time.Second) // 99999 missed
@@ -221,6 +226,9 @@ func TestMissedReport(t *testing.T) {
 		if e.KeyID != agentd.ScheduleKeyID || e.Role != agentd.RoleDelegate || e.Outcome != "missed" || e.ToolName != "report" || !e.CreatedAt.Equal(now) {
 			t.Errorf("entry %+v", e)
 		}
+	}
+	if strings.Contains(log.String(), "not recorded") {
+		t.Errorf("recorded entries logged as not recorded: %s", log.String())
 	}
 	for _, want := range []string{
 		"99999 ticks missed between 2026-12-02T10:00:00Z and " + t1.Format(time.RFC3339Nano) + ": not run",
