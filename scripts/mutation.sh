@@ -3,10 +3,12 @@
 # agentd's rules, each package mutated against its own tests only, and a
 # table of the results.
 #
-#   scripts/mutation.sh [-w N] [--diff REF] [UNIT...]
+#   scripts/mutation.sh [-w N] [--diff REF] [-n] [UNIT...]
 #
 #   -w N        gremlins workers (default 1: mutation testing is heavy)
 #   --diff REF  mutate only the lines changed since the git ref REF
+#   -n          dry run: list the mutants, run none (gremlins still runs
+#               the unit's tests once, for their coverage)
 #   UNIT        what to mutate (default: all of them):
 #                 confirm, links, schedule, mcp, tools (tools/*.go only),
 #                 tools/callcontext, tools/direct, tools/registry,
@@ -22,7 +24,8 @@
 # list is read at run time, so a new loop file is excluded too).
 #
 # Columns: killed, lived (a test should have failed), not covered (no test
-# reaches the line), timed out, efficacy = killed / (killed + lived),
+# reaches the line), timed out (the tests hung: the mutant was caught, but
+# gremlins counts it neither killed nor lived), efficacy = killed / (killed + lived),
 # coverage = (killed + lived) / (killed + lived + not covered).
 # gremlins' own output is kept in $MUTATION_OUT (default a temporary
 # directory) as UNIT.txt and UNIT.json.
@@ -30,12 +33,14 @@ set -euo pipefail
 
 workers=1
 diff_ref=""
+dry=""
 units=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-w) workers="${2:?-w needs a number}"; shift 2 ;;
 	--diff) diff_ref="${2:?--diff needs a git ref}"; shift 2 ;;
-	-h | --help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-n) dry=1; shift ;;
+	-h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "mutation.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) units+=("$1"); shift ;;
 	esac
@@ -103,6 +108,9 @@ for unit in "${units[@]}"; do
 	while IFS= read -r a; do args+=("$a"); done < <(excludes "$unit")
 	if [ -n "$diff_ref" ]; then
 		args+=(--diff "$diff_ref")
+	fi
+	if [ -n "$dry" ]; then
+		args+=(--dry-run)
 	fi
 	echo "== $unit: gremlins ${args[*]} ./$dir" >&2
 	if ! "$gremlins" "${args[@]}" "./$dir" >"$out/$name.txt" 2>&1; then
