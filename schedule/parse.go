@@ -39,10 +39,10 @@ func Parse(expr string) (*Schedule, error) {
 	}
 	if rest, ok := strings.CutPrefix(expr, "@every "); ok {
 		d, err := time.ParseDuration(strings.TrimSpace(rest))
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, fmt.Errorf("schedule %q: %v", expr, err)
-		case d < time.Second || d%time.Second != 0:
+		}
+		if d < time.Second || d%time.Second != 0 {
 			return nil, fmt.Errorf("schedule %q: the period must be whole seconds, at least 1s", expr)
 		}
 		return &Schedule{expr: expr, every: d}, nil

@@ -83,6 +83,9 @@ type Options struct {
 	Logger zerolog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// After waits on Now's clock: its channel receives once d has passed
+	// (default time.After). Tests pass a fake clock's.
+	After func(d time.Duration) <-chan time.Time
 	// Agent is the agent name of the runs' conversations.
 	Agent string
 	// Publish, when set, announces each event appended to a run's
@@ -97,6 +100,7 @@ type Scheduler struct {
 	run   RunFunc
 	log   zerolog.Logger
 	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 	agent string
 	pub   func(agentd.Event)
 
@@ -109,7 +113,10 @@ func New(store Store, jobs []Job, run RunFunc, o Options) *Scheduler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Scheduler{store: store, jobs: jobs, run: run, log: o.Logger, now: o.Now, agent: o.Agent, pub: o.Publish}
+	if o.After == nil {
+		o.After = time.After
+	}
+	return &Scheduler{store: store, jobs: jobs, run: run, log: o.Logger, now: o.Now, after: o.After, agent: o.Agent, pub: o.Publish}
 }
 
 // Start starts one goroutine per job, which waits for the job's next tick
@@ -146,12 +153,10 @@ func (s *Scheduler) loop(ctx context.Context, j Job) {
 			return
 		}
 		for wait := at.Sub(s.now()); wait > 0; wait = at.Sub(s.now()) {
-			timer := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
-				timer.Stop()
 				return
-			case <-timer.C:
+			case <-s.after(wait):
 			}
 		}
 		s.Fire(ctx, j, at)
