@@ -63,6 +63,7 @@ func (e *Engine) drive(rs *runState) {
 				if len(parked) == len(unresolved) {
 					exit, woken := e.retire(rs, run)
 					if exit {
+						rs.hist = nil // a parked run holds nothing
 						return
 					} else if woken {
 						continue
@@ -215,7 +216,7 @@ func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
 func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	ctx := rs.ctx
 	conv := run.ConversationID
-	history, err := e.history(ctx, rs, conv)
+	history, err := e.history(ctx, rs, run)
 	if err != nil {
 		return err
 	}
