@@ -65,6 +65,16 @@ func (e *Engine) history(ctx context.Context, rs *runState, run *agentd.Run) ([]
 	return e.modelMessages(rs.hist), nil
 }
 
+// keepHistory hands the history of rs's driver to the engine's histories
+// before the driver finishes its run: the conversation's next run, which
+// can start as soon as this one's end is committed, finds it there. Were
+// the driver to need it again (the end was not committed), history takes
+// it back.
+func (e *Engine) keepHistory(rs *runState) {
+	e.histories.put(rs.hist)
+	rs.hist = nil
+}
+
 // final returns the step's calls when each is terminal and as the store
 // returned it, and they are of one message (a step's calls are all of its
 // assistant message); else nil.

@@ -77,10 +77,12 @@ func (e *Engine) drive(rs *runState) {
 				}
 			}
 			if len(calls) == 0 { // a step without calls ends the run; only seen after a crash
+				e.keepHistory(rs)
 				e.finish(rs.ctx, run, agentd.RunCompleted, "model_stop", "")
 				return
 			}
 			if run.Step >= e.agent.MaxTurns {
+				e.keepHistory(rs)
 				e.finish(rs.ctx, run, agentd.RunCompleted, "max_turns", "")
 				return
 			}
@@ -257,6 +259,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		run.Usage.InputTokens += usage.InputTokens
 		run.Usage.OutputTokens += usage.OutputTokens
 		run.StopReason = resp.StopReason
+		e.keepHistory(rs)
 		e.finish(ctx, run, agentd.RunCompleted, "model_stop", "")
 	}
 	return nil
