@@ -76,14 +76,9 @@ func (e *Engine) drive(rs *runState) {
 					return
 				}
 			}
-			if len(calls) == 0 { // a step without calls ends the run; only seen after a crash
+			if reason := e.endOf(run, calls); reason != "" {
 				e.keepHistory(rs)
-				e.finish(rs.ctx, run, agentd.RunCompleted, "model_stop", "")
-				return
-			}
-			if run.Step >= e.agent.MaxTurns {
-				e.keepHistory(rs)
-				e.finish(rs.ctx, run, agentd.RunCompleted, "max_turns", "")
+				e.finish(rs.ctx, run, agentd.RunCompleted, reason, "")
 				return
 			}
 		}
@@ -99,6 +94,19 @@ func (e *Engine) drive(rs *runState) {
 			return
 		}
 	}
+}
+
+// endOf returns why a run whose step's calls are all resolved ends now:
+// model_stop for a step without calls (only seen after a crash), max_turns
+// at the agent's limit; "" when the model is asked for another step.
+func (e *Engine) endOf(run *agentd.Run, calls []agentd.ToolCall) string {
+	switch {
+	case len(calls) == 0:
+		return "model_stop"
+	case run.Step >= e.agent.MaxTurns:
+		return "max_turns"
+	}
+	return ""
 }
 
 // retryAfter logs a store error and waits before the driver tries again
