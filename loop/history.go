@@ -17,9 +17,9 @@ import (
 // changes again). A step's cost then stays flat as the conversation
 // grows, where reading it whole grew with it.
 //
-// A cache belongs to one driver at a time. When the driver exits, the
-// cache goes to the engine's histories, keyed by the conversation, for
-// the conversation's next driver (the next run, say: users make many
+// A cache belongs to one driver at a time. When the driver finishes its
+// run or exits, the cache goes to the engine's histories, keyed by tenant
+// and conversation, for the conversation's next driver (the next run, say: users make many
 // short runs in one conversation), unless the run waits for people (a
 // parked run holds nothing). Whoever takes it reads what came after it
 // before using it, so what another engine or replica appended meanwhile
