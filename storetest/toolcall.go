@@ -192,8 +192,10 @@ func testToolCallsAfter(t *testing.T, s agentd.Store) {
 		wantIDs(t, fmt.Sprintf("ToolCallsAfter %q", tc.after), ids(calls), tc.want...)
 	}
 	for _, bad := range []string{"msg_unknown", o1} {
-		_, err := s.ToolCallsAfter(ctx, conv.ID, bad)
-		wantCode(t, err, agentd.ENOTFOUND)
+		calls, err := s.ToolCallsAfter(ctx, conv.ID, bad)
+		if wantCode(t, err, agentd.ENOTFOUND); len(calls) > 0 {
+			t.Errorf("ToolCallsAfter %q = %v, want no calls", bad, ids(calls))
+		}
 	}
 	// A message added after a read, with its call, comes after the read's
 	// last message; the calls come with their decisions.
