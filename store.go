@@ -172,6 +172,13 @@ type ToolCallStore interface {
 	// messages named, in ToolCalls' order, with decisions; at most 1,000
 	// message ids (EINVALID beyond).
 	MessageToolCalls(ctx context.Context, conversationID string, messageIDs []string) ([]ToolCall, error)
+	// ToolCallsAfter returns the calls made by a conversation's messages
+	// inserted after the message afterMessageID (by all of its messages
+	// when afterMessageID is empty), in ToolCalls' order, with decisions:
+	// one read however many messages follow the cursor, from indexes, however many
+	// precede it (MessagesAfter's cursor). ENOTFOUND if afterMessageID is
+	// not a message of the conversation.
+	ToolCallsAfter(ctx context.Context, conversationID, afterMessageID string) ([]ToolCall, error)
 	// UpdateToolCall is the one conditional state transition of a call:
 	// it applies u only if the current status is in u.From (and, with
 	// u.Card, the call still shows that card), inserts

@@ -85,8 +85,17 @@ func tickSource(tb testing.TB) toolset.Source {
 // ratio (target ≤ 1.1), and the overhead (loop − store) at both sizes
 // (target ≤ 0.5 ms). ns/op is the wall time of one round.
 //
+// The runs sub-benchmark (benchHistoryRuns) makes many runs of one step
+// in conversations that are already long instead.
+//
 //	go test -run '^$' -bench HistoryGrowth -benchtime 1x ./bench/
 func BenchmarkHistoryGrowth(b *testing.B) {
+	b.Run("steps", benchHistorySteps)
+	b.Run("runs", benchHistoryRuns)
+}
+
+// benchHistorySteps is BenchmarkHistoryGrowth's one run of many steps.
+func benchHistorySteps(b *testing.B) {
 	inst := startAgentdWith(b, benchDir(b), historyRules, nil,
 		setup{wiring: benchWiring(), sources: []toolset.Source{tickSource(b)}, maxTurns: historyCalls + 10})
 	var loopEarly, loopLate, storeEarly, storeLate, readEarly, readLate []time.Duration

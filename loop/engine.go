@@ -92,6 +92,11 @@ type Options struct {
 	Lease time.Duration
 	// Owner names this engine's leases (default: a new random id).
 	Owner string
+	// Histories is how many conversations' histories the engine keeps
+	// after their drivers exit, for the conversation's next run (0: 16;
+	// negative: none, every driver reads its history whole once). A run
+	// that waits for people keeps none (history.go).
+	Histories int
 }
 
 // Engine runs the agent loop for every conversation of one agent.
@@ -122,6 +127,9 @@ type Engine struct {
 	drivers   atomic.Int64
 	deadline  deadlineTimer
 	reminders reminderSet
+	// histories keeps the histories of conversations whose driver exited
+	// (history.go).
+	histories historySet
 	// retireHook, when set (by tests), is called by a driver about to exit
 	// because its run waits only for people (stage "before", e.mu not
 	// held) and once it has left e.runs (stage "after").
@@ -144,7 +152,8 @@ type runState struct {
 	// the driver has read it.
 	delegated *bool
 	// hist is the conversation's history as the driver last read it
-	// (history.go); only the driver's goroutine uses it.
+	// (history.go); only the driver's goroutine uses it. It goes to
+	// Engine.histories when the driver exits, unless it is nil then.
 	hist *historyCache
 	// step is the calls of the run's current step as the driver last read
 	// them (stepCalls); only the driver's goroutine uses it.
@@ -192,9 +201,13 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	if opts.Owner == "" {
 		opts.Owner = agentd.NewID("lease")
 	}
+	if opts.Histories == 0 {
+		opts.Histories = defaultHistories
+	}
 	e := &Engine{
 		store: store, owner: opts.Owner, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
 		runs: map[string]*runState{}, tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent),
+		histories: historySet{max: opts.Histories},
 	}
 	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e
@@ -299,6 +312,7 @@ func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
 			e.mu.Unlock()
 			cancel()
 			e.releaseLease(rs)
+			e.histories.put(rs.hist)
 		}()
 		if asleep {
 			select {

@@ -3,6 +3,8 @@ package loop
 import (
 	"context"
 	"time"
+
+	"github.com/agentd-dev/agentd"
 )
 
 // SetRetireHook makes every driver of e call f when its run waits only for
@@ -24,3 +26,13 @@ var ReminderWindows = reminderWindows
 
 // ExpirePage is expirePage.
 const ExpirePage = expirePage
+
+// ColdHistory is the model's view of a conversation as a driver without a
+// cached history builds it: the whole conversation read at once.
+func ColdHistory(ctx context.Context, e *Engine, tenant, conv string) ([]agentd.ModelMessage, error) {
+	h := newHistoryCache(tenant, conv)
+	if err := h.refresh(ctx, e.store, nil); err != nil {
+		return nil, err
+	}
+	return e.modelMessages(h), nil
+}

@@ -3,23 +3,31 @@ package loop
 import (
 	"context"
 	"slices"
+	"sync"
 
 	"github.com/agentd-dev/agentd"
 )
 
-// historyCache is a conversation's messages and their calls as a run's
-// driver last read them, so that the next model step reads only what is
-// new: the messages after the last it holds (messages are only appended;
-// the store reads them from its index after that one, however many there
-// are before) and
-// the calls of the new messages and of the messages whose calls were not
-// all terminal (a terminal call never changes again). A step's cost then
-// stays flat as the conversation grows, where reading it whole grew with
-// it. The cache lives as long as the driver: a new driver (the run resumed
-// after a wait, another run, a restart) reads the conversation once whole.
+// historyCache is a conversation's messages and their calls as a driver
+// last read them, so that the next model step reads only what is new: the
+// messages after the last it holds (messages are only appended; the store
+// reads them from its index after that one, however many there are
+// before) with their calls (ToolCallsAfter, one read), and the calls of
+// the messages whose calls were not all terminal (a terminal call never
+// changes again). A step's cost then stays flat as the conversation
+// grows, where reading it whole grew with it.
+//
+// A cache belongs to one driver at a time. When the driver finishes its
+// run or exits, the cache goes to the engine's histories, keyed by tenant
+// and conversation, for the conversation's next driver (the next run, say: users make many
+// short runs in one conversation), unless the run waits for people (a
+// parked run holds nothing). Whoever takes it reads what came after it
+// before using it, so what another engine or replica appended meanwhile
+// is read, never skipped.
 type historyCache struct {
-	msgs  []agentd.Message
-	calls map[string][]agentd.ToolCall // by message id, in ToolCalls order
+	tenant, conv string
+	msgs         []agentd.Message
+	calls        map[string][]agentd.ToolCall // by message id, in ToolCalls order
 	// open lists the messages with a call that was not terminal.
 	open map[string]bool
 	// model is the model's view of msgs[:final], the longest prefix of
@@ -29,17 +37,42 @@ type historyCache struct {
 	final int
 }
 
-// history maps a conversation to model messages: each assistant message is
-// followed by exactly one tool message per call it made. It reads the
-// store incrementally through rs's cache.
-func (e *Engine) history(ctx context.Context, rs *runState, convID string) ([]agentd.ModelMessage, error) {
+func newHistoryCache(tenant, conv string) *historyCache {
+	return &historyCache{tenant: tenant, conv: conv, calls: map[string][]agentd.ToolCall{}, open: map[string]bool{}}
+}
+
+// history maps the conversation of run to model messages: each assistant
+// message is followed by exactly one tool message per call it made. It
+// reads the store incrementally through rs's cache, which it takes from
+// the engine's histories on the driver's first step.
+func (e *Engine) history(ctx context.Context, rs *runState, run *agentd.Run) ([]agentd.ModelMessage, error) {
 	if rs.hist == nil {
-		rs.hist = &historyCache{calls: map[string][]agentd.ToolCall{}, open: map[string]bool{}}
+		rs.hist = e.histories.take(run.TenantID, run.ConversationID)
 	}
-	if err := rs.hist.refresh(ctx, e.store, convID, rs.step.final()); err != nil {
+	if rs.hist == nil {
+		rs.hist = newHistoryCache(run.TenantID, run.ConversationID)
+	}
+	err := rs.hist.refresh(ctx, e.store, rs.step.final())
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND && len(rs.hist.msgs) > 0 {
+		// The cursor is not the conversation's any more: read it whole.
+		rs.hist = newHistoryCache(run.TenantID, run.ConversationID)
+		err = rs.hist.refresh(ctx, e.store, rs.step.final())
+	}
+	if err != nil {
+		rs.hist = nil // half read: the next step reads it whole
 		return nil, err
 	}
 	return e.modelMessages(rs.hist), nil
+}
+
+// keepHistory hands the history of rs's driver to the engine's histories
+// before the driver finishes its run: the conversation's next run, which
+// can start as soon as this one's end is committed, finds it there. Were
+// the driver to need it again (the end was not committed), history takes
+// it back.
+func (e *Engine) keepHistory(rs *runState) {
+	e.histories.put(rs.hist)
+	rs.hist = nil
 }
 
 // final returns the step's calls when each is terminal and as the store
@@ -57,34 +90,50 @@ func (s *stepCache) final() []agentd.ToolCall {
 	return s.calls
 }
 
-// refresh reads what is new since the last read. known, when not nil, is
-// the calls of one message as the driver has just read them, all
-// terminal: that message's calls are not read again.
-func (h *historyCache) refresh(ctx context.Context, st Store, convID string, known []agentd.ToolCall) error {
+// refresh reads what is new since the last read: the messages after the
+// last held, their calls in one read (all of the conversation's on the
+// first), and again the calls of the messages with an open call. known,
+// when not nil, is the calls of one message as the driver has just read
+// them, all terminal: that message's calls are taken from it.
+func (h *historyCache) refresh(ctx context.Context, st Store, known []agentd.ToolCall) error {
 	after := ""
 	if len(h.msgs) > 0 {
 		after = h.msgs[len(h.msgs)-1].ID
 	}
-	msgs, err := st.MessagesAfter(ctx, convID, after)
+	msgs, err := st.MessagesAfter(ctx, h.conv, after)
 	if err != nil {
 		return err
 	}
-	stale := make([]string, 0, len(h.open)+len(msgs))
-	for id := range h.open {
-		stale = append(stale, id)
-	}
+	var fresh []string // the new messages whose calls are read
+	isFresh := map[string]bool{}
 	for _, m := range msgs {
 		switch {
 		case m.Role == agentd.RoleUser:
 		case len(known) > 0 && known[0].MessageID == m.ID:
 			h.replace([]string{m.ID}, slices.Clone(known))
 		default:
-			stale = append(stale, m.ID)
+			fresh = append(fresh, m.ID)
+			isFresh[m.ID] = true
+		}
+	}
+	if len(fresh) > 0 {
+		calls, err := st.ToolCallsAfter(ctx, h.conv, after)
+		if err != nil {
+			return err
+		}
+		// Only the calls of the messages read: a step committed since
+		// is read with its message, next time.
+		h.replace(fresh, slices.DeleteFunc(calls, func(c agentd.ToolCall) bool { return !isFresh[c.MessageID] }))
+	}
+	stale := make([]string, 0, len(h.open))
+	for id := range h.open {
+		if !isFresh[id] {
+			stale = append(stale, id)
 		}
 	}
 	for len(stale) > 0 {
 		n := min(len(stale), maxHistoryIDs)
-		calls, err := st.MessageToolCalls(ctx, convID, stale[:n])
+		calls, err := st.MessageToolCalls(ctx, h.conv, stale[:n])
 		if err != nil {
 			return err
 		}
@@ -151,4 +200,54 @@ func (e *Engine) appendModel(out []agentd.ModelMessage, m agentd.Message, calls 
 		out = append(out, tm)
 	}
 	return out
+}
+
+// defaultHistories is how many conversations' histories an engine keeps
+// for their next driver (Options.Histories).
+const defaultHistories = 16
+
+// historySet is the histories of conversations whose driver exited, for
+// the conversation's next driver: at most max, the least recently put
+// dropped first. A history is in it or with one driver, never both.
+type historySet struct {
+	mu   sync.Mutex
+	max  int
+	idle []*historyCache // least recently put first
+}
+
+// take removes and returns the history of the tenant's conversation, or
+// nil.
+func (s *historySet) take(tenant, conv string) *historyCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, h := range s.idle {
+		if h.conv == conv && h.tenant == tenant {
+			s.idle = slices.Delete(s.idle, i, i+1)
+			return h
+		}
+	}
+	return nil
+}
+
+// put keeps h for its conversation's next driver, in place of any other
+// of the conversation, dropping the least recently put beyond max.
+func (s *historySet) put(h *historyCache) {
+	if h == nil || s.max <= 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.idle = slices.DeleteFunc(s.idle, func(o *historyCache) bool { return o.conv == h.conv && o.tenant == h.tenant })
+	if len(s.idle) >= s.max {
+		s.idle[0] = nil
+		s.idle = s.idle[1:]
+	}
+	s.idle = append(s.idle, h)
+}
+
+// len returns how many histories s holds.
+func (s *historySet) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.idle)
 }

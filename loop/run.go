@@ -63,6 +63,7 @@ func (e *Engine) drive(rs *runState) {
 				if len(parked) == len(unresolved) {
 					exit, woken := e.retire(rs, run)
 					if exit {
+						rs.hist = nil // a parked run holds nothing
 						return
 					} else if woken {
 						continue
@@ -75,12 +76,9 @@ func (e *Engine) drive(rs *runState) {
 					return
 				}
 			}
-			if len(calls) == 0 { // a step without calls ends the run; only seen after a crash
-				e.finish(rs.ctx, run, agentd.RunCompleted, "model_stop", "")
-				return
-			}
-			if run.Step >= e.agent.MaxTurns {
-				e.finish(rs.ctx, run, agentd.RunCompleted, "max_turns", "")
+			if reason := e.endOf(run, calls); reason != "" {
+				e.keepHistory(rs)
+				e.finish(rs.ctx, run, agentd.RunCompleted, reason, "")
 				return
 			}
 		}
@@ -96,6 +94,19 @@ func (e *Engine) drive(rs *runState) {
 			return
 		}
 	}
+}
+
+// endOf returns why a run whose step's calls are all resolved ends now:
+// model_stop for a step without calls (only seen after a crash), max_turns
+// at the agent's limit; "" when the model is asked for another step.
+func (e *Engine) endOf(run *agentd.Run, calls []agentd.ToolCall) string {
+	switch {
+	case len(calls) == 0:
+		return "model_stop"
+	case run.Step >= e.agent.MaxTurns:
+		return "max_turns"
+	}
+	return ""
 }
 
 // retryAfter logs a store error and waits before the driver tries again
@@ -215,7 +226,7 @@ func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
 func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 	ctx := rs.ctx
 	conv := run.ConversationID
-	history, err := e.history(ctx, rs, conv)
+	history, err := e.history(ctx, rs, run)
 	if err != nil {
 		return err
 	}
@@ -256,6 +267,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 		run.Usage.InputTokens += usage.InputTokens
 		run.Usage.OutputTokens += usage.OutputTokens
 		run.StopReason = resp.StopReason
+		e.keepHistory(rs)
 		e.finish(ctx, run, agentd.RunCompleted, "model_stop", "")
 	}
 	return nil

@@ -30,6 +30,8 @@ const (
 	callsOfConversation = `conversation_id = ? ORDER BY created_at, step, idx, rid`
 	callsOfRun          = `run_id = ? ORDER BY step, idx, rid`
 	callsOfMessages     = `conversation_id = ? AND message_id = ANY(?) ORDER BY created_at, step, idx, rid`
+	callsAfterMessage   = `conversation_id = ? AND message_id IN (SELECT id FROM messages WHERE conversation_id = ?
+		AND rid > (SELECT rid FROM messages WHERE id = ? AND conversation_id = ?)) ORDER BY created_at, step, idx, rid`
 )
 
 // maxMessageIDs bounds MessageToolCalls' message ids.
@@ -195,6 +197,22 @@ func (db *DB) MessageToolCalls(ctx context.Context, conversationID string, messa
 		return nil, nil
 	}
 	return db.listToolCalls(ctx, callsOfMessages, conversationID, messageIDs)
+}
+
+// ToolCallsAfter implements agentd.ToolCallStore.ToolCallsAfter: with
+// an empty cursor the conversation's calls (ToolCalls); otherwise the
+// calls of the messages after the cursor's rid, and only an empty answer
+// looks the cursor up again, to tell "none after it" from an unknown
+// cursor (as MessagesAfter).
+func (db *DB) ToolCallsAfter(ctx context.Context, conversationID, afterMessageID string) ([]agentd.ToolCall, error) {
+	if afterMessageID == "" {
+		return db.ToolCalls(ctx, conversationID)
+	}
+	calls, err := db.listToolCalls(ctx, callsAfterMessage, conversationID, conversationID, afterMessageID, conversationID)
+	if err != nil || len(calls) > 0 {
+		return calls, err
+	}
+	return nil, db.messageExists(ctx, conversationID, afterMessageID)
 }
 
 // RunToolCalls returns the calls of one run, with decisions, ordered by

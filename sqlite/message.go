@@ -72,14 +72,20 @@ func (db *DB) MessagesAfter(ctx context.Context, conversationID, afterID string)
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
+	return nil, db.messageExists(ctx, conversationID, afterID)
+}
+
+// messageExists returns nil if id is a message of the conversation, else
+// ENOTFOUND (or the read's error).
+func (db *DB) messageExists(ctx context.Context, conversationID, id string) error {
 	var one int
-	err = db.readTx(ctx, func(tx *sql.Tx) error {
-		return db.r(tx).QueryRowContext(ctx, messageExistsQuery, afterID, conversationID).Scan(&one)
+	err := db.readTx(ctx, func(tx *sql.Tx) error {
+		return db.r(tx).QueryRowContext(ctx, messageExistsQuery, id, conversationID).Scan(&one)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, agentd.Errorf(agentd.ENOTFOUND, "message %q not found in conversation %q", afterID, conversationID)
+		return agentd.Errorf(agentd.ENOTFOUND, "message %q not found in conversation %q", id, conversationID)
 	}
-	return nil, err
+	return err
 }
 
 // messages runs query, a SELECT of a conversation's messages, with args.

@@ -93,6 +93,12 @@ func TestQueryPlans(t *testing.T) {
 			"SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"}},
 		{"MessageToolCalls", selectToolCalls + callsOfMessages, []string{
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
+		// A history read after a cursor (issue 29): the messages after the
+		// cursor's rid from the conversation's index, their calls from
+		// tool_calls_message; never all of the conversation's calls.
+		{"ToolCallsAfter", selectToolCalls + callsAfterMessage, []string{
+			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
+			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
 		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
 		// The reminder sweep of every lease tick (loop/remind.go): a range
 		// of deadlines, however many calls are parked.

@@ -34,6 +34,11 @@ const (
 	// from tool_calls_conversation for their order: the few calls of the
 	// messages named come from tool_calls_message and are sorted (0025).
 	callsOfMessages = `+conversation_id = ? AND message_id IN (SELECT value FROM json_each(?)) ORDER BY created_at, step, idx, rid`
+	// The calls of the messages after a cursor message: the messages from
+	// messages_conversation after the cursor's rid, their calls from
+	// tool_calls_message, sorted (ToolCallsAfter).
+	callsAfterMessage = `+conversation_id = ? AND message_id IN (SELECT id FROM messages WHERE conversation_id = ?
+		AND rid > (SELECT rid FROM messages WHERE id = ? AND conversation_id = ?)) ORDER BY created_at, step, idx, rid`
 )
 
 // maxMessageIDs bounds MessageToolCalls' message ids.
@@ -44,6 +49,7 @@ var (
 	_ = prepared(selectToolCalls + callsOfConversation)
 	_ = prepared(selectToolCalls + callsOfRun)
 	_ = prepared(selectToolCalls + callsOfMessages)
+	_ = prepared(selectToolCalls + callsAfterMessage)
 
 	updateCallStatusQuery = prepared(`
 			UPDATE tool_calls SET status = ?, result = COALESCE(?, result),
@@ -204,6 +210,22 @@ func (db *DB) MessageToolCalls(ctx context.Context, conversationID string, messa
 		return nil, nil
 	}
 	return db.listToolCalls(ctx, callsOfMessages, conversationID, jsonList(messageIDs))
+}
+
+// ToolCallsAfter implements agentd.ToolCallStore.ToolCallsAfter: with
+// an empty cursor the conversation's calls (ToolCalls); otherwise the
+// calls of the messages after the cursor's rid, and only an empty answer
+// looks the cursor up again, to tell "none after it" from an unknown
+// cursor (as MessagesAfter).
+func (db *DB) ToolCallsAfter(ctx context.Context, conversationID, afterMessageID string) ([]agentd.ToolCall, error) {
+	if afterMessageID == "" {
+		return db.ToolCalls(ctx, conversationID)
+	}
+	calls, err := db.listToolCalls(ctx, callsAfterMessage, conversationID, conversationID, afterMessageID, conversationID)
+	if err != nil || len(calls) > 0 {
+		return calls, err
+	}
+	return nil, db.messageExists(ctx, conversationID, afterMessageID)
 }
 
 // RunToolCalls returns the calls of one run, with decisions, ordered by

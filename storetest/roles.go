@@ -92,7 +92,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 }
 
 // RunToolCalls tests the ToolCallStore role: CreateToolCalls, the reads of
-// calls (ToolCall, ToolCalls, RunToolCalls, MessageToolCalls, ToolCallsByStatus,
+// calls (ToolCall, ToolCalls, RunToolCalls, MessageToolCalls, ToolCallsAfter, ToolCallsByStatus,
 // DueToolCalls, ToolCallsDueBetween), UpdateToolCall and UpdateToolCalls, the pending list
 // (PendingToolCalls, ParkedCount) with its tenant scope, and NextDeadline
 // (toolcall.go, audit.go, drive.go, scope.go), and conditional transitions
@@ -106,6 +106,7 @@ func RunToolCalls(t *testing.T, b Backend) {
 		{"ToolCalls/Order", testToolCallsOrder},
 		{"RunToolCalls/Order", testRunToolCallsOrder},
 		{"MessageToolCalls", testMessageToolCalls},
+		{"ToolCallsAfter", testToolCallsAfter},
 		{"ToolCallsByStatus", testToolCallsByStatus},
 		{"DueToolCalls", testDueToolCalls},
 		{"ToolCallsDueBetween", testToolCallsDueBetween},

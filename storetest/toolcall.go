@@ -153,6 +153,66 @@ func testMessageToolCalls(t *testing.T, s agentd.Store) {
 	wantCode(t, err, agentd.EINVALID)
 }
 
+// ToolCallsAfter lists the calls of the messages after a cursor message, in
+// ToolCalls' order, of the conversation named only; an empty cursor lists
+// all of its calls; an unknown cursor, or another conversation's message,
+// is ENOTFOUND.
+func testToolCallsAfter(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv, otherConv := newConversation(t, s), newConversation(t, s)
+	run, otherRun := startRun(t, s, conv), startRun(t, s, otherConv)
+	msg := func(c *agentd.Conversation, role string) string {
+		m := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: c.ID, Role: role, CreatedAt: t0}
+		_, err := s.AddMessage(ctx, m, nil)
+		noErr(t, err, "AddMessage")
+		return m.ID
+	}
+	call := func(r *agentd.Run, m string, step, index int) *agentd.ToolCall {
+		c := newCall(r, step, index, agentd.StatusCompleted)
+		c.MessageID = m
+		return c
+	}
+	m1, m2 := msg(conv, agentd.RoleAssistant), msg(conv, agentd.RoleAssistant)
+	o1 := msg(otherConv, agentd.RoleAssistant) // between m2 and m3 in insertion order
+	m3, m4 := msg(conv, agentd.RoleUser), msg(conv, agentd.RoleAssistant)
+	a1, a0, b0, d0 := call(run, m1, 1, 1), call(run, m1, 1, 0), call(run, m2, 2, 0), call(run, m4, 3, 0)
+	createCalls(t, s, a1, a0, b0, d0, call(otherRun, o1, 1, 0))
+	for _, tc := range []struct {
+		after string
+		want  []string
+	}{
+		{"", []string{a0.ID, a1.ID, b0.ID, d0.ID}},
+		{m1, []string{b0.ID, d0.ID}},
+		{m2, []string{d0.ID}},
+		{m3, []string{d0.ID}},
+		{m4, nil},
+	} {
+		calls, err := s.ToolCallsAfter(ctx, conv.ID, tc.after)
+		noErr(t, err, "ToolCallsAfter "+tc.after)
+		wantIDs(t, fmt.Sprintf("ToolCallsAfter %q", tc.after), ids(calls), tc.want...)
+	}
+	for _, bad := range []string{"msg_unknown", o1} {
+		calls, err := s.ToolCallsAfter(ctx, conv.ID, bad)
+		if wantCode(t, err, agentd.ENOTFOUND); len(calls) > 0 {
+			t.Errorf("ToolCallsAfter %q = %v, want no calls", bad, ids(calls))
+		}
+	}
+	// A message added after a read, with its call, comes after the read's
+	// last message; the calls come with their decisions.
+	m5 := msg(conv, agentd.RoleAssistant)
+	e0 := newCall(run, 4, 0, agentd.StatusRequiresConfirmation)
+	e0.MessageID = m5
+	createCalls(t, s, e0)
+	_, _, err := s.UpdateToolCall(ctx, decided(e0.ID, agentd.DecisionDenied, "k1", agentd.RoleOperator, agentd.ViaSingle, t0), nil)
+	noErr(t, err, "UpdateToolCall")
+	calls, err := s.ToolCallsAfter(ctx, conv.ID, m4)
+	noErr(t, err, "ToolCallsAfter late")
+	wantIDs(t, "ToolCallsAfter late", ids(calls), e0.ID)
+	if len(calls) == 1 && (len(calls[0].Decisions) != 1 || calls[0].Decisions[0].Decision != agentd.DecisionDenied) {
+		t.Errorf("ToolCallsAfter late: decisions %+v, want the denial", calls[0].Decisions)
+	}
+}
+
 func testAddMessageErrors(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	conv := newConversation(t, s)
