@@ -361,7 +361,7 @@ func TestDecisionLinkTokensNeverLeak(t *testing.T) {
 	}
 	noToken("the delivery log", string(log))
 	status, redelivered := callRaw(t, http.MethodPost, base+"/v1/webhooks/deliveries/"+first.ID()+"/redeliver", "k-op1", "")
-	if status != 200 {
+	if status != http.StatusAccepted {
 		t.Fatalf("redeliver: %d %s", status, redelivered)
 	}
 	noToken("the redelivery's answer", string(redelivered))
