@@ -152,15 +152,26 @@ func (s *Service) open(ctx context.Context, token string) (Claims, agentd.Princi
 	if err != nil {
 		return c, p, nil, err
 	}
-	switch {
-	case call.Status == agentd.StatusExpired:
-		return c, p, nil, errDeadlinePassed()
-	case call.Status != agentd.StatusRequiresConfirmation:
-		return c, p, nil, agentd.Errorf(agentd.ECONFLICT, "the call was already decided another way (status %s)", call.Status)
-	case call.ArgumentsSHA256 != c.Digest:
-		return c, p, nil, errArgumentsChanged()
+	if err := refusal(call, c); err != nil {
+		return c, p, nil, err
 	}
 	return c, p, &agentd.LinkView{Decision: c.Decision, ExpiresAt: c.ExpiresAt(), Call: call}, nil
+}
+
+// refusal is why a link of claims c may not decide call as it is now: its
+// deadline passed (EGONE), it was decided (ECONFLICT), its arguments are
+// not those the link was made for (ECONFLICT); nil when it may.
+func refusal(call *agentd.ToolCall, c Claims) error {
+	if call.Status == agentd.StatusExpired {
+		return errDeadlinePassed()
+	}
+	if call.Status != agentd.StatusRequiresConfirmation {
+		return agentd.Errorf(agentd.ECONFLICT, "the call was already decided another way (status %s)", call.Status)
+	}
+	if call.ArgumentsSHA256 != c.Digest {
+		return errArgumentsChanged()
+	}
+	return nil
 }
 
 // Open returns what the link's page shows; it decides nothing (a GET of
