@@ -42,8 +42,9 @@ type WebhookDelivery struct {
 	Position  int64  `json:"-"`
 	TenantID  string `json:"tenant_id"`
 	ProjectID string `json:"project_id"`
-	// Body is the exact request body (the event payload); every attempt
-	// sends these bytes.
+	// Body is the request body (the event payload) as stored: every
+	// attempt sends these bytes, but for decision links, which it holds
+	// unsealed and an attempt seals in place (webhook.Links).
 	Body   json.RawMessage `json:"payload"`
 	Status string          `json:"status"`
 	// NextAttemptAt is when the next attempt is due; nil unless pending.

@@ -77,7 +77,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	}
 	if status >= 500 {
-		s.log.Error().Err(err).Str("path", c.Request().URL.Path).Msg("internal error")
+		s.log.Error().Err(err).Str("path", loggedPath(c.Request())).Msg("internal error")
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = code, msg

@@ -1,20 +1,25 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
+	"github.com/rs/zerolog"
 )
 
-// fakeLinks is a behavioural fake of api.Links: token "ok" is a pending
-// approve link, "deny" a pending deny link; "spent", "decided" and any
-// other token answer as a spent, decided or unknown link.
+// fakeLinks is a behavioural fake of api.Links: token "ok" (or any
+// "secret-…") is a pending approve link, "deny" a pending deny link;
+// "spent", "decided", "broken-secret" and any other token answer as a
+// spent, decided, failing (EINTERNAL) or unknown link.
 type fakeLinks struct {
 	minted     []string // the key ids that minted
 	usedReason string
@@ -35,6 +40,12 @@ func (f *fakeLinks) view(token string) (*agentd.LinkView, error) {
 	at := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
 	call := &agentd.ToolCall{ID: "call_1", Name: "pay", Arguments: json.RawMessage(`{"amount":5,"memo":"<script>x</script>"}`),
 		Reason: "needs approval", RequiresApprovalAt: &at}
+	switch {
+	case token == "broken-secret":
+		return nil, agentd.Errorf(agentd.EINTERNAL, "the store failed")
+	case strings.HasPrefix(token, "secret-"):
+		token = "ok"
+	}
 	switch token {
 	case "ok":
 		return &agentd.LinkView{Decision: "approve", ExpiresAt: at, Call: call}, nil
@@ -124,4 +135,50 @@ func TestLinkPages(t *testing.T) {
 	}
 	none := newServer(t, nil, api.Config{})
 	want(t, "no links configured", none.do("GET", "/d/ok", "", "", nil), http.StatusNotFound, "")
+}
+
+// TestLinkTokensStayOutOfTheLog (issue 28, finding 7): a decision link's
+// token is its credential, so no log line — the request log of a GET, a
+// POST, a path that routes nowhere, a spelling with // or %2F, nor the
+// internal error's line — holds it; they show the route, /d/{token}.
+func TestLinkTokensStayOutOfTheLog(t *testing.T) {
+	var logs lockedBuffer
+	s := newServer(t, nil, api.Config{Links: &fakeLinks{}, Logger: zerolog.New(&logs)})
+	form := map[string]string{"Content-Type": "application/x-www-form-urlencoded"}
+	paths := []string{"/d/secret-Ab1", "/d/secret-Ab2", "/d/secret-Ab3/more", "//d/secret-Ab4", "/d/secret-Ab5%2Fx", "/d/broken-secret"}
+	for _, p := range paths {
+		s.do("GET", p, "", "", nil)
+	}
+	want(t, "POST a link", s.do("POST", "/d/secret-Ab6", "", "", form), http.StatusOK, "")
+	// Each request's line is written once its answer is sent: wait for all.
+	deadline := time.Now().Add(waitLimit)
+	for strings.Count(logs.String(), `"message":"request"`) < len(paths)+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("request lines: %s", logs.String())
+		}
+		runtime.Gosched()
+	}
+	got := logs.String()
+	if strings.Contains(got, "secret") || !strings.Contains(got, `"path":"/d/{token}"`) || !strings.Contains(got, `"message":"internal error"`) {
+		t.Fatalf("the log shows a link's token, or not its route:\n%s", got)
+	}
+}
+
+// lockedBuffer is a log's destination written by the server's goroutines
+// and read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path"
 	"strings"
 	"time"
 
@@ -445,7 +446,8 @@ func drain(c echo.Context, body io.Reader) {
 }
 
 // logRequests writes one structured line per request. The query string is
-// never logged (it may carry access_token).
+// never logged (it may carry access_token), nor a decision link's token
+// (loggedPath).
 func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -468,7 +470,19 @@ func (s *Server) logRequest(c echo.Context, start time.Time, err error) {
 	}
 	p := principal(c)
 	took := time.Since(start)
-	ev.Str("method", c.Request().Method).Str("path", c.Request().URL.Path).Int("status", c.Response().Status).
+	ev.Str("method", c.Request().Method).Str("path", loggedPath(c.Request())).Int("status", c.Response().Status).
 		Dur("duration", took).Str("tenant_id", p.TenantID).Str("key_id", p.KeyID).Msg("request")
 	s.m.observe(c.Path(), c.Request().Method, c.Response().Status, took)
+}
+
+// loggedPath is r's path as a log line shows it: a decision link's path
+// (/d/ and its token, the credential of a decision) is the route's
+// template, "/d/{token}", whatever follows /d/ and however it is spelled.
+// No other path of the API holds a secret (keys and context tokens travel
+// in headers; access_token in the query, which is never logged).
+func loggedPath(r *http.Request) string {
+	if strings.HasPrefix(path.Clean("/"+r.URL.Path), "/d/") {
+		return "/d/{token}"
+	}
+	return r.URL.Path
 }

@@ -71,16 +71,46 @@ func New(secret []byte, store agentd.LinkStore, engine Engine, keys func(string)
 // (ttl), and MayDecideNow's (the rule's 403 codes, ENOTFOUND, ECONFLICT,
 // EEXPIRED).
 func (s *Service) Mint(ctx context.Context, p agentd.Principal, id, ttl string) (*agentd.DecisionLinks, error) {
+	approve, deny, err := s.mint(ctx, p, id, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &agentd.DecisionLinks{Approve: s.signer.Sign(approve), Deny: s.signer.Sign(deny), ExpiresAt: approve.ExpiresAt()}, nil
+}
+
+// MintUnsealed is Mint by the configured key keyID (a webhook endpoint's
+// links_key_id), with the default ttl, but its Approve and Deny are
+// unsealed tokens (Unsealed): what a webhook delivery stores, where the
+// delivery log shows it. Seal makes them links at each attempt. ENOTFOUND
+// for an unknown key.
+func (s *Service) MintUnsealed(ctx context.Context, keyID, id string) (*agentd.DecisionLinks, error) {
+	p, ok := s.keys(keyID)
+	if !ok {
+		return nil, agentd.Errorf(agentd.ENOTFOUND, "no API key %q", keyID)
+	}
+	approve, deny, err := s.mint(ctx, p, id, "")
+	if err != nil {
+		return nil, err
+	}
+	return &agentd.DecisionLinks{Approve: Unsealed(approve), Deny: Unsealed(deny), ExpiresAt: approve.ExpiresAt()}, nil
+}
+
+// Seal is the token of an unsealed one (MintUnsealed's), the same every
+// time. ENOTFOUND for anything else.
+func (s *Service) Seal(unsealed string) (string, error) { return s.signer.Seal(unsealed) }
+
+// mint checks that p may decide call id now and returns the claims of its
+// approve and deny links (Mint's rules and errors).
+func (s *Service) mint(ctx context.Context, p agentd.Principal, id, ttl string) (approve, deny Claims, err error) {
 	d := agentd.DefaultLinkTTL
 	if ttl != "" {
-		var err error
 		if d, err = time.ParseDuration(ttl); err != nil || d <= 0 || d > agentd.MaxLinkTTL {
-			return nil, agentd.Errorf(agentd.EINVALID, `"ttl" must be a positive Go duration of at most %s, such as "1h", got %q`, agentd.MaxLinkTTL, ttl)
+			return approve, deny, agentd.Errorf(agentd.EINVALID, `"ttl" must be a positive Go duration of at most %s, such as "1h", got %q`, agentd.MaxLinkTTL, ttl)
 		}
 	}
 	c, err := s.engine.MayDecideNow(ctx, p, id)
 	if err != nil {
-		return nil, err
+		return approve, deny, err
 	}
 	exp := s.clock.Now().Add(d)
 	if c.RequiresApprovalAt != nil && c.RequiresApprovalAt.Before(exp) {
@@ -93,17 +123,7 @@ func (s *Service) Mint(ctx context.Context, p agentd.Principal, id, ttl string) 
 		return Claims{CallID: c.ID, Decision: decision, Digest: c.ArgumentsSHA256, KeyID: p.KeyID, Expires: exp.Unix(), Nonce: hex.EncodeToString(n)}
 	}
 	s.log.Info().Str("tool_call_id", c.ID).Str("key_id", p.KeyID).Time("expires_at", exp).Msg("decision links minted")
-	return &agentd.DecisionLinks{Approve: s.signer.Sign(claims("approve")), Deny: s.signer.Sign(claims("deny")), ExpiresAt: exp}, nil
-}
-
-// MintAs is Mint by the configured key keyID (a webhook endpoint's
-// links_key_id), with the default ttl. ENOTFOUND for an unknown key.
-func (s *Service) MintAs(ctx context.Context, keyID, id string) (*agentd.DecisionLinks, error) {
-	p, ok := s.keys(keyID)
-	if !ok {
-		return nil, agentd.Errorf(agentd.ENOTFOUND, "no API key %q", keyID)
-	}
-	return s.Mint(ctx, p, id, "")
+	return claims("approve"), claims("deny"), nil
 }
 
 // open checks a token against everything but its single use being
@@ -132,15 +152,26 @@ func (s *Service) open(ctx context.Context, token string) (Claims, agentd.Princi
 	if err != nil {
 		return c, p, nil, err
 	}
-	switch {
-	case call.Status == agentd.StatusExpired:
-		return c, p, nil, errDeadlinePassed()
-	case call.Status != agentd.StatusRequiresConfirmation:
-		return c, p, nil, agentd.Errorf(agentd.ECONFLICT, "the call was already decided another way (status %s)", call.Status)
-	case call.ArgumentsSHA256 != c.Digest:
-		return c, p, nil, errArgumentsChanged()
+	if err := refusal(call, c); err != nil {
+		return c, p, nil, err
 	}
 	return c, p, &agentd.LinkView{Decision: c.Decision, ExpiresAt: c.ExpiresAt(), Call: call}, nil
+}
+
+// refusal is why a link of claims c may not decide call as it is now: its
+// deadline passed (EGONE), it was decided (ECONFLICT), its arguments are
+// not those the link was made for (ECONFLICT); nil when it may.
+func refusal(call *agentd.ToolCall, c Claims) error {
+	if call.Status == agentd.StatusExpired {
+		return errDeadlinePassed()
+	}
+	if call.Status != agentd.StatusRequiresConfirmation {
+		return agentd.Errorf(agentd.ECONFLICT, "the call was already decided another way (status %s)", call.Status)
+	}
+	if call.ArgumentsSHA256 != c.Digest {
+		return errArgumentsChanged()
+	}
+	return nil
 }
 
 // Open returns what the link's page shows; it decides nothing (a GET of

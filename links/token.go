@@ -60,36 +60,68 @@ func (s *Signer) mac(payload string) []byte {
 }
 
 // Sign returns the token of c: base64url(JSON of c) "." base64url(MAC).
-func (s *Signer) Sign(c Claims) string {
+func (s *Signer) Sign(c Claims) string { return s.seal(Unsealed(c)) }
+
+// Unsealed is the token of c without its MAC: base64url(JSON of c). It
+// opens nothing (Verify refuses it) until Seal adds the MAC; anyone may
+// read it.
+func Unsealed(c Claims) string {
 	b, _ := json.Marshal(c) // strings and an int64: cannot fail
-	payload := b64.EncodeToString(b)
+	return b64.EncodeToString(b)
+}
+
+func (s *Signer) seal(payload string) string {
 	return payload + "." + b64.EncodeToString(s.mac(payload))
 }
+
+// Seal returns the token of an unsealed one (Unsealed): it adds the MAC,
+// the only part that needs the secret, so the same unsealed token always
+// seals to the same token. ENOTFOUND when unsealed is not the unsealed
+// token of a link's claims (a sealed token included).
+func (s *Signer) Seal(unsealed string) (string, error) {
+	if _, err := parseClaims(unsealed); err != nil {
+		return "", err
+	}
+	if tok := s.seal(unsealed); len(tok) <= maxToken {
+		return tok, nil
+	}
+	return "", errNoLink() // Verify would refuse it
+}
+
+// maxToken bounds the length of a token read.
+const maxToken = 2048
 
 // Verify returns the claims of a token this Signer signed. Every fault —
 // a malformed token, a MAC that does not match (compared in constant time,
 // hmac.Equal), claims that do not decode — is the same ENOTFOUND, so a
 // guess learns nothing. Expiry is the caller's to check (Claims.Expires).
 func (s *Signer) Verify(token string) (Claims, error) {
-	notFound := agentd.Errorf(agentd.ENOTFOUND, "no such decision link")
 	payload, sig, ok := strings.Cut(token, ".")
-	if !ok || len(token) > 2048 {
-		return Claims{}, notFound
+	if !ok || len(token) > maxToken {
+		return Claims{}, errNoLink()
 	}
 	got, err := b64.DecodeString(sig)
 	if err != nil || !hmac.Equal(got, s.mac(payload)) {
-		return Claims{}, notFound
+		return Claims{}, errNoLink()
 	}
+	return parseClaims(payload)
+}
+
+// parseClaims decodes a token's claims part; ENOTFOUND unless they are a
+// link's (a call, a nonce, approve or deny).
+func parseClaims(payload string) (Claims, error) {
 	raw, err := b64.DecodeString(payload)
 	if err != nil {
-		return Claims{}, notFound
+		return Claims{}, errNoLink()
 	}
 	var c Claims
 	if err := json.Unmarshal(raw, &c); err != nil || c.CallID == "" || c.Nonce == "" || (c.Decision != "approve" && c.Decision != "deny") {
-		return Claims{}, notFound
+		return Claims{}, errNoLink()
 	}
 	return c, nil
 }
+
+func errNoLink() error { return agentd.Errorf(agentd.ENOTFOUND, "no such decision link") }
 
 // ExpiresAt is the claims' expiry as a time.
 func (c Claims) ExpiresAt() time.Time { return time.Unix(c.Expires, 0).UTC() }

@@ -44,8 +44,46 @@ func TestSignVerify(t *testing.T) {
 			t.Fatalf("Verify(%q) = %v, want ENOTFOUND", b, err)
 		}
 	}
-	if _, err := NewSigner([]byte("short")); agentd.ErrorCode(err) != agentd.EINVALID {
+	if _, err := NewSigner(testSecret[:MinSecretBytes-1]); agentd.ErrorCode(err) != agentd.EINVALID {
 		t.Fatalf("a short secret: %v", err)
+	}
+}
+
+// TestTokenLength: a token of up to 2048 characters verifies, a longer one
+// is ENOTFOUND; Seal makes no token longer than Verify reads.
+func TestTokenLength(t *testing.T) {
+	s, err := NewSigner(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Claims{CallID: "c", Decision: "approve", Nonce: "n"}
+	for len(s.Sign(c)) < maxToken { // 4 base64 characters per 3 bytes: one more byte of call id is at most 2 more
+		c.CallID += "x"
+	}
+	for len(s.Sign(c)) > maxToken {
+		c.CallID = c.CallID[:len(c.CallID)-1]
+	}
+	for _, n := range []string{"", "n", "nn"} { // reach 2048 exactly: the call id moves the length by 1 or 2
+		if c2 := (Claims{CallID: c.CallID, Decision: "approve", Nonce: "n" + n}); len(s.Sign(c2)) == maxToken {
+			c = c2
+		}
+	}
+	longest := s.Sign(c)
+	if len(longest) != maxToken {
+		t.Fatalf("the longest token has %d characters", len(longest))
+	}
+	if _, err := s.Verify(longest); err != nil {
+		t.Fatalf("a token of %d characters: %v", len(longest), err)
+	}
+	if tok, err := s.Seal(Unsealed(c)); err != nil || tok != longest {
+		t.Fatalf("sealing the longest token: %v", err)
+	}
+	c.CallID += "xx"
+	if _, err := s.Verify(s.Sign(c)); agentd.ErrorCode(err) != agentd.ENOTFOUND {
+		t.Fatalf("a token of %d characters: %v", len(s.Sign(c)), err)
+	}
+	if _, err := s.Seal(Unsealed(c)); agentd.ErrorCode(err) != agentd.ENOTFOUND {
+		t.Fatalf("sealing a token of %d characters: %v", len(s.Sign(c)), err)
 	}
 }
 
@@ -70,8 +108,11 @@ func TestSecret(t *testing.T) {
 	if got, err := Secret(ctx, env(long), db); err != nil || string(got) != long {
 		t.Fatalf("from the environment: %q, %v", got, err)
 	}
-	if _, err := Secret(ctx, env("short"), db); err == nil || !strings.Contains(err.Error(), SecretEnv) {
+	if _, err := Secret(ctx, env(long[:MinSecretBytes-1]), db); err == nil || !strings.Contains(err.Error(), SecretEnv) {
 		t.Fatalf("a short AGENTD_LINK_SECRET: %v", err)
+	}
+	if got, err := Secret(ctx, env(long[:MinSecretBytes]), db); err != nil || string(got) != long[:MinSecretBytes] {
+		t.Fatalf("the shortest AGENTD_LINK_SECRET: %q, %v", got, err)
 	}
 	first, err := Secret(ctx, env(""), db)
 	if err != nil || len(first) < MinSecretBytes {

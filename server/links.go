@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 
 	"github.com/agentd-dev/agentd"
@@ -67,15 +68,28 @@ func newLinks(lp *servedProject, store agentd.LinkStore, log zerolog.Logger) (*l
 	return svc, eng, err
 }
 
-// webhookLinks mints a webhook's decision links as a configured key, with
-// URLs under agentd.json public_url (project requires it for such
-// endpoints).
-func webhookLinks(svc *links.Service, publicURL string) func(context.Context, string, *agentd.ToolCall) (*agentd.DecisionLinks, error) {
-	return func(ctx context.Context, keyID string, call *agentd.ToolCall) (*agentd.DecisionLinks, error) {
-		l, err := svc.MintAs(ctx, keyID, call.ID)
-		if err != nil {
-			return nil, err
-		}
-		return &agentd.DecisionLinks{Approve: api.LinkURL(publicURL, l.Approve), Deny: api.LinkURL(publicURL, l.Deny), ExpiresAt: l.ExpiresAt}, nil
+// webhookLinks are a webhook's decision links (webhook.Links) minted by
+// svc as a configured key, with URLs under agentd.json public_url (project
+// requires it for such endpoints).
+type webhookLinks struct {
+	svc       *links.Service
+	publicURL string
+}
+
+func (w webhookLinks) Mint(ctx context.Context, keyID string, call *agentd.ToolCall) (*agentd.DecisionLinks, error) {
+	l, err := w.svc.MintUnsealed(ctx, keyID, call.ID)
+	if err != nil {
+		return nil, err
 	}
+	return &agentd.DecisionLinks{Approve: api.LinkURL(w.publicURL, l.Approve), Deny: api.LinkURL(w.publicURL, l.Deny), ExpiresAt: l.ExpiresAt}, nil
+}
+
+// Seal seals the token after the URL's last slash (a token has none).
+func (w webhookLinks) Seal(url string) (string, error) {
+	i := strings.LastIndexByte(url, '/')
+	tok, err := w.svc.Seal(url[i+1:])
+	if err != nil {
+		return "", err
+	}
+	return url[:i+1] + tok, nil
 }

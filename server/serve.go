@@ -278,7 +278,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	if err != nil {
 		return nil, nil, err
 	}
-	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg, lp.tracer != nil, webhookLinks(dl, proj.Server.PublicURL))
+	outbox, err := startWebhooks(ctx, proj, store, feed, log, reg, lp.tracer != nil, webhookLinks{dl, proj.Server.PublicURL})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -367,7 +367,7 @@ func (l promLogger) Println(v ...any) { l.log.Error().Msg(fmt.Sprint(v...)) }
 // event the loop commits. reg, when set, gets its metrics; traces puts the
 // runs' trace context in the payloads.
 func startWebhooks(ctx context.Context, proj *project.Project, store agentd.Store, feed agentd.Feed,
-	log zerolog.Logger, reg prometheus.Registerer, traces bool, links func(context.Context, string, *agentd.ToolCall) (*agentd.DecisionLinks, error)) (*webhook.Service, error) {
+	log zerolog.Logger, reg prometheus.Registerer, traces bool, links webhook.Links) (*webhook.Service, error) {
 	svc, err := webhook.New(store, feed, proj.Server.Webhooks, webhook.Options{Logger: log, Registerer: reg, Traces: traces, Links: links})
 	if err != nil {
 		return nil, err

@@ -154,18 +154,19 @@ func (s *Service) disable(ctx context.Context, ep *endpoint, webhookID string) {
 	s.log.Warn().Str("endpoint", ep.ID).Str("webhook_id", webhookID).Msg("webhooks: endpoint answered 410 Gone and is disabled until an operator enables it (POST /v1/webhooks/endpoints/" + ep.ID + "/enable)")
 }
 
-// send makes one signed POST of d's body and reads (and drops) at most 64
+// send makes one signed POST of d's body (sealed) and reads (and drops) at most 64
 // KiB of the answer.
 func (s *Service) send(ctx context.Context, ep *endpoint, d agentd.WebhookDelivery, ts time.Time) result {
 	ctx, cancel := context.WithTimeout(ctx, ep.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(d.Body))
+	body := s.sealed(d)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ep.URL, bytes.NewReader(body))
 	if err != nil {
 		return result{err: "building the request failed"}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "agentd-webhooks/1")
-	if err := ep.keys.setHeaders(req.Header, d.ID, ts, d.Body); err != nil {
+	if err := ep.keys.setHeaders(req.Header, d.ID, ts, body); err != nil {
 		return result{err: "signing failed"}
 	}
 	if s.opts.Traces {
@@ -185,6 +186,45 @@ func (s *Service) send(ctx context.Context, ep *endpoint, d agentd.WebhookDelive
 		res.retryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), s.opts.Clock.Now())
 	}
 	return res
+}
+
+// sealed is the body an attempt of d sends: the stored body with its
+// decision links sealed (Links), each in place, every other byte as
+// stored. A body without links, or whose links do not seal (written by a
+// version that stored them sealed), is sent as stored.
+func (s *Service) sealed(d agentd.WebhookDelivery) []byte {
+	if d.EventName != EventApprovalRequired || s.opts.Links == nil {
+		return d.Body
+	}
+	var p struct {
+		DecisionLinks *agentd.DecisionLinks `json:"decision_links"`
+	}
+	if json.Unmarshal(d.Body, &p) != nil || p.DecisionLinks == nil {
+		return d.Body
+	}
+	body := d.Body
+	for _, u := range []string{p.DecisionLinks.Approve, p.DecisionLinks.Deny} {
+		link, err := s.opts.Links.Seal(u)
+		if err != nil {
+			s.log.Warn().Str("webhook_id", d.ID).Str("code", agentd.ErrorCode(err)).Msg("webhooks: decision links not sealed; sent as stored")
+			return d.Body
+		}
+		body = replaceLast(body, u, link)
+	}
+	return body
+}
+
+// replaceLast is body with the last occurrence of the JSON string old
+// replaced by the JSON string new (decision_links is the payload's last
+// field; nothing in the body before it can hold a fresh link's nonce).
+func replaceLast(body []byte, old, new string) []byte {
+	o, _ := json.Marshal(old) // a string: cannot fail
+	n, _ := json.Marshal(new)
+	i := bytes.LastIndex(body, o)
+	if i < 0 {
+		return body
+	}
+	return append(append(append([]byte(nil), body[:i]...), n...), body[i+len(o):]...)
 }
 
 // traceParent is the event_context.traceparent of a payload, "" when it

@@ -197,7 +197,8 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // withLinks is payload's body with the call's decision links minted as the
-// endpoint's links_key_id (SPEC §11.4). A key that may not decide the call
+// endpoint's links_key_id (SPEC §11.4), unsealed (Links): an attempt seals
+// them (sealed). A key that may not decide the call
 // (or a call no longer pending) gets no links, and a log line: the
 // delivery goes without them.
 func (s *Service) withLinks(ctx context.Context, ep *endpoint, payload Payload, call *agentd.ToolCall) ([]byte, error) {
@@ -205,7 +206,7 @@ func (s *Service) withLinks(ctx context.Context, ep *endpoint, payload Payload, 
 	if s.opts.Links == nil {
 		err = agentd.Errorf(agentd.EUNAVAILABLE, "decision links are not configured")
 	} else {
-		payload.DecisionLinks, err = s.opts.Links(ctx, ep.LinksKeyID, call)
+		payload.DecisionLinks, err = s.opts.Links.Mint(ctx, ep.LinksKeyID, call)
 	}
 	if err != nil {
 		s.log.Warn().Str("endpoint", ep.ID).Str("tool_call_id", call.ID).Str("links_key_id", ep.LinksKeyID).

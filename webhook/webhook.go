@@ -58,10 +58,27 @@ type Options struct {
 	// traceparent) and sends it as the delivery's traceparent header. Off,
 	// a delivery costs no read of its run.
 	Traces bool
-	// Links mints a call's decision links as the key keyID, with URLs
-	// (SPEC §11.4), for the endpoints with include_decision_links; nil:
-	// no links (and a log line per such delivery).
-	Links func(ctx context.Context, keyID string, call *agentd.ToolCall) (*agentd.DecisionLinks, error)
+	// Links mints and seals the decision links of the endpoints with
+	// include_decision_links; nil: no links (and a log line per such
+	// delivery).
+	Links Links
+}
+
+// Links are the decision links (SPEC §11.4) a webhook carries. A link's
+// token never rests where the API reads it: the stored body — the delivery
+// log's payload, a redelivery's answer — holds the links unsealed (their
+// tokens without the MAC: they open nothing), and each attempt seals them
+// into the body it sends. Sealing is deterministic, so every attempt of one
+// webhook-id sends the same bytes.
+type Links interface {
+	// Mint returns the decision links of call minted as the key keyID,
+	// unsealed: URLs under the server's public URL whose token lacks its
+	// MAC. Its errors (the key may not decide the call, the call is not
+	// pending) leave the delivery without links.
+	Mint(ctx context.Context, keyID string, call *agentd.ToolCall) (*agentd.DecisionLinks, error)
+	// Seal returns the working link of an unsealed URL Mint returned, the
+	// same every time; an error for any other string.
+	Seal(url string) (string, error)
 }
 
 // Store is what the service keeps in the store: the webhook outbox, the

@@ -315,3 +315,85 @@ func setJSONField(t *testing.T, path, name string, value any) {
 	must(t, err)
 	must(t, os.WriteFile(path, b, 0o644))
 }
+
+// Issue 28, findings 1 and 7, on the real binary: the webhook receiver
+// gets working decision links, the same body on a redelivery, while the
+// delivery log, the redelivery's answer and the server's log never hold
+// a link's token (the log shows the route, /d/{token}); the unsealed link
+// the delivery log shows opens nothing.
+func TestDecisionLinkTokensNeverLeak(t *testing.T) {
+	bin := agentdBinary(t)
+	dir, execLog := govProject(t, `{"approvers":["operator"]}`)
+	bot := webhooktest.NewReceiver(t)
+	secret := newSecret(t)
+	addWebhook(t, dir, map[string]any{"id": "bot", "url": bot.URL, "secret_env": "BOT_SECRET",
+		"events": []string{webhook.EventApprovalRequired}, "include_decision_links": true, "links_key_id": "op1"})
+	setServerField(t, dir, "public_url", "https://agentd.example.com")
+	base, _, serverLog := startProcessLogged(t, bin, dir, t.TempDir(), "AGENTD_TEST_LOG="+execLog, "BOT_SECRET="+secret)
+
+	conv, st := newConversation(t, base, "k-owner")
+	send(t, base, "k-owner", conv, "pay the bill")
+	st.waitFor("confirmation_required", nil)
+	first := bot.WaitFor(t, waitLimit, "approval_required", func(r []webhooktest.Request) bool { return len(r) == 1 })[0]
+	webhooktest.Validate(t, first.Body)
+	must(t, webhooktest.Verify(secret, first))
+	dl := bodyOf(t, first).DecisionLinks
+	if dl == nil {
+		t.Fatalf("no decision_links: %s", first.Body)
+	}
+	tokens := []string{strings.TrimPrefix(dl.Approve, "https://agentd.example.com/d/"), strings.TrimPrefix(dl.Deny, "https://agentd.example.com/d/")}
+	noToken := func(where, s string) {
+		t.Helper()
+		for _, tok := range tokens {
+			unsealed, mac, _ := strings.Cut(tok, ".")
+			if mac == "" || strings.Contains(s, tok) || strings.Contains(s, mac) {
+				t.Fatalf("%s holds the token %s:\n%s", where, tok, s)
+			}
+			if where != "the server's log" && !strings.Contains(s, "/d/"+unsealed) {
+				t.Fatalf("%s does not show the unsealed link /d/%s:\n%s", where, unsealed, s)
+			}
+		}
+	}
+
+	status, log := callRaw(t, http.MethodGet, base+"/v1/webhooks/deliveries", "k-op1", "")
+	if status != 200 {
+		t.Fatalf("delivery log: %d %s", status, log)
+	}
+	noToken("the delivery log", string(log))
+	status, redelivered := callRaw(t, http.MethodPost, base+"/v1/webhooks/deliveries/"+first.ID()+"/redeliver", "k-op1", "")
+	if status != http.StatusAccepted {
+		t.Fatalf("redeliver: %d %s", status, redelivered)
+	}
+	noToken("the redelivery's answer", string(redelivered))
+	again := bot.WaitFor(t, waitLimit, "the redelivery", func(r []webhooktest.Request) bool { return len(r) == 2 })[1]
+	if again.ID() != first.ID() || string(again.Body) != string(first.Body) {
+		t.Fatalf("the redelivery sent another body:\n%s\n%s", first.Body, again.Body)
+	}
+	must(t, webhooktest.Verify(secret, again))
+	unsealed, _, _ := strings.Cut(tokens[0], ".")
+	if status, _ := getPage(t, base+"/d/"+unsealed); status != http.StatusNotFound {
+		t.Fatalf("the delivery log's unsealed link opens: %d", status)
+	}
+
+	// The receiver's links work; the log shows neither token.
+	local := base + "/d/" + tokens[0]
+	if status, body := getPage(t, local); status != 200 || !strings.Contains(body, "Approve") {
+		t.Fatalf("the webhook's approve link: %d %s", status, body)
+	}
+	if status, body := postLink(t, local, nil); status != 200 {
+		t.Fatalf("using the webhook's approve link: %d %s", status, body)
+	}
+	st.waitFor("tool_call_result", nil)
+	if status, _ := getPage(t, base+"/d/"+tokens[1]); status != http.StatusConflict {
+		t.Fatalf("the deny link of an approved call: %d", status)
+	}
+	// Each request's line follows its answer: wait for the four /d/ lines.
+	deadline := time.Now().Add(waitLimit)
+	for strings.Count(serverLog(), `"path":"/d/{token}"`) < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log has not four /d/{token} request lines:\n%s", serverLog())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	noToken("the server's log", serverLog())
+}

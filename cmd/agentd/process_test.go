@@ -30,13 +30,27 @@ func agentdBinary(t *testing.T) string {
 // startProcess starts the real binary as a separate process and returns its base URL.
 func startProcess(t *testing.T, bin, projectDir, dataDir string, env ...string) (string, *exec.Cmd) {
 	t.Helper()
+	base, cmd, _ := startProcessLogged(t, bin, projectDir, dataDir, env...)
+	return base, cmd
+}
+
+// startProcessLogged is startProcess that also returns the process's log
+// (its stderr) so far.
+func startProcessLogged(t *testing.T, bin, projectDir, dataDir string, env ...string) (string, *exec.Cmd, func() string) {
+	t.Helper()
 	cmd := exec.Command(bin, "serve", "--project", projectDir, "--addr", "127.0.0.1:0", "--data", dataDir)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
 	var stderr strings.Builder
-	cmd.Stderr = &lockedWriter{w: &stderr}
+	logw := &lockedWriter{w: &stderr}
+	cmd.Stderr = logw
+	log := func() string {
+		logw.mu.Lock()
+		defer logw.mu.Unlock()
+		return stderr.String()
+	}
 	must(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -44,10 +58,10 @@ func startProcess(t *testing.T, bin, projectDir, dataDir string, env ...string) 
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		t.Fatalf("server process did not start: %v\n%s", err, stderr.String())
+		t.Fatalf("server process did not start: %v\n%s", err, log())
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	return strings.TrimSpace(strings.TrimPrefix(line, "agentd listening on ")), cmd
+	return strings.TrimSpace(strings.TrimPrefix(line, "agentd listening on ")), cmd, log
 }
 
 type lockedWriter struct {
