@@ -113,6 +113,37 @@ type APIKey struct {
 	Groups    []string
 }
 
+// Principal is the principal of a request made with key k.
+func (k APIKey) Principal() Principal {
+	return Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID, Groups: k.Groups}
+}
+
+// The principal ids the server itself acts or records as, besides the
+// configured API keys: an api_keys entry may not take one (ReservedKeyIDs).
+const (
+	// DevKeyID is the one key of the development server (no api_keys,
+	// loopback only): DevPrincipal.
+	DevKeyID = "dev"
+	// ScheduleKeyID is the key_id of a scheduled tool's runs and missed
+	// ticks in the audit log (they act as a delegate of the tool's tenant
+	// and project, with no API key), and the creator of its conversations.
+	ScheduleKeyID = "schedule"
+	// SystemKeyID is the key_id of what the server does by itself:
+	// expiries, cancellations, refusals of model-selected calls.
+	SystemKeyID = "system"
+	// AnonymousKeyID stands for a principal without a key id in the
+	// audit log and events.
+	AnonymousKeyID = "anonymous"
+)
+
+// ReservedKeyIDs is every principal id the server itself uses; no
+// configured API key may take one, or it would own what the server does.
+var ReservedKeyIDs = []string{DevKeyID, ScheduleKeyID, SystemKeyID, AnonymousKeyID}
+
+// DevPrincipal is every caller of the development server (no API keys
+// configured, loopback only): an admin of the default tenant and project.
+var DevPrincipal = Principal{TenantID: DefaultTenantID, ProjectID: DefaultProjectID, Role: RoleAdmin, KeyID: DevKeyID}
+
 // Reaches reports whether p may see and act on the conversation (SPEC §5
 // "Roles within a tenant and project"): it must be of p's tenant and project,
 // and operator and admin keys reach all of those while client and delegate

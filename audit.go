@@ -23,11 +23,6 @@ type Actor struct {
 	Role  string
 }
 
-// ScheduleKeyID is the key_id of a scheduled tool's runs and missed ticks
-// in the audit log (they act as a delegate of the tool's tenant and
-// project, with no API key).
-const ScheduleKeyID = "schedule"
-
 // Audit entry kinds (GET /v1/audit "kind").
 const (
 	// AuditDecision: a person approved or denied a parked call.

@@ -312,7 +312,7 @@ func (s *Server) authenticate(allowQueryToken bool) echo.MiddlewareFunc {
 // valid API key.
 func (s *Server) callerOf(c echo.Context, allowQueryToken bool) error {
 	if s.DevMode() {
-		c.Set(principalKey, devPrincipal)
+		c.Set(principalKey, agentd.DevPrincipal)
 		return nil
 	}
 	token := ""
@@ -335,9 +335,6 @@ func (s *Server) callerOf(c echo.Context, allowQueryToken bool) error {
 	return nil
 }
 
-// devPrincipal is every caller in dev mode (no API keys configured).
-var devPrincipal = agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"}
-
 // bearerToken is the token of an Authorization header value "Bearer
 // <token>" (the scheme in any case, the token trimmed); false for any other
 // value.
@@ -359,7 +356,7 @@ func (s *Server) keyPrincipal(token string) (agentd.Principal, bool) {
 	if !ok {
 		return agentd.Principal{}, false
 	}
-	return agentd.Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID, Groups: k.Groups}, true
+	return k.Principal(), true
 }
 
 // probeReader returns the principal whose details the probes may show: the
@@ -368,7 +365,7 @@ func (s *Server) keyPrincipal(token string) (agentd.Principal, bool) {
 // without details).
 func (s *Server) probeReader(c echo.Context) (agentd.Principal, bool) {
 	if s.DevMode() {
-		return devPrincipal, true
+		return agentd.DevPrincipal, true
 	}
 	token, ok := bearerToken(c.Request().Header.Get("Authorization"))
 	if !ok {

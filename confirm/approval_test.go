@@ -120,3 +120,132 @@ func TestConnectionEndpointApproval(t *testing.T) {
 		t.Fatalf("POST /other: %s, rule %+v", d.Tier, d.Approval)
 	}
 }
+
+// TestGrantAnswers: a grant answers a call only while the call's rule as
+// configured now allows remembering with a quorum of 1, and only where its
+// creator could decide the call itself: it reaches the conversation and
+// the rule (agentd.MayDecideCall) covers it and, with
+// requester_may_approve false, it did not start the run.
+func TestGrantAnswers(t *testing.T) {
+	conv := &agentd.Conversation{ID: "conv_a", TenantID: "t1", ProjectID: "p1", CreatedBy: "owner"}
+	key := func(id, role string, groups ...string) agentd.Principal {
+		return agentd.Principal{TenantID: "t1", ProjectID: "p1", KeyID: id, Role: role, Groups: groups}
+	}
+	remembering := func(approvers []string, requesterMay bool) agentd.ApprovalRule {
+		return agentd.ApprovalRule{Approvers: approvers, RequesterMayApprove: requesterMay, Quorum: 1, AllowRemember: true}
+	}
+	def := remembering([]string{"owner", "operator", "admin"}, true)
+	ops := remembering([]string{"operator"}, true)
+	fin := remembering([]string{"group:finance"}, true)
+	noReq := remembering([]string{"owner", "operator"}, false)
+	noRemember := def
+	noRemember.AllowRemember = false
+	quorum2 := def
+	quorum2.Quorum = 2
+	for _, c := range []struct {
+		name      string
+		rule      agentd.ApprovalRule
+		creator   agentd.Principal
+		requester string
+		want      bool
+	}{
+		{"the owner in its conversation", def, key("owner", agentd.RoleClient), "", true},
+		{"the rule no longer allows remember", noRemember, key("owner", agentd.RoleClient), "", false},
+		{"the rule now needs a quorum of 2", quorum2, key("owner", agentd.RoleClient), "", false},
+		{"another client's conversation", def, key("other", agentd.RoleClient), "", false},
+		{"an operator anywhere in its project", def, key("op1", agentd.RoleOperator), "", true},
+		{"an operator of another project", def, agentd.Principal{TenantID: "t1", ProjectID: "p2", KeyID: "op1", Role: agentd.RoleOperator}, "", false},
+		{"the owner where only operators decide", ops, key("owner", agentd.RoleClient), "", false},
+		{"an operator outside group:finance", fin, key("op1", agentd.RoleOperator), "", false},
+		{"an operator in group:finance", fin, key("op1", agentd.RoleOperator, "finance"), "", true},
+		{"the requester where it may not approve", noReq, key("op1", agentd.RoleOperator), "op1", false},
+		{"not the requester", noReq, key("op1", agentd.RoleOperator), "owner", true},
+		{"the requester where it may approve", def, key("op1", agentd.RoleOperator), "op1", true},
+		{"a delegate", def, key("owner", agentd.RoleDelegate), "", false},
+	} {
+		if got := GrantAnswers(c.rule, c.creator, conv, c.requester); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLiveApprovals: an approval counts towards a quorum only while its
+// key exists and could still decide the call; without a key lookup every
+// approval counts.
+func TestLiveApprovals(t *testing.T) {
+	conv := &agentd.Conversation{ID: "conv_a", TenantID: "t1", ProjectID: "p1", CreatedBy: "owner"}
+	keys := map[string]agentd.Principal{
+		"op1":     {TenantID: "t1", ProjectID: "p1", KeyID: "op1", Role: agentd.RoleOperator},
+		"owner":   {TenantID: "t1", ProjectID: "p1", KeyID: "owner", Role: agentd.RoleClient},
+		"fin":     {TenantID: "t1", ProjectID: "p1", KeyID: "fin", Role: agentd.RoleOperator, Groups: []string{"finance"}},
+		"moved":   {TenantID: "t1", ProjectID: "p2", KeyID: "moved", Role: agentd.RoleOperator, Groups: []string{"finance"}},
+		"demoted": {TenantID: "t1", ProjectID: "p1", KeyID: "demoted", Role: agentd.RoleDelegate, Groups: []string{"finance"}},
+		"client":  {TenantID: "t1", ProjectID: "p1", KeyID: "client", Role: agentd.RoleClient, Groups: []string{"finance"}},
+	}
+	lookup := func(id string) (agentd.Principal, bool) { p, ok := keys[id]; return p, ok }
+	approvals := func(ids ...string) []agentd.Approval {
+		var out []agentd.Approval
+		for _, id := range ids {
+			out = append(out, agentd.Approval{KeyID: id, Role: agentd.RoleOperator})
+		}
+		return out
+	}
+	ids := func(as []agentd.Approval) []string {
+		out := []string{}
+		for _, a := range as {
+			out = append(out, a.KeyID)
+		}
+		return out
+	}
+	ops := agentd.ApprovalRule{Approvers: []string{"owner", "group:finance"}, RequesterMayApprove: false, Quorum: 3}
+	all := approvals("op1", "removed", "owner", "moved", "demoted", "client", "fin")
+	if got := ids(LiveApprovals(ops, all, lookup, conv, "")); !slices.Equal(got, []string{"owner", "fin"}) {
+		t.Errorf("live approvals %v, want [owner fin]: removed, moved, demoted, unreaching and uncovered keys do not count", got)
+	}
+	if got := ids(LiveApprovals(ops, all, lookup, conv, "fin")); !slices.Equal(got, []string{"owner"}) {
+		t.Errorf("with fin the requester: %v, want [owner]", got)
+	}
+	if got := ids(LiveApprovals(ops, all, nil, conv, "")); !slices.Equal(got, ids(all)) {
+		t.Errorf("without a key lookup: %v, want every approval", got)
+	}
+	in := approvals("fin")
+	out := LiveApprovals(ops, in, lookup, conv, "")
+	out[0].KeyID = "changed"
+	if in[0].KeyID != "fin" {
+		t.Error("LiveApprovals changed its argument")
+	}
+}
+
+// TestCheckExtension: the total of a call's extensions may reach
+// max_extension exactly, never pass it; max_extension 0 (the default)
+// refuses every extension; a huge "by" is refused, never overflowed past
+// the limit.
+func TestCheckExtension(t *testing.T) {
+	rule := agentd.DefaultApprovalRule()
+	rule.MaxExtension = "1h"
+	const maxDuration = time.Duration(1<<63 - 1)
+	for _, c := range []struct {
+		name         string
+		rule         agentd.ApprovalRule
+		extended, by time.Duration
+		ok           bool
+		total        time.Duration
+	}{
+		{"well within", rule, 0, 30 * time.Minute, true, 30 * time.Minute},
+		{"exactly to the limit at once", rule, 0, time.Hour, true, time.Hour},
+		{"exactly to the limit in two", rule, 40 * time.Minute, 20 * time.Minute, true, time.Hour},
+		{"one nanosecond past", rule, 40 * time.Minute, 20*time.Minute + 1, false, 0},
+		{"past at once", rule, 0, time.Hour + 1, false, 0},
+		{"at the limit already", rule, time.Hour, 1, false, 0},
+		{"a by that would overflow", rule, 40 * time.Minute, maxDuration, false, 0},
+		{"extensions off", agentd.DefaultApprovalRule(), 0, time.Nanosecond, false, 0},
+	} {
+		total, err := CheckExtension(c.rule, c.extended, c.by)
+		switch {
+		case c.ok && (err != nil || total != c.total):
+			t.Errorf("%s: %s, %v; want %s", c.name, total, err, c.total)
+		case !c.ok && agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX:
+			t.Errorf("%s: %s, %v; want %s", c.name, total, err, agentd.EEXTENSIONEXCEEDSMAX)
+		}
+	}
+}

@@ -110,3 +110,20 @@ func TestStricter(t *testing.T) {
 		}
 	}
 }
+
+// TestHookWithoutRewriteKeepsArguments: a hook verdict that rewrote
+// nothing (no updated_arguments) leaves the model's arguments and their
+// digest as they are; one that rewrote them replaces both.
+func TestHookWithoutRewriteKeepsArguments(t *testing.T) {
+	open := &Tool{Name: "lookup", ServerID: "tools", Exposure: ExposureOpen}
+	plain := Classify(Call{Name: "lookup", Arguments: json.RawMessage(`{"id":1}`), Tool: open})
+	d := Classify(Call{Name: "lookup", Arguments: json.RawMessage(`{"id":1}`), Tool: open, Hook: &HookVerdict{Verdict: HookAllow}})
+	if string(d.Arguments) != string(plain.Arguments) || d.Digest != plain.Digest || d.Digest == "" {
+		t.Fatalf("hook without a rewrite: arguments %s digest %s; want %s %s", d.Arguments, d.Digest, plain.Arguments, plain.Digest)
+	}
+	r := Classify(Call{Name: "lookup", Arguments: json.RawMessage(`{"id":1}`), Tool: open,
+		Hook: &HookVerdict{Verdict: HookAllow, Arguments: json.RawMessage(`{"id":2}`), RewrittenBy: []string{"h"}}})
+	if string(r.Arguments) != `{"id":2}` || r.Digest == plain.Digest {
+		t.Fatalf("hook with a rewrite: arguments %s digest %s", r.Arguments, r.Digest)
+	}
+}

@@ -2,6 +2,7 @@ package confirm
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -208,11 +209,27 @@ func TestCleanEndpoint(t *testing.T) {
 		"", "http://evil/", "https://evil.example/x", "//evil/x", "///evil", `\\evil\x`, `/a\..\b`,
 		"/../../admin", "/a/../../admin", "/a/./b", "..", "/%2e%2e/admin", "/%2E%2e/x", "/.%2e/x",
 		"/..%2fadmin", "/a%2Fb", "/a%5cb", "/%252e%252e/admin", "/a?x=1", "/a#f", "/a//b", "/a\x00b",
-		"/a%00b", "javascript:alert(1)", "evil.com:80/x", "/%zz",
+		"/a%00b", "javascript:alert(1)", "evil.com:80/x", ":80/x", "/%zz",
 		"/a\u202eb", "/a%E2%80%AEb", "/a%E2%81%A6b", "/a\u0085b", "/a%C2%85b", "/a\u2028b", "/a\xffb",
 	} {
 		if got, err := CleanEndpoint(bad); err == nil {
 			t.Errorf("CleanEndpoint(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// TestResolveQueryNumbers: a number in the request tool's params is sent
+// as the model wrote it — every digit, no exponent — so the request the
+// card shows is the request that runs.
+func TestResolveQueryNumbers(t *testing.T) {
+	tg, err := Resolve(requestTool(t), json.RawMessage(`{"connection":"billing","method":"GET","endpoint":"/invoices/1","intent":"read",
+		"params":{"n":2.25,"big":1e21,"neg":-0.125,"list":[1.5,3]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string][]string{"n": {"2.25"}, "big": {"1000000000000000000000"}, "neg": {"-0.125"}, "list": {"1.5", "3"}} {
+		if got := tg.Query[k]; !slices.Equal(got, want) {
+			t.Errorf("query %s = %q, want %q", k, got, want)
 		}
 	}
 }

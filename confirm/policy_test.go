@@ -1,6 +1,7 @@
 package confirm
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -189,4 +190,22 @@ func FuzzPolicyMatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCaseVariantTakesTheStricterTier: a path that matches a weak endpoint
+// exactly and a stricter one only case-insensitively is governed by the
+// stricter one (a case-insensitive server would route it there); a path
+// whose exact match is the stricter one keeps it.
+func TestCaseVariantTakesTheStricterTier(t *testing.T) {
+	rt := requestTool(t)
+	for endpoint, want := range map[string]agentd.Tier{
+		"/invoices/SPECIAL": agentd.TierNever, // exact: GET /invoices/{id} (auto); fold: GET /invoices/special (never)
+		"/invoices/special": agentd.TierNever,
+		"/invoices/42":      agentd.TierAuto,
+	} {
+		d := Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(`{"connection":"billing","method":"GET","endpoint":"` + endpoint + `","intent":"read"}`)})
+		if d.Tier != want {
+			t.Errorf("GET %s: tier %s (%s), want %s", endpoint, d.Tier, d.Reason, want)
+		}
+	}
 }

@@ -154,10 +154,11 @@ func repeatedApproval(c *agentd.ToolCall, r agentd.ApprovalRule, key string) *ag
 }
 
 // planPartial plans an approval by d of call c that does not reach its
-// quorum: the approval is recorded on the call (conditional on the
-// approvals seen, so concurrent approvals each count once), announced by
-// confirmation_progress and audited, and the call stays parked.
-func (e *Engine) planPartial(c *agentd.ToolCall, d *checkedDecision, r agentd.ApprovalRule, card int, now time.Time) *plannedDecision {
+// quorum: the approval is recorded on the call (conditional on the stored
+// count of approvals seen, so concurrent approvals each count once),
+// announced by confirmation_progress and audited, and the call stays
+// parked. c.Approvals are those that still count (liveApprovals).
+func (e *Engine) planPartial(c *agentd.ToolCall, d *checkedDecision, r agentd.ApprovalRule, card, stored int, now time.Time) *plannedDecision {
 	mine := agentd.Approval{KeyID: d.by.KeyID, Role: d.by.Role, Via: d.via, At: now.UTC()}
 	after := append(slices.Clone(c.Approvals), mine)
 	draft := e.event(c.ConversationID, &agentd.ConfirmationProgressPayload{
@@ -171,8 +172,32 @@ func (e *Engine) planPartial(c *agentd.ToolCall, d *checkedDecision, r agentd.Ap
 		Role: mine.Role, Via: mine.Via, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: mine.At}
 	return &plannedDecision{call: c,
 		u: agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation,
-			Card: card, Now: now, Approvals: &agentd.ApprovalsUpdate{Before: len(c.Approvals), After: after}},
+			Card: card, Now: now, Approvals: &agentd.ApprovalsUpdate{Before: stored, After: after}},
 		drafts: []agentd.EventDraft{draft},
 		answer: approvalAnswer(c, r, after, dec, agentd.StatusRequiresConfirmation),
 	}
+}
+
+// liveApprovals keeps in c.Approvals only the approvals that still count
+// towards its quorum under rule (confirm.LiveApprovals: the key still
+// exists, per Options.Keys, and could still decide c), reading c's
+// conversation and run for it. Without Options.Keys every approval counts.
+func (e *Engine) liveApprovals(ctx context.Context, c *agentd.ToolCall, rule agentd.ApprovalRule) error {
+	if e.opts.Keys == nil || len(c.Approvals) == 0 {
+		return nil
+	}
+	conv, err := e.store.Conversation(ctx, c.ConversationID)
+	if err != nil {
+		return err
+	}
+	requester := ""
+	if !rule.RequesterMayApprove {
+		run, err := e.store.Run(ctx, c.RunID)
+		if err != nil {
+			return err
+		}
+		requester = run.RequestedBy
+	}
+	c.Approvals = confirm.LiveApprovals(rule, c.Approvals, e.opts.Keys, conv, requester)
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/agentd-dev/agentd/sqlite"
 	"github.com/agentd-dev/agentd/toolset"
@@ -39,6 +40,12 @@ var (
 
 func newGov(t *testing.T, path string, rule *agentd.ApprovalRule, tool *goTool) *govFixture {
 	t.Helper()
+	return newGovKeys(t, path, rule, tool, nil)
+}
+
+// newGovKeys is newGov with the API keys as configured now (Options.Keys).
+func newGovKeys(t *testing.T, path string, rule *agentd.ApprovalRule, tool *goTool, keys confirm.Keys) *govFixture {
+	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "agentd.db")
 	}
@@ -53,7 +60,7 @@ func newGov(t *testing.T, path string, rule *agentd.ApprovalRule, tool *goTool) 
 	f := &govFixture{path: path, store: st, rec: newRecorder(), tool: tool,
 		clock: &fakeClock{now: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}}
 	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: model, Tools: registered(t, tool), ApprovalTimeout: 10 * time.Minute,
-		MaxTurns: 5, Approval: rule}, loop.Options{Clock: f.clock, ExpireEvery: -1})
+		MaxTurns: 5, Approval: rule}, loop.Options{Clock: f.clock, ExpireEvery: -1, Keys: keys})
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +262,51 @@ func TestQuorumTwoApprovals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// keysOf is a key lookup over ps (confirm.Keys), the keys as configured.
+func keysOf(ps ...agentd.Principal) confirm.Keys {
+	return func(id string) (agentd.Principal, bool) {
+		i := slices.IndexFunc(ps, func(p agentd.Principal) bool { return p.KeyID == id })
+		if i < 0 {
+			return agentd.Principal{}, false
+		}
+		return ps[i], true
+	}
+}
+
+// TestQuorumRemovedKey: an approval counts towards the quorum only while
+// its key exists and the call's rule covers it: after op1 approved, its
+// key is removed and the server restarted; op2's approval is then the
+// first of two, not the last, and the call runs only when a second live
+// key approves.
+func TestQuorumRemovedKey(t *testing.T) {
+	r := agentd.ApprovalRule{Approvers: []string{"operator", "admin"}, RequesterMayApprove: true, Quorum: 2}
+	f := newGov(t, "", &r, nil)
+	c := f.park(t, agentd.Principal{})
+	if first, err := f.engine.Decide(context.Background(), govOp1, c.ID, agentd.DecisionRequest{Decision: "approve"}); err != nil || len(first.Approvals) != 1 {
+		t.Fatalf("op1's approval: %+v, %v", first, err)
+	}
+	f.engine.Close()
+	f.store.Close()
+	g := newGovKeys(t, f.path, &r, f.tool, keysOf(govOwner, govOp2, govAdmin))
+	second, err := g.engine.Decide(context.Background(), govOp2, c.ID, agentd.DecisionRequest{Decision: "approve"})
+	if err != nil || second.Status != agentd.StatusRequiresConfirmation || len(second.Approvals) != 1 || second.Approvals[0].KeyID != "op2" {
+		t.Fatalf("op2 after op1's key was removed: %+v, %v; want the first of two approvals", second, err)
+	}
+	if g.tool.count() != 0 {
+		t.Fatal("the call ran on the approval of a removed key")
+	}
+	third, err := g.engine.Decide(context.Background(), govAdmin, c.ID, agentd.DecisionRequest{Decision: "approve"})
+	if err != nil || third.Status != agentd.StatusApproved {
+		t.Fatalf("the second live approval: %+v, %v", third, err)
+	}
+	res := g.rec.wait(t, agentd.EventConfirmationResolved, 1)
+	var rv agentd.ConfirmationResolvedPayload
+	if err := json.Unmarshal(res.Data, &rv); err != nil || !slices.Equal(rv.ApprovedBy, []string{"op2", "adm"}) {
+		t.Fatalf("confirmation_resolved %s, want approved_by [op2 adm]", res.Data)
+	}
+	waitFor(t, "the call ran", func() bool { return g.tool.count() == 1 })
 }
 
 // TestQuorumDenyAndEdit: one allowed deny denies at once; an edit of a

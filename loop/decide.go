@@ -43,7 +43,7 @@ func checkDecision(p agentd.Principal, req agentd.DecisionRequest) (*checkedDeci
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	}
 	d := &checkedDecision{req: req, want: agentd.StatusApproved, decision: agentd.DecisionApproved,
-		by: agentd.Actor{KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role}, via: cmp.Or(req.Via, agentd.ViaSingle), p: p}
+		by: agentd.Actor{KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role}, via: cmp.Or(req.Via, agentd.ViaSingle), p: p}
 	switch req.Decision {
 	case "approve":
 	case "edit":
@@ -169,14 +169,18 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 			return nil, nil, err
 		}
 	}
+	stored := len(c.Approvals) // what the approvals update is conditional on
 	if d.want == agentd.StatusApproved && rule.Quorum > 1 {
+		if err := e.liveApprovals(ctx, c, rule); err != nil {
+			return nil, nil, err
+		}
 		switch {
 		case len(d.req.Arguments) > 0:
 			return nil, nil, agentd.Errorf(agentd.EINVALID, "this call needs %d approvals, so its arguments cannot be edited", rule.Quorum)
 		case repeatedApproval(c, rule, d.by.KeyID) != nil:
 			return nil, repeatedApproval(c, rule, d.by.KeyID), nil
 		case len(c.Approvals)+1 < rule.Quorum:
-			return e.planPartial(c, d, rule, latest, now), nil, nil
+			return e.planPartial(c, d, rule, latest, stored, now), nil, nil
 		}
 	}
 	dec := &agentd.Decision{
@@ -197,7 +201,7 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 	} else if rule.Quorum > 1 {
 		// The approval that reaches the quorum, planned on the approvals
 		// it saw: one recorded meanwhile makes it plan again.
-		pd.u.Approvals = &agentd.ApprovalsUpdate{Before: len(c.Approvals), After: c.Approvals}
+		pd.u.Approvals = &agentd.ApprovalsUpdate{Before: stored, After: c.Approvals}
 		all := append(slices.Clone(c.Approvals), agentd.Approval{KeyID: dec.DecidedBy, Role: dec.Role, Via: dec.Via, At: dec.CreatedAt})
 		pd.answer = approvalAnswer(c, rule, all, dec, agentd.StatusApproved)
 	}

@@ -97,6 +97,11 @@ type Options struct {
 	// negative: none, every driver reads its history whole once). A run
 	// that waits for people keeps none (history.go).
 	Histories int
+	// Keys looks up the API keys as configured now (SPEC §11): an
+	// approval towards a quorum counts, and a grant answers a call, only
+	// while its key exists and could decide the call. nil: every stored
+	// approval counts and a grant's creator is as it approved (tests).
+	Keys confirm.Keys
 }
 
 // Engine runs the agent loop for every conversation of one agent.

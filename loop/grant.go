@@ -100,11 +100,13 @@ func grantApplies(g *agentd.Grant, c *agentd.ToolCall, now time.Time) bool {
 }
 
 // grantFor returns the grant that lets call c (being classified in run,
-// of tier confirm, with its rule in c.Approval) run without a card, or
-// nil: never when a hook asked, and only a grant that applies
-// (grantApplies) and whose creator may decide c now — it reaches c's
-// conversation and agentd.MayDecideCall passes for it under c's rule. A
-// store error is logged and means no grant (the call gets its card).
+// of tier confirm, with its rule as configured now in c.Approval) run
+// without a card, or nil: never when a hook asked, and only a grant that
+// applies (grantApplies) where confirm.GrantAnswers holds for c's rule
+// and the grant's creator as it is now (Engine.creator) — the rule still
+// allows remembering with a quorum of 1, and the creator could decide c
+// itself. A store error is logged and means no grant (the call gets its
+// card).
 func (e *Engine) grantFor(ctx context.Context, run *agentd.Run, c *agentd.ToolCall, hookAsked bool, now time.Time) *agentd.GrantRef {
 	if hookAsked || c.Tier != agentd.TierConfirm || c.Approval == nil {
 		return nil
@@ -131,19 +133,23 @@ func (e *Engine) grantFor(ctx context.Context, run *agentd.Run, c *agentd.ToolCa
 				return nil
 			}
 		}
-		if creatorMayDecide(g, c, conv, run.RequestedBy) {
+		if p, ok := e.creator(g); ok && confirm.GrantAnswers(c.ApprovalOf(), p, conv, run.RequestedBy) {
 			return &agentd.GrantRef{GrantID: g.ID, KeyID: g.CreatedBy}
 		}
 	}
 	return nil
 }
 
-// creatorMayDecide reports whether g's creator could decide call c of
-// conv (requested by requestedBy) itself: it reaches conv and c's rule
-// lets it decide (agentd.MayDecideCall).
-func creatorMayDecide(g *agentd.Grant, c *agentd.ToolCall, conv *agentd.Conversation, requestedBy string) bool {
-	p := g.Creator()
-	return p.Reaches(conv) && agentd.MayDecideCall(c.ApprovalOf(), p, conv, requestedBy) == nil
+// creator is the principal grant g acts for: its creator's key as
+// configured now (Options.Keys; false when the key no longer exists or
+// moved to another tenant or project), or, without Options.Keys, the
+// creator as it was when it approved.
+func (e *Engine) creator(g *agentd.Grant) (agentd.Principal, bool) {
+	if e.opts.Keys == nil {
+		return g.Creator(), true
+	}
+	p, ok := e.opts.Keys(g.CreatedBy)
+	return p, ok && p.TenantID == g.TenantID && p.ProjectID == g.ProjectID
 }
 
 // grantUse is the audit entry of call c run under its grant.
@@ -215,7 +221,7 @@ func (e *Engine) RevokeGrant(ctx context.Context, p agentd.Principal, id string)
 	if g.RevokedAt != nil {
 		return g, nil
 	}
-	by := agentd.Actor{KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role}
+	by := agentd.Actor{KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role}
 	var revoked *agentd.Grant
 	err = e.commit(g.ConversationID, func() ([]agentd.Event, error) {
 		cur, evs, err := e.store.RevokeGrant(ctx, id, by, e.clock.Now(), []agentd.EventDraft{e.event(g.ConversationID,

@@ -75,42 +75,41 @@ func TestGrantApplies(t *testing.T) {
 	}
 }
 
-// TestCreatorMayDecide: a grant applies only where its creator could
-// decide the call itself: it reaches the conversation and the call's rule
-// (agentd.MayDecideCall) covers it and, with requester_may_approve false,
-// it did not start the run.
-func TestCreatorMayDecide(t *testing.T) {
-	conv := &agentd.Conversation{ID: "conv_a", TenantID: "t1", ProjectID: "p1", CreatedBy: "owner"}
-	grant := func(key, role string, groups ...string) *agentd.Grant {
-		return &agentd.Grant{TenantID: "t1", ProjectID: "p1", CreatedBy: key, CreatorRole: role, CreatorGroups: groups}
+// TestGrantDefaultTTL: a grant whose approval names no ttl lives
+// min(agentd.DefaultGrantTTL, grant_max_ttl) — never past the rule's
+// grant_max_ttl; a ttl up to grant_max_ttl is kept, one past it refused.
+func TestGrantDefaultTTL(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	c := &agentd.ToolCall{ID: "call_1", TenantID: "t1", ProjectID: "p1", ConversationID: "conv_a", Name: "refund",
+		ArgumentsSHA256: "d1", AllowedDecisions: []string{"approve", "deny", agentd.AllowedRemember}}
+	plan := func(maxTTL, ttl string) (*agentd.Grant, error) {
+		rule := agentd.ApprovalRule{Approvers: []string{"owner"}, RequesterMayApprove: true, Quorum: 1, AllowRemember: true, GrantMaxTTL: maxTTL}
+		d := &checkedDecision{req: agentd.DecisionRequest{Decision: "approve", Remember: &agentd.Remember{Scope: agentd.GrantConversation, TTL: ttl}},
+			want: agentd.StatusApproved, by: agentd.Actor{KeyID: "owner"}}
+		return planGrant(c, d, rule, now)
 	}
-	call := func(r *agentd.ApprovalRule) *agentd.ToolCall {
-		return &agentd.ToolCall{ConversationID: conv.ID, Approval: r}
-	}
-	def := agentd.DefaultApprovalRule()
-	ops := &agentd.ApprovalRule{Approvers: []string{"operator"}, RequesterMayApprove: true, Quorum: 1}
-	fin := &agentd.ApprovalRule{Approvers: []string{"group:finance"}, RequesterMayApprove: true, Quorum: 1}
-	noReq := &agentd.ApprovalRule{Approvers: []string{"owner", "operator"}, RequesterMayApprove: false, Quorum: 1}
-	for _, c := range []struct {
-		name      string
-		g         *agentd.Grant
-		c         *agentd.ToolCall
-		requester string
-		want      bool
+	for _, tc := range []struct {
+		maxTTL, ttl string
+		want        time.Duration
 	}{
-		{"the owner in its conversation", grant("owner", agentd.RoleClient), call(&def), "", true},
-		{"another client's conversation", grant("other", agentd.RoleClient), call(&def), "", false},
-		{"an operator anywhere in its project", grant("op1", agentd.RoleOperator), call(&def), "", true},
-		{"an operator of another project", &agentd.Grant{TenantID: "t1", ProjectID: "p2", CreatedBy: "op1", CreatorRole: agentd.RoleOperator}, call(&def), "", false},
-		{"the owner where only operators decide", grant("owner", agentd.RoleClient), call(ops), "", false},
-		{"an operator outside group:finance", grant("op1", agentd.RoleOperator), call(fin), "", false},
-		{"an operator in group:finance", grant("op1", agentd.RoleOperator, "finance"), call(fin), "", true},
-		{"the requester where it may not approve", grant("op1", agentd.RoleOperator), call(noReq), "op1", false},
-		{"not the requester", grant("op1", agentd.RoleOperator), call(noReq), "owner", true},
-		{"a delegate", grant("bot", agentd.RoleDelegate), call(&def), "", false},
+		{"", "", agentd.DefaultGrantTTL},
+		{"24h", "", agentd.DefaultGrantTTL},
+		{"8h", "", 8 * time.Hour},
+		{"8h1s", "", agentd.DefaultGrantTTL},
+		{"7h59m", "", 7*time.Hour + 59*time.Minute},
+		{"2h", "", 2 * time.Hour},
+		{"2h", "2h", 2 * time.Hour},
+		{"2h", "1h", time.Hour},
+		{"", "24h", agentd.DefaultGrantMaxTTL},
 	} {
-		if got := creatorMayDecide(c.g, c.c, conv, c.requester); got != c.want {
-			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		g, err := plan(tc.maxTTL, tc.ttl)
+		if err != nil || !g.ExpiresAt.Equal(now.Add(tc.want)) {
+			t.Errorf("grant_max_ttl %q, ttl %q: %+v, %v; want it to expire after %s", tc.maxTTL, tc.ttl, g, err, tc.want)
+		}
+	}
+	for maxTTL, ttl := range map[string]string{"2h": "2h1s", "": "24h1s"} {
+		if _, err := plan(maxTTL, ttl); agentd.ErrorCode(err) != agentd.EGRANTTTLEXCEEDSMAX {
+			t.Errorf("grant_max_ttl %q, ttl %q: %v, want %s", maxTTL, ttl, err, agentd.EGRANTTTLEXCEEDSMAX)
 		}
 	}
 }

@@ -75,6 +75,19 @@ func newGrantFixture(t *testing.T, rule *agentd.ApprovalRule) *grantFixture {
 	return f
 }
 
+// restart replaces the engine with one over the same store whose agent
+// has rule and Options.Keys keys: a server restarted with its
+// configuration changed.
+func (f *grantFixture) restart(t *testing.T, rule *agentd.ApprovalRule, keys confirm.Keys) {
+	t.Helper()
+	f.engine.Close()
+	f.engine = loop.New(f.store, f.rec, &loop.Agent{Name: "a", Model: &argsModel{name: "lookup"}, Tools: registered(t, f.tool), Hooks: f.hook,
+		ApprovalTimeout: 10 * time.Minute, MaxTurns: 5, Approval: rule}, loop.Options{Clock: f.clock, ExpireEvery: -1, Keys: keys})
+	if err := f.engine.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // send sends args on conv as p and reports the call: parked (its card)
 // or run under a grant (granted_by), waiting for what happened. A parked
 // call is denied so the conversation may go on.
@@ -334,5 +347,70 @@ func TestRememberErrors(t *testing.T) {
 	_, err := g.engine.Decide(context.Background(), govOwner, c.ID, agentd.DecisionRequest{Decision: "approve", Remember: remember("conversation", "", "")})
 	if agentd.ErrorCode(err) != agentd.EREMEMBERNOTALLOWED {
 		t.Fatalf("remember without allow_remember: %v", err)
+	}
+}
+
+// TestGrantTightenedRule: a grant made under quorum 1 with allow_remember
+// answers a call only while the call's rule as configured now still
+// allows remembering with a quorum of 1, and while its creator's key
+// exists: after a restart with quorum 2, without allow_remember, or with
+// the creator's key removed, the same call gets its card; with the rule
+// and key restored the grant answers again.
+func TestGrantTightenedRule(t *testing.T) {
+	loose := agentd.ApprovalRule{Approvers: []string{"owner", "operator", "admin"}, RequesterMayApprove: true, Quorum: 1, AllowRemember: true}
+	f := newGrantFixture(t, &loose)
+	conv := f.conversation(t, govOwner)
+	c, _ := f.send(t, govOwner, conv, `{"q":"a"}`)
+	if _, err := f.decide(t, govOwner, c, agentd.DecisionRequest{Decision: "approve", Remember: remember("project", "", `"any"`)}); err != nil {
+		t.Fatal(err)
+	}
+	quorum2 := loose
+	quorum2.Quorum, quorum2.AllowRemember = 2, false
+	noRemember := loose
+	noRemember.AllowRemember = false
+	for _, tc := range []struct {
+		name string
+		rule agentd.ApprovalRule
+		keys confirm.Keys
+	}{
+		{"the rule now needs two approvals", quorum2, nil},
+		{"the rule no longer allows remember", noRemember, nil},
+		{"the creator's key was removed", loose, keysOf(govOp1, govAdmin)},
+	} {
+		f.restart(t, &tc.rule, tc.keys)
+		c, g := f.send(t, govOwner, conv, `{"q":"a"}`)
+		if c == nil {
+			t.Fatalf("%s: the call ran under grant %+v, want a card", tc.name, g)
+		}
+		if _, err := f.decide(t, govAdmin, c, agentd.DecisionRequest{Decision: "deny"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.restart(t, &loose, keysOf(govOwner, govAdmin))
+	if c, g := f.send(t, govOwner, conv, `{"q":"a"}`); c != nil || g == nil || g.KeyID != "owner" {
+		t.Fatalf("with the rule and the key restored: card %v, granted_by %+v; want the owner's grant", c != nil, g)
+	}
+}
+
+// TestGrantByRequester: under requester_may_approve false a grant made by
+// the key that started the run does not answer that run's calls (the
+// creator could not decide them itself); a grant made by another approver
+// does.
+func TestGrantByRequester(t *testing.T) {
+	f := newGrantFixture(t, &agentd.ApprovalRule{Approvers: []string{"owner", "operator"}, RequesterMayApprove: false, Quorum: 1, AllowRemember: true})
+	conv := f.conversation(t, govOwner)
+	c, _ := f.send(t, govOwner, conv, `{"q":"a"}`)
+	if _, err := f.decide(t, govOp1, c, agentd.DecisionRequest{Decision: "approve", Remember: remember("project", "", `"any"`)}); err != nil {
+		t.Fatal(err)
+	}
+	c, g := f.send(t, govOp1, conv, `{"q":"a"}`)
+	if c == nil {
+		t.Fatalf("op1's own grant answered a call of a run op1 requested (granted_by %+v)", g)
+	}
+	if _, err := f.decide(t, govOp2, c, agentd.DecisionRequest{Decision: "approve", Remember: remember("project", "", `"any"`)}); err != nil {
+		t.Fatal(err)
+	}
+	if c, g := f.send(t, govOp1, conv, `{"q":"a"}`); c != nil || g == nil || g.KeyID != "op2" {
+		t.Fatalf("a run op1 requested: card %v, granted_by %+v; want op2's grant", c != nil, g)
 	}
 }

@@ -385,9 +385,9 @@ func (e *Engine) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 		return agentd.CallUpdate{}, nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", prev.UTC().Format(time.RFC3339))
 	}
 	rule := c.ApprovalOf()
-	if limit := rule.MaxExtensionOf(); c.Extended+by > limit {
-		return agentd.CallUpdate{}, nil, agentd.Errorf(agentd.EEXTENSIONEXCEEDSMAX,
-			"extending by %s would extend this call by %s in all; its approval rule allows max_extension %s", by, c.Extended+by, limit)
+	total, err := confirm.CheckExtension(rule, c.Extended, by)
+	if err != nil {
+		return agentd.CallUpdate{}, nil, err
 	}
 	next := prev.Add(by).UTC()
 	var skipped []agentd.Reminder
@@ -398,11 +398,11 @@ func (e *Engine) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 	}
 	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation,
 		Card: c.CardRevision(), Governance: &agentd.GovernanceUpdate{Deadline: prev, RemindedBefore: len(c.Reminded), Reminded: skipped,
-			NewDeadline: next, Extended: c.Extended + by}}
+			NewDeadline: next, Extended: total}}
 	draft := e.event(c.ConversationID, &agentd.ConfirmationExtendedPayload{RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name,
-		RequiresApprovalAt: next, PreviousRequiresApprovalAt: prev, ExtendedBy: cmp.Or(p.KeyID, "anonymous"), By: req.By, Reason: req.Reason})
+		RequiresApprovalAt: next, PreviousRequiresApprovalAt: prev, ExtendedBy: cmp.Or(p.KeyID, agentd.AnonymousKeyID), By: req.By, Reason: req.Reason})
 	draft.Audit = &agentd.AuditEntry{Kind: agentd.AuditExtension, RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name,
-		KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role, Reason: req.Reason, Outcome: req.By, Tier: c.Tier,
+		KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role, Reason: req.Reason, Outcome: req.By, Tier: c.Tier,
 		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	return u, []agentd.EventDraft{draft}, nil
 }

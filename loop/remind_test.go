@@ -92,6 +92,29 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 	}
 }
 
+// TestExtendToExactlyMax: extensions whose total reaches max_extension
+// exactly are allowed; one nanosecond more is refused, and so is a "by"
+// so large that adding it would overflow.
+func TestExtendToExactlyMax(t *testing.T) {
+	rule := agentd.DefaultApprovalRule()
+	rule.MaxExtension = "3m"
+	f := newGov(t, "", &rule, nil)
+	c := f.park(t, agentd.Principal{})
+	ctx := context.Background()
+	if _, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{By: "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	up, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{By: "2m"})
+	if err != nil || up.Extended != 3*time.Minute || !up.RequiresApprovalAt.Equal(c.RequiresApprovalAt.Add(3*time.Minute)) {
+		t.Fatalf("an extension to exactly max_extension: %+v, %v", up, err)
+	}
+	for _, by := range []string{"1ns", "2562047h47m16s"} {
+		if _, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{By: by}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
+			t.Fatalf("by %s past max_extension: %v", by, err)
+		}
+	}
+}
+
 // Extensions are off by default (max_extension "0s").
 func TestExtendOffByDefault(t *testing.T) {
 	f := newGov(t, "", nil, nil)

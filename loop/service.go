@@ -169,7 +169,7 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 		return nil, err
 	}
 	const reason = "cancelled"
-	by := agentd.Actor{KeyID: cmp.Or(p.KeyID, "anonymous"), Role: p.Role}
+	by := agentd.Actor{KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role}
 	var updated *agentd.Run
 	var cancelled []agentd.ToolCall
 	err = e.commit(run.ConversationID, func() ([]agentd.Event, error) {
@@ -275,7 +275,7 @@ func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
 	const reason = "the approval request expired before anyone decided; nothing was done"
 	now := e.clock.Now()
 	dec := &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: agentd.DecisionExpired,
-		Reason: reason, DecidedBy: "system", Via: agentd.ViaDeadline, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
+		Reason: reason, DecidedBy: agentd.SystemKeyID, Via: agentd.ViaDeadline, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
 			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: c.CardRevision(),

@@ -185,7 +185,7 @@ func (r *subagentRun) relay(ctx context.Context, p agentd.EventPayload) error {
 // task call, and names the call by its id and its arguments' digest.
 func (r *subagentRun) relayRefusal(ctx context.Context, p *agentd.ToolCallRefusedPayload, digest string) error {
 	return r.append(ctx, ctx, p, &agentd.AuditEntry{Kind: agentd.AuditRefusal, TenantID: r.parent.TenantID, ProjectID: r.parent.ProjectID,
-		RunID: p.RunID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, KeyID: "system", Reason: p.Reason, Tier: p.Tier,
+		RunID: p.RunID, ToolCallID: p.ToolCallID, ToolName: p.ToolName, KeyID: agentd.SystemKeyID, Reason: p.Reason, Tier: p.Tier,
 		Escalated: p.Escalated, ArgumentsSHA256: digest, Subagent: r.sa.Name, TaskToolCallID: r.parent.ID, CreatedAt: r.e.clock.Now()})
 }
 

@@ -157,7 +157,7 @@ func (db *DB) auditCall(ctx context.Context, tx *txn, c *agentd.ToolCall) error 
 	default:
 		return nil
 	}
-	e.KeyID = "system"
+	e.KeyID = agentd.SystemKeyID
 	return tx.queueAudit(e)
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -390,6 +391,10 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 				return Server{}, jsonconf.FieldErr(prefix+"."+c.field, "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", c.value)
 			}
 		}
+		if slices.Contains(agentd.ReservedKeyIDs, k.ID) {
+			return Server{}, jsonconf.FieldErr(prefix+".id", "%q is a principal id the server uses itself (%s): choose another",
+				k.ID, strings.Join(agentd.ReservedKeyIDs, ", "))
+		}
 		if ids[k.ID] {
 			return Server{}, jsonconf.FieldErr(prefix+".id", "%q is used by another key", k.ID)
 		}
@@ -518,7 +523,7 @@ func checkLinksKeys(s Server) error {
 		if !e.IncludeDecisionLinks {
 			continue
 		}
-		known := len(s.APIKeys) == 0 && e.LinksKeyID == "dev"
+		known := len(s.APIKeys) == 0 && e.LinksKeyID == agentd.DevKeyID
 		for _, k := range s.APIKeys {
 			known = known || k.ID == e.LinksKeyID
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/links"
 	"github.com/agentd-dev/agentd/loop"
 	"github.com/rs/zerolog"
@@ -51,21 +52,27 @@ func (l *lateEngine) Decide(ctx context.Context, p agentd.Principal, id string, 
 }
 
 // newLinks is the decision links' service (SPEC §11.4) over the store and
-// the engine to come. A link's minting key is looked up by id in
-// agentd.json api_keys as they are now; without keys (the development
-// server) the one key is "dev", the API's.
-func newLinks(lp *servedProject, store agentd.LinkStore, log zerolog.Logger) (*links.Service, *lateEngine, error) {
-	byID := map[string]agentd.Principal{}
-	for _, k := range lp.proj.Server.APIKeys {
-		byID[k.ID] = agentd.Principal{TenantID: k.TenantID, ProjectID: k.ProjectID, Role: k.Role, KeyID: k.ID, Groups: k.Groups}
-	}
-	if len(byID) == 0 {
-		byID["dev"] = agentd.Principal{TenantID: agentd.DefaultTenantID, ProjectID: agentd.DefaultProjectID, Role: agentd.RoleAdmin, KeyID: "dev"}
-	}
-	keys := func(id string) (agentd.Principal, bool) { p, ok := byID[id]; return p, ok }
+// the engine to come. A link's minting key is looked up by id in keys,
+// agentd.json api_keys as they are now (keyLookup).
+func newLinks(lp *servedProject, store agentd.LinkStore, keys confirm.Keys, log zerolog.Logger) (*links.Service, *lateEngine, error) {
 	eng := &lateEngine{}
 	svc, err := links.New(lp.linkSecret, store, eng, keys, nil, log)
 	return svc, eng, err
+}
+
+// keyLookup finds a key's principal by id among keys, agentd.json
+// api_keys as they are now; without keys (the development server) the
+// one key is agentd.DevKeyID, the API's. The decision links' minting key,
+// a quorum's approvals and a grant's creator are looked up with it.
+func keyLookup(keys []agentd.APIKey) confirm.Keys {
+	byID := map[string]agentd.Principal{}
+	for _, k := range keys {
+		byID[k.ID] = k.Principal()
+	}
+	if len(byID) == 0 {
+		byID[agentd.DevKeyID] = agentd.DevPrincipal
+	}
+	return func(id string) (agentd.Principal, bool) { p, ok := byID[id]; return p, ok }
 }
 
 // webhookLinks are a webhook's decision links (webhook.Links) minted by

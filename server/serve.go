@@ -274,7 +274,8 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	// One registry for every package's collectors (docs/metrics.md).
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	dl, linkEngine, err := newLinks(lp, store, log)
+	keys := keyLookup(proj.Server.APIKeys)
+	dl, linkEngine, err := newLinks(lp, store, keys, log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -297,7 +298,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	}
 	wireContext(lp.context, lp, durable, store) // before the engine starts: recovery may run tools
 	engine := loop.New(store, publishers{hub, feed}, agent, loop.Options{Logger: log, Observer: metrics.NewLoop(reg, store.ParkedCount),
-		Tracer: lp.tracer, TraceContent: lp.traceContent, Lease: runLease(store, fan)})
+		Tracer: lp.tracer, TraceContent: lp.traceContent, Lease: runLease(store, fan), Keys: keys})
 	linkEngine.set(engine)
 	if err := engine.Start(ctx); err != nil {
 		return nil, nil, err

@@ -101,7 +101,7 @@ func (db *DB) auditCall(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall) err
 	default:
 		return nil
 	}
-	e.KeyID = "system"
+	e.KeyID = agentd.SystemKeyID
 	_, err := db.insertAudit(ctx, tx, e)
 	return err
 }

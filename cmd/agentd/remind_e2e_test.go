@@ -81,6 +81,12 @@ func TestRemindAndExtend(t *testing.T) {
 	if status != http.StatusUnprocessableEntity || errCode(m) != "extension_exceeds_max" {
 		t.Fatalf("a second extension past the total: %d %v", status, m)
 	}
+	// A "by" so large that adding it to the 40s would overflow: 422, not a
+	// 400 from the store's date range.
+	status, m = call(t, http.MethodPost, base+"/v1/tool-calls/"+callID+"/extend", "k-op2", `{"by":"2562047h47m16s"}`)
+	if status != http.StatusUnprocessableEntity || errCode(m) != "extension_exceeds_max" {
+		t.Fatalf("an extension that would overflow: %d %v", status, m)
+	}
 	reqs = rc.WaitFor(t, waitLimit, "the extension webhook", func(r []webhooktest.Request) bool {
 		return len(webhooktest.WithEvent(r, webhook.EventApprovalExtended)) == 1
 	})
