@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -193,17 +194,12 @@ func (s *Service) send(ctx context.Context, ep *endpoint, d agentd.WebhookDelive
 // stored. A body without links, or whose links do not seal (written by a
 // version that stored them sealed), is sent as stored.
 func (s *Service) sealed(d agentd.WebhookDelivery) []byte {
-	if d.EventName != EventApprovalRequired || s.opts.Links == nil {
-		return d.Body
-	}
-	var p struct {
-		DecisionLinks *agentd.DecisionLinks `json:"decision_links"`
-	}
-	if json.Unmarshal(d.Body, &p) != nil || p.DecisionLinks == nil {
+	links := decisionLinks(d)
+	if links == nil || s.opts.Links == nil {
 		return d.Body
 	}
 	body := d.Body
-	for _, u := range []string{p.DecisionLinks.Approve, p.DecisionLinks.Deny} {
+	for _, u := range []string{links.Approve, links.Deny} {
 		link, err := s.opts.Links.Seal(u)
 		if err != nil {
 			s.log.Warn().Str("webhook_id", d.ID).Str("code", agentd.ErrorCode(err)).Msg("webhooks: decision links not sealed; sent as stored")
@@ -212,6 +208,41 @@ func (s *Service) sealed(d agentd.WebhookDelivery) []byte {
 		body = replaceLast(body, u, link)
 	}
 	return body
+}
+
+// unsealed is d as the API shows it (the delivery log, a redelivery's
+// answer): each decision link without its token's MAC, which any operator
+// of the tenant could otherwise use to decide as the link's key. Bodies
+// stored by a version that stored links sealed are shown so too.
+func unsealed(d agentd.WebhookDelivery) agentd.WebhookDelivery {
+	links := decisionLinks(d)
+	if links == nil {
+		return d
+	}
+	body := d.Body
+	for _, u := range []string{links.Approve, links.Deny} {
+		tok := u[strings.LastIndexByte(u, '/')+1:]
+		if i := strings.IndexByte(tok, '.'); i >= 0 {
+			body = replaceLast(body, u, u[:len(u)-len(tok)+i])
+		}
+	}
+	d.Body = body
+	return d
+}
+
+// decisionLinks are the links of an approval_required delivery, nil when
+// it has none.
+func decisionLinks(d agentd.WebhookDelivery) *agentd.DecisionLinks {
+	if d.EventName != EventApprovalRequired {
+		return nil
+	}
+	var p struct {
+		DecisionLinks *agentd.DecisionLinks `json:"decision_links"`
+	}
+	if json.Unmarshal(d.Body, &p) != nil {
+		return nil
+	}
+	return p.DecisionLinks
 }
 
 // replaceLast is body with the last occurrence of the JSON string old

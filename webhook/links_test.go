@@ -159,3 +159,70 @@ func seedParked(t testing.TB, store agentd.Store) string {
 	}
 	return c.ID
 }
+
+// sealedAtMint mints links already sealed, as versions before issue 28
+// stored them in the outbox; they do not seal again (sent as stored).
+type sealedAtMint struct{ fakeLinks }
+
+func (s sealedAtMint) Mint(ctx context.Context, keyID string, call *agentd.ToolCall) (*agentd.DecisionLinks, error) {
+	l, err := s.fakeLinks.Mint(ctx, keyID, call)
+	if err != nil {
+		return nil, err
+	}
+	l.Approve += sealSuffix
+	l.Deny += sealSuffix
+	return l, nil
+}
+
+// TestStoredSealedLinksShownUnsealed: a delivery stored with sealed links
+// (by an older version) still reaches its receiver with them as stored,
+// but the delivery log and a redelivery's answer show them without the
+// MAC — no token through the API, whatever the outbox holds.
+func TestStoredSealedLinksShownUnsealed(t *testing.T) {
+	ctx := context.Background()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rc := webhooktest.NewReceiver(t)
+	eps, err := webhook.ParseConfig(json.RawMessage(fmt.Sprintf(`[
+		{"id":"bot","url":%q,"secret_env":"S","include_decision_links":true,"links_key_id":"bot"}]`, rc.URL)), env(map[string]string{"S": goodSecret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := feed.New(store, feed.Options{})
+	defer f.Close()
+	svc, err := webhook.New(store, f, eps, webhook.Options{Links: sealedAtMint{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	callID := seedParked(t, store)
+	f.Notify()
+	reqs := rc.WaitFor(t, 30*time.Second, "the delivery", func(r []webhooktest.Request) bool { return len(r) == 1 })
+	if !bytes.Contains(reqs[0].Body, []byte(callID+"-approve"+sealSuffix)) {
+		t.Fatalf("the receiver did not get the stored links: %s", reqs[0].Body)
+	}
+	op := agentd.Principal{TenantID: "t", ProjectID: "p", Role: agentd.RoleOperator, KeyID: "op"}
+	ds, _, err := svc.Deliveries(ctx, op, agentd.WebhookDeliveryQuery{EndpointID: "bot"})
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("deliveries: %v %v", ds, err)
+	}
+	assertNoToken(t, "the delivery log", ds[0])
+	if !bytes.Contains(ds[0].Body, []byte(`"deny":"https://agentd.example.com/d/`+callID+`-deny"`)) {
+		t.Fatalf("the delivery log shows no unsealed links: %s", ds[0].Body)
+	}
+	d, err := svc.Redeliver(ctx, op, reqs[0].ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertNoToken(t, "a redelivery's answer", *d)
+	reqs = rc.WaitFor(t, 30*time.Second, "the redelivery", func(r []webhooktest.Request) bool { return len(r) == 2 })
+	if !bytes.Equal(reqs[1].Body, reqs[0].Body) {
+		t.Fatalf("the redelivery sent %s, want %s", reqs[1].Body, reqs[0].Body)
+	}
+}

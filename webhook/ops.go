@@ -63,6 +63,9 @@ func (s *Service) Deliveries(ctx context.Context, p agentd.Principal, q agentd.W
 	if ds == nil {
 		ds = []agentd.WebhookDelivery{}
 	}
+	for i := range ds {
+		ds[i] = unsealed(ds[i])
+	}
 	return ds, next, nil
 }
 
@@ -95,7 +98,8 @@ func (s *Service) Redeliver(ctx context.Context, p agentd.Principal, id string) 
 	if ep := s.byID[d.EndpointID]; ep != nil {
 		ep.poke()
 	}
-	return d, nil
+	u := unsealed(*d)
+	return &u, nil
 }
 
 // Endpoints returns the endpoints that receive p's events, with their
