@@ -210,7 +210,10 @@ func (e *Endpoint) Request(ctx context.Context, token string, args json.RawMessa
 	o := RequestOptions{Writes: g.writes, Durable: g.durable}
 	var child journaled
 	if g.durable {
-		child = e.childOf(g, "request", "", args)
+		if child, err = e.childOf(g, "request", "", args); err != nil {
+			e.logRequest(g, child, err, "")
+			return nil, err
+		}
 		if out, done, err := child.replay(ctx); done {
 			e.logRequest(g, child, err, "journaled")
 			return out, err
@@ -259,7 +262,9 @@ func (e *Endpoint) CallTool(ctx context.Context, token, name string, args json.R
 	}
 	var child journaled
 	if g.durable {
-		child = e.childOf(g, "tool", name, args)
+		if child, err = e.childOf(g, "tool", name, args); err != nil {
+			return nil, err
+		}
 		if out, done, err := child.replay(ctx); done {
 			return out, err
 		}
