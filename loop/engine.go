@@ -141,8 +141,8 @@ type runState struct {
 	// driver does not exit to wait for people.
 	tools int
 	// delegated caches the conversation's delegated flag (immutable) once
-	// the driver has read it.
-	delegated *bool
+	// the driver or a tool goroutine has read it.
+	delegated atomic.Pointer[bool]
 	// hist is the conversation's history as the driver last read it
 	// (history.go); only the driver's goroutine uses it.
 	hist *historyCache

@@ -262,16 +262,18 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 }
 
 // delegated reports whether the conversation conv of the run rs drives is
-// delegated, reading it from the store only the first time.
+// delegated, reading it from the store only until one goroutine of the
+// run has (the driver's and its tools' alike).
 func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
-	if rs.delegated == nil {
-		c, err := e.store.Conversation(rs.ctx, conv)
-		if err != nil {
-			return false, err
-		}
-		rs.delegated = &c.Delegated
+	if d := rs.delegated.Load(); d != nil {
+		return *d, nil
 	}
-	return *rs.delegated, nil
+	c, err := e.store.Conversation(rs.ctx, conv)
+	if err != nil {
+		return false, err
+	}
+	rs.delegated.Store(&c.Delegated)
+	return c.Delegated, nil
 }
 
 // generate asks the model for the next step of run over history, appending

@@ -63,6 +63,10 @@ type RequestOptions struct {
 	// Durable is the tool's execution "durable": a confirm-tier write that
 	// does not declare intent confirmed_write answers a preview.
 	Durable bool
+	// Delegated is the calling tool call's agentd.ToolCall.Delegated:
+	// the request is classified as a delegated call's
+	// (delegations.escalateConfirm applies).
+	Delegated bool
 	// IdempotencyKey is the caller's key of a durable tool's request:
 	// sent downstream on a write, namespaced by tenant and project, as the
 	// durable path sends one. Empty: a fresh key.
@@ -207,7 +211,7 @@ func (e *Endpoint) Request(ctx context.Context, token string, args json.RawMessa
 	if requests == nil {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "the project has no connections")
 	}
-	o := RequestOptions{Writes: g.writes, Durable: g.durable}
+	o := RequestOptions{Writes: g.writes, Durable: g.durable, Delegated: g.call.Delegated}
 	var child journaled
 	if g.durable {
 		if child, err = e.childOf(g, "request", "", args); err != nil {
@@ -294,7 +298,7 @@ func (e *Endpoint) callTool(ctx context.Context, g *grant, tools Tools, name str
 	if why := confirm.CompositeRefusal(def.Confirm); why != "" {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "composite %q may not call %q: %s", g.call.Name, name, why)
 	}
-	d := confirm.Classify(confirm.Call{Name: name, Arguments: args, Tool: def.Confirm, TenantID: g.call.TenantID})
+	d := confirm.Classify(confirm.Call{Name: name, Arguments: args, Tool: def.Confirm, TenantID: g.call.TenantID, Delegated: g.call.Delegated})
 	switch {
 	case d.Invalid:
 		return nil, agentd.Errorf(agentd.EINVALID, "%s", d.Why)
@@ -314,7 +318,7 @@ func (e *Endpoint) callTool(ctx context.Context, g *grant, tools Tools, name str
 	child := agentd.ToolCall{ID: fmt.Sprintf("%s.%d", parent.ID, n), TenantID: parent.TenantID,
 		ProjectID: parent.ProjectID, ConversationID: parent.ConversationID, RunID: parent.RunID,
 		CorrelationID: parent.CorrelationID, Name: name, ServerID: def.Confirm.ServerID, Arguments: d.Arguments,
-		ArgumentsSHA256: d.Digest, Tier: d.Tier, Status: agentd.StatusExecuting}
+		ArgumentsSHA256: d.Digest, Tier: d.Tier, Status: agentd.StatusExecuting, Delegated: parent.Delegated}
 	out, err := tools.Execute(ctx, child)
 	ev := e.log.Info().Str("tool", parent.Name).Str("tool_call_id", parent.ID).Str("child", name).Str("child_call_id", child.ID)
 	if err != nil {
