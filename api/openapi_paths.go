@@ -214,14 +214,14 @@ func otherOperations() []operation {
 			content: jsonContent(object([]string{"endpoints"}, schema{"endpoints": schema{"type": []string{"array", "null"}, "items": ref("WebhookEndpoint")}}))},
 		{method: http.MethodPost, path: "/v1/webhooks/endpoints/{id}/enable", id: "enableEndpoint", summary: "Re-enable an endpoint",
 			status: http.StatusOK, content: jsonContent(ref("WebhookEndpoint"))},
-		{method: http.MethodPost, path: "/v1/context/request", id: "contextRequest",
+		{method: http.MethodPost, path: "/v1/context/request", id: "contextRequest", contextToken: true,
 			summary: "A command tool's request on a connection, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
 			body:    requestBody[contextRequest](), bodyRequired: true, status: http.StatusOK,
 			content: jsonContent(schema{"oneOf": []schema{object([]string{"status", "body"}, schema{"status": schema{"type": "integer"}, "body": schema{},
 				"truncated": schema{"type": "boolean"}, "idempotency_key": str()}),
 				// A durable tool's confirm-tier write without confirmed_write.
 				object([]string{"preview"}, schema{"preview": schema{"type": "object"}})}})},
-		{method: http.MethodPost, path: "/v1/context/tools/{name}", id: "contextTool",
+		{method: http.MethodPost, path: "/v1/context/tools/{name}", id: "contextTool", contextToken: true,
 			summary: "A composite's call of a tool of its uses.tools, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
 			body:    requestBody[contextToolRequest](), status: http.StatusOK, content: jsonContent(toolOutcome())},
 	}

@@ -183,6 +183,13 @@ func (e *Endpoint) lookup(token string) (*grant, Tools, Requests, error) {
 	return g, tools, requests, nil
 }
 
+// Check returns nil when token is the token of a call that runs now, and
+// EUNAUTHORIZED otherwise (the error of Request and CallTool for it).
+func (e *Endpoint) Check(token string) error {
+	_, _, _, err := e.lookup(token)
+	return err
+}
+
 // journalOf is the journal a durable grant's children use; nil for an
 // inline one.
 func (e *Endpoint) journalOf(g *grant) agentd.ChildJournal {
