@@ -52,7 +52,8 @@ type Agent struct {
 	// Subagents are the subagents the task tool (TaskSource, listed in
 	// Tools) starts.
 	Subagents []*Subagent
-	// ModelName names the model in traces (gen_ai.request.model).
+	// ModelName names the model in traces (gen_ai.request.model); empty:
+	// the name the Model gives itself (agentd.ModelName).
 	ModelName string
 }
 

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -282,7 +283,7 @@ func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
 // arrive during one share the next), and observes how long the model took.
 func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
 	began := time.Now()
-	ctx, span := e.tr.chatSpan(ctx, run, e.agent.ModelName)
+	ctx, span := e.tr.chatSpan(ctx, run, cmp.Or(e.agent.ModelName, agentd.ModelName(e.agent.Model)))
 	deltas := e.newDeltaWriter(ctx, run, msgID)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
 		System: e.agent.System, Messages: history, Tools: e.tools.now().specsFor(run.TenantID),

@@ -1,0 +1,66 @@
+package loop_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/loop"
+	"github.com/agentd-dev/agentd/model/script"
+	"github.com/agentd-dev/agentd/sqlite"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// TestChatSpanNamesTheModel: a model step's span names the model that
+// answered it (gen_ai.request.model and the span name) when the agent
+// does not: the script model's "script", as a provider's model id.
+func TestChatSpanNamesTheModel(t *testing.T) {
+	m, err := script.New(json.RawMessage(`{"provider":"script","script":{"rules":[{"when":{"user":".*"},"reply":{"text":"hi"}}]}}`), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	rec := newRecorder()
+	e := loop.New(st, rec, &loop.Agent{Name: "a", Model: m, MaxTurns: 2, ApprovalTimeout: time.Minute},
+		loop.Options{Clock: &fakeClock{now: time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)}, ExpireEvery: -1, Tracer: tp})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close(); st.Close() })
+	p := agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}
+	conv, err := e.CreateConversation(context.Background(), p, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Send(context.Background(), p, conv.ID, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, agentd.EventRunFinished, 1)
+	e.Close()
+	for _, s := range spans.Ended() {
+		if s.Name() != "chat script" {
+			continue
+		}
+		for _, a := range s.Attributes() {
+			if a.Key == attribute.Key("gen_ai.request.model") && a.Value.AsString() == "script" {
+				return
+			}
+		}
+		t.Fatalf("the chat span's attributes %v: no gen_ai.request.model script", s.Attributes())
+	}
+	var names []string
+	for _, s := range spans.Ended() {
+		names = append(names, s.Name())
+	}
+	t.Fatalf("no span \"chat script\": %v", names)
+}
