@@ -444,7 +444,7 @@ func TestModelName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for raw, want := range map[string]string{
-		`{"provider":"script","script":{"rules":[]}}`:  "script",
+		`{"provider":"script","script":{"rules":[]}}`: "script",
 		`{"provider":"script","script":"rules.json"}`: "script:rules.json",
 	} {
 		m, err := New(json.RawMessage(raw), dir)
