@@ -283,7 +283,16 @@ type ToolCall struct {
 	Extended time.Duration `json:"-"`
 	// GrantedBy names the remembered grant the call ran under without a
 	// card (SPEC §11.2); kept in the approval column.
-	GrantedBy *GrantRef  `json:"granted_by,omitempty"`
+	GrantedBy *GrantRef `json:"granted_by,omitempty"`
+	// Delegated is true while the call runs in a delegated context: a call
+	// of a delegated conversation (SPEC §2.2), or one a delegate-role key
+	// made on the invoke path or a schedule made. What the call does
+	// through its context endpoint is classified as delegated, so
+	// delegations.escalateConfirm applies to it (docs/runtime.md). Not
+	// stored: whoever runs the call sets it (the engine from the call's
+	// conversation, the direct runner from its caller's role), and a child
+	// call has its parent's.
+	Delegated bool       `json:"-"`
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	Decisions []Decision `json:"decisions,omitempty"`

@@ -12,6 +12,21 @@ type Model interface {
 	Generate(ctx context.Context, req ModelRequest, onDelta func(delta string)) (*ModelResponse, error)
 }
 
+// ModelNamer is a Model that names the model it asks: the provider's
+// model id ("gpt-4o"), "script" for an inline script. Traces carry it as
+// gen_ai.request.model (docs/observability.md).
+type ModelNamer interface {
+	ModelName() string
+}
+
+// ModelName is m's name when it names itself (ModelNamer), else "".
+func ModelName(m Model) string {
+	if n, ok := m.(ModelNamer); ok {
+		return n.ModelName()
+	}
+	return ""
+}
+
 // ModelRequest is the input of one model step.
 type ModelRequest struct {
 	System   string

@@ -3,10 +3,7 @@ package agentd
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-
-	"github.com/gowebpki/jcs"
 )
 
 // OmittedValue stands for a value of a call left out because it is larger
@@ -68,16 +65,4 @@ func (c ToolCall) Summarized() (ToolCall, Omitted) {
 func TextSHA256(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-// DigestJSON is the digest of a JSON value as arguments_sha256 is made:
-// the hex SHA-256 of its RFC 8785 (JCS) canonical form. It fails on input
-// that is not valid JSON.
-func DigestJSON(v json.RawMessage) (string, error) {
-	canon, err := jcs.Transform(v)
-	if err != nil {
-		return "", fmt.Errorf("canonicalize arguments: %w", err)
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
 }

@@ -494,13 +494,17 @@ type contextToolRequest struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
-// contextToken is the bearer token of a context endpoint request, which
-// the endpoint checks (it is not an API key, and it is never logged):
-// EUNAUTHORIZED without one, or without an endpoint.
+// contextToken is the bearer token of a context endpoint request, checked
+// by the endpoint before the body is read (it is not an API key, and it is
+// never logged): EUNAUTHORIZED without one, without an endpoint, or for a
+// token of no running call.
 func (s *Server) contextToken(c echo.Context) (string, error) {
 	token, _ := bearerToken(c.Request().Header.Get("Authorization"))
 	if s.cfg.Context == nil || token == "" {
 		return "", agentd.Errorf(agentd.EUNAUTHORIZED, "a context token is required: Authorization: Bearer $AGENTD_CONTEXT_TOKEN")
+	}
+	if err := s.cfg.Context.Check(token); err != nil {
+		return "", err
 	}
 	return token, nil
 }

@@ -52,6 +52,7 @@ type operation struct {
 	method, path, id, summary string
 	public                    bool     // no key needed
 	tokenInQuery              bool     // ?access_token= too (the SSE stream)
+	contextToken              bool     // the context token, not an API key (/v1/context/*)
 	params                    []schema // Parameter Objects
 	body                      schema   // the request body's schema, nil for none
 	bodyRequired              bool
@@ -104,15 +105,21 @@ func securitySchemes() schema {
 				"every request is the admin key \"dev\" and no header is needed."},
 		"accessToken": schema{"type": "apiKey", "in": "query", "name": "access_token",
 			"description": "The same API key, for the event stream only (EventSource cannot set headers)."},
+		"contextToken": schema{"type": "http", "scheme": "bearer",
+			"description": "AGENTD_CONTEXT_TOKEN (agentd_ctx_…): the token a command tool's call gets in its environment, valid only " +
+				"while that call runs and only on /v1/context/*; not an API key, and API keys are not accepted there (docs/runtime.md)."},
 	}
 }
 
 // object is the Operation Object of op.
 func (op operation) object() schema {
 	o := schema{"operationId": op.id, "summary": op.summary, "responses": op.responses()}
-	if op.public {
+	switch {
+	case op.public:
 		o["security"] = []any{}
-	} else if op.tokenInQuery {
+	case op.contextToken:
+		o["security"] = []any{schema{"contextToken": []string{}}}
+	case op.tokenInQuery:
 		o["security"] = []any{schema{"bearer": []string{}}, schema{"accessToken": []string{}}}
 	}
 	params := op.params

@@ -3,16 +3,18 @@ package api
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/protocol/agui"
 	"github.com/agentd-dev/agentd/protocol/aisdk"
+	"github.com/agentd-dev/agentd/web"
 )
 
 // operations is every operation of the document, in the order of
 // routes.go (TestOpenAPIMatchesRoutes checks both ways).
 func operations() []operation {
-	return slicesConcat(probeOperations(), conversationOperations(), approvalOperations(), otherOperations())
+	return slicesConcat(probeOperations(), webOperations(), conversationOperations(), approvalOperations(), otherOperations())
 }
 
 func slicesConcat(lists ...[]operation) []operation {
@@ -47,6 +49,24 @@ var (
 
 func object(required []string, props schema) schema {
 	return schema{"type": "object", "additionalProperties": false, "required": required, "properties": props}
+}
+
+// webOperations are the web chat's page and its files (package web,
+// docs/web.md), GET and HEAD each: public static files, in the document so
+// that it lists every route the server answers.
+func webOperations() []operation {
+	var ops []operation
+	for _, p := range web.Paths {
+		name, summary := strings.NewReplacer("/", "", ".", "_").Replace(p), "A file of the web chat: its component or style (docs/web.md)"
+		if p == "/" {
+			name, summary = "index", "The web chat's page (docs/web.md)"
+		}
+		content := schema{web.ContentType(p): schema{"schema": str()}}
+		ops = append(ops,
+			operation{method: http.MethodGet, path: p, id: "web_" + name, summary: summary, public: true, status: http.StatusOK, content: content},
+			operation{method: http.MethodHead, path: p, id: "web_" + name + "_head", summary: summary + ", headers only", public: true, status: http.StatusOK})
+	}
+	return ops
 }
 
 func probeOperations() []operation {
@@ -194,14 +214,14 @@ func otherOperations() []operation {
 			content: jsonContent(object([]string{"endpoints"}, schema{"endpoints": schema{"type": []string{"array", "null"}, "items": ref("WebhookEndpoint")}}))},
 		{method: http.MethodPost, path: "/v1/webhooks/endpoints/{id}/enable", id: "enableEndpoint", summary: "Re-enable an endpoint",
 			status: http.StatusOK, content: jsonContent(ref("WebhookEndpoint"))},
-		{method: http.MethodPost, path: "/v1/context/request", id: "contextRequest",
+		{method: http.MethodPost, path: "/v1/context/request", id: "contextRequest", contextToken: true,
 			summary: "A command tool's request on a connection, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
 			body:    requestBody[contextRequest](), bodyRequired: true, status: http.StatusOK,
 			content: jsonContent(schema{"oneOf": []schema{object([]string{"status", "body"}, schema{"status": schema{"type": "integer"}, "body": schema{},
 				"truncated": schema{"type": "boolean"}, "idempotency_key": str()}),
 				// A durable tool's confirm-tier write without confirmed_write.
 				object([]string{"preview"}, schema{"preview": schema{"type": "object"}})}})},
-		{method: http.MethodPost, path: "/v1/context/tools/{name}", id: "contextTool",
+		{method: http.MethodPost, path: "/v1/context/tools/{name}", id: "contextTool", contextToken: true,
 			summary: "A composite's call of a tool of its uses.tools, with its AGENTD_CONTEXT_TOKEN (docs/runtime.md)",
 			body:    requestBody[contextToolRequest](), status: http.StatusOK, content: jsonContent(toolOutcome())},
 	}

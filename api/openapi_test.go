@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/sse"
-	"github.com/agentd-dev/agentd/web"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -82,19 +81,21 @@ func documentedRoutes(doc *openapi3.T) []string {
 
 // TestOpenAPIMatchesRoutes: every route the router has is in the document
 // and every operation of the document is a route — read from the router,
-// so that a route added later without its description fails here. The web
-// chat's page and files (web.Paths) are static files, not API, and are
-// left out of the document.
+// every route whatever registered it (the API's, the probes, the web
+// chat's page and files, the decision links' pages), so that a route
+// added later without its description fails here.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	hub := sse.NewHub()
 	defer hub.Close()
 	s := New(nil, hub, nil, Config{Metrics: http.NotFoundHandler()})
 	var served []string
 	for _, r := range s.echo.Routes() {
-		if slices.Contains(web.Paths, r.Path) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
-			continue
-		}
 		served = append(served, r.Method+" "+r.Path)
+	}
+	for _, want := range []string{"GET /", "GET /agentd.js", "HEAD /"} {
+		if !slices.Contains(served, want) {
+			t.Fatalf("the router does not list %s: %v", want, served)
+		}
 	}
 	sort.Strings(served)
 	documented := documentedRoutes(loadOpenAPI(t))

@@ -121,6 +121,9 @@ type ContextEndpoint interface {
 	// (EFORBIDDEN for another, or one a composite may not call).
 	// The answer is {"status": "completed"|"failed", "result"|"error"}.
 	CallTool(ctx context.Context, token, name string, args json.RawMessage) (any, error)
+	// Check reports whether token is the token of a call that runs now:
+	// nil, or EUNAUTHORIZED. The routes check it before they read the body.
+	Check(token string) error
 }
 
 // Webhooks is the webhook outbox as operators see it; webhook.Service

@@ -88,7 +88,9 @@ type Classification struct {
 	// opposed to the policy.
 	Invalid bool
 	// Arguments are the effective arguments and Digest their
-	// arguments_sha256; both empty when the arguments were not valid JSON.
+	// arguments_sha256. Digest is empty on a refusal for arguments that
+	// have none: not valid JSON (Arguments is then their text as a JSON
+	// string) or holding a number a double does not hold as written.
 	Arguments json.RawMessage
 	Digest    string
 	ServerID  string
@@ -147,10 +149,11 @@ func classify(c Call) Classification {
 		return d
 	}
 	digest, err := Digest(eff)
-	if err != nil { // unreachable for validated JSON, but never run what we cannot bind
+	if err != nil { // a number a double does not hold: never run what the digest cannot bind
 		d.Tier, d.Refused, d.Invalid = agentd.TierNever, true, true
-		d.Why = fmt.Sprintf("the arguments cannot be canonicalized: %v", err)
-		d.Reason = fmt.Sprintf("Arguments for tool %q cannot be canonicalized: %v", c.Name, err)
+		d.Why = fmt.Sprintf("invalid arguments for tool %q: %v", c.Name, err)
+		d.Reason = fmt.Sprintf("The call was not performed: invalid arguments for tool %q: %v", c.Name, err)
+		d.Arguments = eff
 		return d
 	}
 	d.Arguments, d.Digest = eff, digest
@@ -192,15 +195,23 @@ func validate(t *Tool, args json.RawMessage) (json.RawMessage, error) {
 	return args, nil
 }
 
+// digestOrEmpty is args and their digest; args that have none (a number
+// a double does not hold) keep an empty digest, and bytes that are not
+// JSON become a JSON string.
 func digestOrEmpty(args json.RawMessage) (json.RawMessage, string) {
 	d, err := Digest(args)
 	if err != nil {
+		if json.Valid(args) {
+			return args, ""
+		}
 		b, _ := json.Marshal(string(args))
 		return b, ""
 	}
 	return args, d
 }
 
-// Digest returns arguments_sha256: the hex SHA-256 of the RFC 8785 (JCS)
-// canonical form of args. It fails on input that is not valid JSON.
+// Digest returns arguments_sha256: agentd.DigestJSON, the hex SHA-256 of
+// the RFC 8785 (JCS) canonical form of args. It fails on input that is not
+// valid JSON and on a number a double does not hold as written
+// (agentd.ErrInexactNumber).
 func Digest(args json.RawMessage) (string, error) { return agentd.DigestJSON(args) }

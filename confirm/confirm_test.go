@@ -96,6 +96,38 @@ func TestDigestIsCanonical(t *testing.T) {
 	}
 }
 
+// TestClassifyRefusesInexactNumbers: arguments holding a number a double
+// does not hold as written (their digest could not tell it from its
+// neighbour) are refused as invalid, with a reason the model reads that
+// names the number and the remedy, and no digest a grant could match;
+// the same integer written within a double's precision runs.
+func TestClassifyRefusesInexactNumbers(t *testing.T) {
+	pay := &Tool{Name: "pay", ServerID: "tools", Exposure: ExposureRequiresConfirmation}
+	for _, c := range []Call{
+		{Name: "pay", Arguments: json.RawMessage(`{"account":12345678901234567}`), Tool: pay},
+		{Name: "pay", Arguments: json.RawMessage(`{"account":12345678901234567}`), Tool: pay, Hook: &HookVerdict{Arguments: json.RawMessage(`{"account":12345678901234567}`)}},
+		{Name: RequestToolName, Tool: requestTool(t), Arguments: json.RawMessage(
+			`{"connection":"billing","method":"POST","endpoint":"/invoices/42/pay","data":{"amount":500,"account":12345678901234567},"intent":"write"}`)},
+	} {
+		d := Classify(c)
+		if !d.Refused || !d.Invalid || d.Tier != agentd.TierNever || d.Digest != "" {
+			t.Errorf("%s: refused=%v invalid=%v tier=%s digest=%q; want refused as invalid, no digest", c.Arguments, d.Refused, d.Invalid, d.Tier, d.Digest)
+		}
+		for _, want := range []string{"The call was not performed", "12345678901234567", "12345678901234568", "as a string"} {
+			if !strings.Contains(d.Reason, want) {
+				t.Errorf("reason %q does not say %q", d.Reason, want)
+			}
+		}
+		if !json.Valid(d.Arguments) || !strings.Contains(string(d.Arguments), "12345678901234567") {
+			t.Errorf("the refused call's arguments are not kept as sent: %s", d.Arguments)
+		}
+	}
+	d := Classify(Call{Name: "pay", Arguments: json.RawMessage(`{"account":9007199254740992}`), Tool: pay})
+	if d.Refused || d.Tier != agentd.TierConfirm || len(d.Digest) != 64 {
+		t.Errorf("an integer a double holds: %+v", d)
+	}
+}
+
 func TestStricter(t *testing.T) {
 	tiers := []agentd.Tier{agentd.TierAuto, agentd.TierConfirm, agentd.TierReview, agentd.TierNever}
 	for i, a := range tiers {

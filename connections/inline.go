@@ -18,6 +18,11 @@ type InlineOptions struct {
 	// does not declare intent confirmed_write answers a Preview and sends
 	// nothing, as on the durable path.
 	Durable bool
+	// Delegated is the calling tool call's agentd.ToolCall.Delegated: the
+	// request is classified as a delegated conversation's call is, so
+	// delegations.escalateConfirm turns a confirm-tier write into review,
+	// refused here as everywhere.
+	Delegated bool
 	// IdempotencyKey, when set, is sent downstream on a write namespaced
 	// by the caller's tenant and project, as the durable path sends a
 	// caller's own key; empty means a fresh one.
@@ -60,7 +65,7 @@ func (d *Durable) inline(ctx context.Context, name string, args json.RawMessage,
 		return nil, false, nil, agentd.Errorf(agentd.ENOTFOUND, "connection %q not found", name)
 	}
 	dec := confirm.Classify(confirm.Call{Name: confirm.RequestToolName, Arguments: args, Tool: d.tool.Confirm(),
-		TenantID: caller.TenantID, Mode: confirm.ModeDurable})
+		Delegated: o.Delegated, TenantID: caller.TenantID, Mode: confirm.ModeDurable})
 	switch {
 	case dec.Invalid:
 		return nil, false, &dec, agentd.Errorf(agentd.EINVALID, "%s", dec.Why)

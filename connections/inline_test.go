@@ -110,3 +110,41 @@ func TestInlineDurablePreview(t *testing.T) {
 		t.Fatalf("the server got %+v, want the confirmed write with key %s and the read", reqs, want)
 	}
 }
+
+// A delegated call's request through its context endpoint is classified
+// as delegated: with delegations.escalateConfirm a confirm-tier write is
+// review, refused (403) for a tool allowed to write, inline and durable
+// alike, and nothing is sent; a read and an auto write still run; the
+// same write of a call that is not delegated is sent.
+func TestInlineDelegated(t *testing.T) {
+	api := newRecorder(t, nil)
+	policy := `{"endpoints": {"GET /x": {}, "POST /pay": {"confirm": true}, "POST /note": {"confirm": false}},
+		"defaults": {"read": "auto", "write": "confirm"}, "delegations": {"escalateConfirm": true}}`
+	conn := loadConn(t, `{"base_url":"`+api.URL+`"}`, nil, map[string]string{"policy.json": policy})
+	d := NewDurable([]*Connection{conn})
+	caller := agentd.Principal{TenantID: "t1", ProjectID: "p1", KeyID: "tool call c1"}
+	pay := `{"connection":"api","method":"POST","endpoint":"/pay","data":{"n":1},"intent":"confirmed_write"}`
+	for _, tc := range []struct {
+		args string
+		o    InlineOptions
+		code string
+	}{
+		{pay, InlineOptions{Writes: true, Delegated: true}, agentd.EFORBIDDEN},
+		{pay, InlineOptions{Writes: true, Durable: true, Delegated: true}, agentd.EFORBIDDEN},
+		{`{"connection":"api","method":"GET","endpoint":"/x","intent":"read"}`, InlineOptions{Writes: true, Delegated: true}, ""},
+		{`{"connection":"api","method":"POST","endpoint":"/note","intent":"write"}`, InlineOptions{Writes: true, Delegated: true}, ""},
+		{pay, InlineOptions{Writes: true}, ""},
+	} {
+		out, preview, err := d.Inline(context.Background(), json.RawMessage(tc.args), caller, tc.o)
+		if agentd.ErrorCode(err) != tc.code || preview {
+			t.Errorf("%s %+v: %v %v %v, want %q", tc.args, tc.o, out, preview, err, tc.code)
+		}
+		if err != nil && !strings.Contains(err.Error(), "review") {
+			t.Errorf("the refusal does not say the write needs review: %v", err)
+		}
+	}
+	reqs := api.requests()
+	if len(reqs) != 3 || reqs[0].Path != "/x" || reqs[1].Path != "/note" || reqs[2].Path != "/pay" {
+		t.Fatalf("the server got %d requests, want the read, the auto write and the undelegated write", len(reqs))
+	}
+}

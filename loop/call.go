@@ -89,7 +89,11 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 		defer func() { endTool(span, status, errMsg) }()
 		hookCtx = ctx
 		began := time.Now()
-		result, runErr = t.Execute(ctx, c)
+		if c.Delegated, runErr = e.delegated(rs, c.ConversationID); runErr == nil { // for its context endpoint
+			result, runErr = t.Execute(ctx, c)
+		} else {
+			runErr = fmt.Errorf("the call was not run: its conversation could not be read: %w", runErr)
+		}
 		took = time.Since(began)
 	}
 	if e.ctx.Err() != nil {

@@ -52,7 +52,8 @@ type Agent struct {
 	// Subagents are the subagents the task tool (TaskSource, listed in
 	// Tools) starts.
 	Subagents []*Subagent
-	// ModelName names the model in traces (gen_ai.request.model).
+	// ModelName names the model in traces (gen_ai.request.model); empty:
+	// the name the Model gives itself (agentd.ModelName).
 	ModelName string
 }
 
@@ -154,8 +155,8 @@ type runState struct {
 	// driver does not exit to wait for people.
 	tools int
 	// delegated caches the conversation's delegated flag (immutable) once
-	// the driver has read it.
-	delegated *bool
+	// the driver or a tool goroutine has read it.
+	delegated atomic.Pointer[bool]
 	// hist is the conversation's history as the driver last read it
 	// (history.go); only the driver's goroutine uses it. It goes to
 	// Engine.histories when the driver exits, unless it is nil then.

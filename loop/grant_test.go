@@ -414,3 +414,37 @@ func TestGrantByRequester(t *testing.T) {
 		t.Fatalf("a run op1 requested: card %v, granted_by %+v; want op2's grant", c != nil, g)
 	}
 }
+
+// TestExactGrantCoversOnlyItsNumber: an exact grant for one integer above
+// 2^53 does not run a call for its neighbour, which reads as the same
+// double: that call is refused before any grant is looked at, the tool
+// does not run, and the refusal the model reads names the number.
+func TestExactGrantCoversOnlyItsNumber(t *testing.T) {
+	f := newGrantFixture(t, &agentd.ApprovalRule{Approvers: []string{"owner"}, RequesterMayApprove: true, Quorum: 1, AllowRemember: true})
+	conv := f.conversation(t, govOwner)
+	c, _ := f.send(t, govOwner, conv, `{"account":12345678901234568}`)
+	if c == nil {
+		t.Fatal("the first call did not park")
+	}
+	if _, err := f.decide(t, govOwner, c, agentd.DecisionRequest{Decision: "approve", Remember: remember("conversation", "1h", "")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, g := f.send(t, govOwner, conv, `{"account":12345678901234568}`); g == nil {
+		t.Fatal("the granted call itself did not run under its grant")
+	}
+	ran := f.tool.count()
+	refused := f.rec.count(agentd.EventToolCallRefused)
+	if _, err := f.engine.Send(context.Background(), govOwner, conv, `{"account":12345678901234567}`); err != nil {
+		t.Fatal(err)
+	}
+	f.runs++
+	ev := f.rec.wait(t, agentd.EventToolCallRefused, refused+1)
+	f.rec.wait(t, agentd.EventRunFinished, f.runs)
+	var p agentd.ToolCallRefusedPayload
+	if err := json.Unmarshal(ev.Data, &p); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p.Reason, "12345678901234567") || !strings.Contains(p.Reason, "as a string") || f.tool.count() != ran {
+		t.Fatalf("the neighbour's call: refused with %q, the tool ran %d more times; want refused, naming the number, not run", p.Reason, f.tool.count()-ran)
+	}
+}

@@ -32,6 +32,7 @@ type goTool struct {
 	hidden         bool // llm_callable false
 	mu             sync.Mutex
 	runs           int
+	delegated      []bool // each run's call's Delegated
 }
 
 func (g *goTool) ID() string { return "go" }
@@ -45,6 +46,7 @@ func (g *goTool) Tools() []toolset.Tool {
 func (g *goTool) Execute(ctx context.Context, c agentd.ToolCall) (json.RawMessage, error) {
 	g.mu.Lock()
 	g.runs++
+	g.delegated = append(g.delegated, c.Delegated)
 	g.mu.Unlock()
 	return json.RawMessage(`{"ok":true}`), nil
 }
@@ -347,5 +349,24 @@ func TestEditMayNotRetargetOrEscalateTwice(t *testing.T) {
 	}
 	if got, _ := f.engine.ToolCall(ctx, f.p, c.ID); got.Status != agentd.StatusRefused || *hits != 0 {
 		t.Fatalf("after an escalating edit: status %s, %d downstream requests", got.Status, *hits)
+	}
+}
+
+// TestToolRunsDelegatedInDelegatedConversation: the engine runs a call of
+// a delegated conversation (one a delegate key created) as delegated, so
+// its context endpoint classifies what it asks as delegated; a client's
+// conversation's call runs as not delegated.
+func TestToolRunsDelegatedInDelegatedConversation(t *testing.T) {
+	tool := &goTool{name: "record"}
+	f := newRules(t, "", &argsModel{name: "record"}, []toolset.Source{tool}, 5)
+	for i, role := range []string{agentd.RoleDelegate, agentd.RoleClient} {
+		f.p.Role = role
+		f.send(t, `{}`)
+		f.rec.wait(t, agentd.EventRunFinished, i+1)
+	}
+	tool.mu.Lock()
+	defer tool.mu.Unlock()
+	if len(tool.delegated) != 2 || !tool.delegated[0] || tool.delegated[1] {
+		t.Fatalf("the calls ran delegated %v, want [true false] (a delegate's conversation, then a client's)", tool.delegated)
 	}
 }

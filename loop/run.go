@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -274,16 +275,18 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 }
 
 // delegated reports whether the conversation conv of the run rs drives is
-// delegated, reading it from the store only the first time.
+// delegated, reading it from the store only until one goroutine of the
+// run has (the driver's and its tools' alike).
 func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
-	if rs.delegated == nil {
-		c, err := e.store.Conversation(rs.ctx, conv)
-		if err != nil {
-			return false, err
-		}
-		rs.delegated = &c.Delegated
+	if d := rs.delegated.Load(); d != nil {
+		return *d, nil
 	}
-	return *rs.delegated, nil
+	c, err := e.store.Conversation(rs.ctx, conv)
+	if err != nil {
+		return false, err
+	}
+	rs.delegated.Store(&c.Delegated)
+	return c.Delegated, nil
 }
 
 // generate asks the model for the next step of run over history, appending
@@ -292,7 +295,7 @@ func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
 // arrive during one share the next), and observes how long the model took.
 func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
 	began := time.Now()
-	ctx, span := e.tr.chatSpan(ctx, run, e.agent.ModelName)
+	ctx, span := e.tr.chatSpan(ctx, run, cmp.Or(e.agent.ModelName, agentd.ModelName(e.agent.Model)))
 	deltas := e.newDeltaWriter(ctx, run, msgID)
 	resp, err := e.agent.Model.Generate(ctx, agentd.ModelRequest{
 		System: e.agent.System, Messages: history, Tools: e.tools.now().specsFor(run.TenantID),

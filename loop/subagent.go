@@ -286,6 +286,7 @@ func (r *subagentRun) execute(ctx context.Context, c agentd.ToolCall) agentd.Too
 		c.Status, c.Error = agentd.StatusCancelled, "the call was not started: "+err.Error()
 		return c
 	}
+	c.Delegated = r.deleg // for its context endpoint
 	result, err := r.sa.Tools.Execute(ctx, c)
 	res := &agentd.ToolCallResultPayload{RunID: p.RunID, ToolCallID: c.ID, ToolName: c.Name, Status: agentd.StatusCompleted, Result: result}
 	switch {

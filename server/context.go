@@ -34,7 +34,7 @@ func contextURL(addr net.Addr) string {
 type inlineRequests struct{ d *connections.Durable }
 
 func (r inlineRequests) Inline(ctx context.Context, args json.RawMessage, caller agentd.Principal, o callcontext.RequestOptions) (any, bool, error) {
-	return r.d.Inline(ctx, args, caller, connections.InlineOptions{Writes: o.Writes, Durable: o.Durable, IdempotencyKey: o.IdempotencyKey})
+	return r.d.Inline(ctx, args, caller, connections.InlineOptions{Writes: o.Writes, Durable: o.Durable, Delegated: o.Delegated, IdempotencyKey: o.IdempotencyKey})
 }
 
 // wireContext hands the context endpoint the registry (a composite's

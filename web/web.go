@@ -65,6 +65,10 @@ func load() map[string]file {
 	return out
 }
 
+// ContentType is the Content-Type the handler serves urlPath, one of
+// Paths, with; "" for another path.
+func ContentType(urlPath string) string { return files[urlPath].ctyp }
+
 // Asset returns the content of one of Paths (for tests and for sites that
 // serve a copy of the module themselves).
 func Asset(urlPath string) ([]byte, bool) {

@@ -97,8 +97,14 @@ type ctxAnswer struct {
 // ctxRun sends msg and returns what ctxcall answered in the call of tool.
 func ctxRun(t *testing.T, base, msg, tool string) []ctxAnswer {
 	t.Helper()
-	conv, st := newConversation(t, base, "")
-	send(t, base, "", conv, msg)
+	return ctxRunAs(t, base, "", msg, tool)
+}
+
+// ctxRunAs is ctxRun in a new conversation of key.
+func ctxRunAs(t *testing.T, base, key, msg, tool string) []ctxAnswer {
+	t.Helper()
+	conv, st := newConversation(t, base, key)
+	send(t, base, key, conv, msg)
 	m := st.waitFor("message", nil)
 	st.waitFor("run_finished", nil)
 	if hasEvent(st, "confirmation_required") {
@@ -195,6 +201,58 @@ func TestContextEndpoint(t *testing.T) {
 	entries, _ := audit["entries"].([]any)
 	if status != 200 || len(entries) != 6 {
 		t.Fatalf("audit: %d, %d entries, want 6", status, len(entries))
+	}
+}
+
+// A write that delegations.escalateConfirm refuses in a delegated
+// conversation is refused through the context endpoint too (issue 28.4):
+// a confirm true tool's confirm-tier write through AGENTD_CONTEXT_URL/request
+// is 403 (review) in a delegate's conversation and on the invoke path with
+// a delegate key, and nothing reaches the downstream API; the same write
+// in a client's conversation and an operator's invoke is sent.
+func TestContextEndpointDelegated(t *testing.T) {
+	bin, helper := agentdBinary(t), ctxcallHelper(t)
+	api := billing.New()
+	downstream := httptest.NewServer(api.Handler())
+	t.Cleanup(downstream.Close)
+	dir, execLog := writeProject(t, projectOpts{keys: map[string][3]string{
+		delegateKey: {"t1", "delegate"}, clientKey: {"t1", "client"}, operatorKey: {"t1", "operator"}}})
+	writeAgent(t, dir, ctxRules, nil)
+	billingConnection(t, dir, downstream.URL)
+	ctxTool(t, dir, "writer", `cat >/dev/null; exec "$CTXCALL" /request `+ctxRefund,
+		map[string]any{"confirm": true, "triggers": map[string]any{"invoke": true}})
+	base, _ := startProcess(t, bin, dir, t.TempDir(), "CTXCALL="+helper, "AGENTD_TEST_LOG="+execLog)
+
+	refused := func(what string, a []ctxAnswer) {
+		t.Helper()
+		if len(a) != 1 || a[0].Code != 403 || bodyCode(a[0]) != "forbidden" || !strings.Contains(fmt.Sprint(a[0].Body), "review") {
+			t.Fatalf("%s: %+v, want 403 forbidden (review)", what, a)
+		}
+		if n := len(api.Refunds()); n != 0 {
+			t.Fatalf("%s: the refused write reached the downstream API (%d refunds)", what, n)
+		}
+	}
+	refused("a delegate's conversation", ctxRunAs(t, base, delegateKey, "write", "writer"))
+	invoke := func(key string) []ctxAnswer {
+		t.Helper()
+		st, m := call(t, http.MethodPost, base+"/v1/tools/writer/run", key, `{"arguments":{}}`)
+		res, _ := json.Marshal(m["result"])
+		var out []ctxAnswer
+		if st != 200 || m["status"] != "completed" || json.Unmarshal(res, &out) != nil {
+			t.Fatalf("invoke writer with %s: %d %v", key, st, m)
+		}
+		return out
+	}
+	refused("a delegate's invoke", invoke(delegateKey))
+
+	if w := ctxRunAs(t, base, clientKey, "write", "writer"); len(w) != 1 || w[0].Code != 200 {
+		t.Fatalf("a client's conversation: %+v, want the write sent", w)
+	}
+	if w := invoke(operatorKey); len(w) != 1 || w[0].Code != 200 {
+		t.Fatalf("an operator's invoke: %+v, want the write sent", w)
+	}
+	if n := len(api.Refunds()); n != 2 {
+		t.Fatalf("%d refunds, want the client's and the operator's", n)
 	}
 }
 

@@ -117,6 +117,9 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 // unparseable becomes {}), usage (input tokens, cache reads and writes
 // included, and output tokens) and stop_reason as StopReason. Failed
 // attempts are retried as provider.Retry.Do promises; a cancelled ctx
+// ModelName is the model id agent.json names (gen_ai.request.model).
+func (m *Model) ModelName() string { return m.cfg.Model }
+
 // stops the stream and returns ctx.Err().
 func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta func(delta string)) (*agentd.ModelResponse, error) {
 	params, err := m.params(req)

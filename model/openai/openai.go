@@ -118,6 +118,9 @@ func New(raw json.RawMessage, getenv func(string) string, opts ...Option) (*Mode
 // fragment with a new id at an index already used starts a new call),
 // usage (prompt and completion tokens) and finish_reason as StopReason.
 // Failed attempts are retried as provider.Retry.Do promises; a cancelled
+// ModelName is the model id agent.json names (gen_ai.request.model).
+func (m *Model) ModelName() string { return m.cfg.Model }
+
 // ctx stops the stream and returns ctx.Err().
 func (m *Model) Generate(ctx context.Context, req agentd.ModelRequest, onDelta func(delta string)) (*agentd.ModelResponse, error) {
 	params, err := m.params(req)

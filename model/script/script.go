@@ -42,7 +42,12 @@ const (
 // Model is a loaded script. It is immutable and safe for concurrent use.
 type Model struct {
 	rules []rule
+	name  string // "script", or "script:" and the script file's path as written
 }
+
+// ModelName is "script" for an inline script, "script:<path>" for a
+// script file (its path as agent.json gives it): gen_ai.request.model.
+func (m *Model) ModelName() string { return m.name }
 
 var _ agentd.Model = (*Model)(nil)
 
@@ -130,9 +135,15 @@ func New(model json.RawMessage, projectDir string) (*Model, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		m.name = "script:" + path
 		return m, nil
 	}
-	return parse(mf.Script, "model.script")
+	m, err := parse(mf.Script, "model.script")
+	if err != nil {
+		return nil, err
+	}
+	m.name = "script"
+	return m, nil
 }
 
 func parse(data []byte, prefix string) (*Model, error) {

@@ -435,3 +435,21 @@ func TestWordsIsFieldsCount(t *testing.T) {
 		}
 	}
 }
+
+// TestModelName: an inline script names itself "script", a script file
+// "script:" and its path as agent.json gives it (gen_ai.request.model).
+func TestModelName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.json"), []byte(`{"rules":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for raw, want := range map[string]string{
+		`{"provider":"script","script":{"rules":[]}}`: "script",
+		`{"provider":"script","script":"rules.json"}`: "script:rules.json",
+	} {
+		m, err := New(json.RawMessage(raw), dir)
+		if err != nil || m.ModelName() != want || agentd.ModelName(m) != want {
+			t.Errorf("%s: %v, %v; want %q", raw, m, err, want)
+		}
+	}
+}

@@ -63,6 +63,10 @@ type RequestOptions struct {
 	// Durable is the tool's execution "durable": a confirm-tier write that
 	// does not declare intent confirmed_write answers a preview.
 	Durable bool
+	// Delegated is the calling tool call's agentd.ToolCall.Delegated:
+	// the request is classified as a delegated call's
+	// (delegations.escalateConfirm applies).
+	Delegated bool
 	// IdempotencyKey is the caller's key of a durable tool's request:
 	// sent downstream on a write, namespaced by tenant and project, as the
 	// durable path sends one. Empty: a fresh key.
@@ -179,6 +183,13 @@ func (e *Endpoint) lookup(token string) (*grant, Tools, Requests, error) {
 	return g, tools, requests, nil
 }
 
+// Check returns nil when token is the token of a call that runs now, and
+// EUNAUTHORIZED otherwise (the error of Request and CallTool for it).
+func (e *Endpoint) Check(token string) error {
+	_, _, _, err := e.lookup(token)
+	return err
+}
+
 // journalOf is the journal a durable grant's children use; nil for an
 // inline one.
 func (e *Endpoint) journalOf(g *grant) agentd.ChildJournal {
@@ -207,10 +218,13 @@ func (e *Endpoint) Request(ctx context.Context, token string, args json.RawMessa
 	if requests == nil {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "the project has no connections")
 	}
-	o := RequestOptions{Writes: g.writes, Durable: g.durable}
+	o := RequestOptions{Writes: g.writes, Durable: g.durable, Delegated: g.call.Delegated}
 	var child journaled
 	if g.durable {
-		child = e.childOf(g, "request", "", args)
+		if child, err = e.childOf(g, "request", "", args); err != nil {
+			e.logRequest(g, child, err, "")
+			return nil, err
+		}
 		if out, done, err := child.replay(ctx); done {
 			e.logRequest(g, child, err, "journaled")
 			return out, err
@@ -259,7 +273,9 @@ func (e *Endpoint) CallTool(ctx context.Context, token, name string, args json.R
 	}
 	var child journaled
 	if g.durable {
-		child = e.childOf(g, "tool", name, args)
+		if child, err = e.childOf(g, "tool", name, args); err != nil {
+			return nil, err
+		}
 		if out, done, err := child.replay(ctx); done {
 			return out, err
 		}
@@ -289,7 +305,7 @@ func (e *Endpoint) callTool(ctx context.Context, g *grant, tools Tools, name str
 	if why := confirm.CompositeRefusal(def.Confirm); why != "" {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "composite %q may not call %q: %s", g.call.Name, name, why)
 	}
-	d := confirm.Classify(confirm.Call{Name: name, Arguments: args, Tool: def.Confirm, TenantID: g.call.TenantID})
+	d := confirm.Classify(confirm.Call{Name: name, Arguments: args, Tool: def.Confirm, TenantID: g.call.TenantID, Delegated: g.call.Delegated})
 	switch {
 	case d.Invalid:
 		return nil, agentd.Errorf(agentd.EINVALID, "%s", d.Why)
@@ -309,7 +325,7 @@ func (e *Endpoint) callTool(ctx context.Context, g *grant, tools Tools, name str
 	child := agentd.ToolCall{ID: fmt.Sprintf("%s.%d", parent.ID, n), TenantID: parent.TenantID,
 		ProjectID: parent.ProjectID, ConversationID: parent.ConversationID, RunID: parent.RunID,
 		CorrelationID: parent.CorrelationID, Name: name, ServerID: def.Confirm.ServerID, Arguments: d.Arguments,
-		ArgumentsSHA256: d.Digest, Tier: d.Tier, Status: agentd.StatusExecuting}
+		ArgumentsSHA256: d.Digest, Tier: d.Tier, Status: agentd.StatusExecuting, Delegated: parent.Delegated}
 	out, err := tools.Execute(ctx, child)
 	ev := e.log.Info().Str("tool", parent.Name).Str("tool_call_id", parent.ID).Str("child", name).Str("child_call_id", child.ID)
 	if err != nil {

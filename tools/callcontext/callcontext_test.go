@@ -44,12 +44,14 @@ func tool(name, exposure, kind string, tenants []string) toolset.Tool {
 
 // recorder is the connections' side: it records who asked what.
 type recorder struct {
-	callers []agentd.Principal
-	writes  []bool
+	callers   []agentd.Principal
+	writes    []bool
+	delegated []bool
 }
 
 func (r *recorder) Inline(_ context.Context, args json.RawMessage, caller agentd.Principal, o RequestOptions) (any, bool, error) {
 	r.callers, r.writes = append(r.callers, caller), append(r.writes, o.Writes)
+	r.delegated = append(r.delegated, o.Delegated)
 	return map[string]any{"status": 200}, false, nil
 }
 
@@ -170,5 +172,31 @@ func TestNoURL(t *testing.T) {
 	closeCtx()
 	if env != nil || ep.OpenCalls() != 0 {
 		t.Fatalf("env %v", env)
+	}
+}
+
+// A delegated call's context is delegated: its requests are asked as
+// delegated (connections then apply delegations.escalateConfirm) and its
+// child calls are delegated too (their own context endpoints are); a call
+// that is not delegated asks as not delegated.
+func TestDelegatedCallContext(t *testing.T) {
+	ep, ft, rec := newEndpoint(t)
+	ctx := context.Background()
+	for _, delegated := range []bool{true, false} {
+		call := agentd.ToolCall{ID: "call_x", Name: "sync", TenantID: "t1", ProjectID: "p1", Delegated: delegated}
+		env, closeCtx := ep.Open(call, true, []string{"lookup"}, false)
+		token := tokenOf(t, env)
+		if _, err := ep.Request(ctx, token, json.RawMessage(`{"connection":"api","method":"POST","endpoint":"/pay"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := ep.CallTool(ctx, token, "lookup", nil); err != nil || res.(*ChildResult).Status != agentd.StatusCompleted {
+			t.Fatalf("lookup: %v %v", res, err)
+		}
+		closeCtx()
+		n := len(rec.delegated)
+		if rec.delegated[n-1] != delegated || ft.calls[len(ft.calls)-1].Delegated != delegated {
+			t.Errorf("a call delegated %v: its request asked delegated %v, its child delegated %v",
+				delegated, rec.delegated[n-1], ft.calls[len(ft.calls)-1].Delegated)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/rs/zerolog"
 )
 
@@ -38,47 +39,43 @@ type journaled struct {
 }
 
 // childOf takes the next ordinal of g's child requests for one that asks
-// kind ("request" or "tool") of name with args.
-func (e *Endpoint) childOf(g *grant, kind, name string, args json.RawMessage) journaled {
-	describe := "request"
+// kind ("request" or "tool") of name with args. Arguments that have no
+// canonical form (not JSON, or a number a double does not hold: the rule
+// of agentd.CanonicalJSON, the arguments_sha256 rule) are EINVALID, and
+// take no ordinal: nothing is sent, as classification would refuse them.
+func (e *Endpoint) childOf(g *grant, kind, name string, args json.RawMessage) (journaled, error) {
+	describe, tool := "request", confirm.RequestToolName
 	if kind == "tool" {
-		describe = fmt.Sprintf("call of tool %q", name)
+		describe, tool = fmt.Sprintf("call of tool %q", name), name
+	}
+	digest, err := childDigest(kind, name, args)
+	if err != nil {
+		return journaled{}, agentd.Errorf(agentd.EINVALID, "invalid arguments for tool %q: %v", tool, err)
 	}
 	return journaled{journal: e.journalOf(g), call: g.call, ordinal: int(g.ordinal.Add(1)),
-		digest: childDigest(kind, name, args), describe: describe}
+		digest: digest, describe: describe}, nil
 }
 
 // childDigest identifies a child request: the lowercase hex SHA-256 of a
-// version label, the route, the child tool's name and the arguments as
-// canonical JSON (keys sorted, no spaces), so the same request written
-// with its keys in another order or spaced otherwise has the same digest.
-func childDigest(kind, name string, args json.RawMessage) string {
+// version label, the route, the child tool's name and the arguments'
+// canonical form (agentd.CanonicalJSON, RFC 8785; empty is {}), each
+// preceded by its length, so the same request written with its keys in
+// another order or spaced otherwise has the same digest, and two requests
+// with different numbers never do. It fails as agentd.CanonicalJSON does.
+func childDigest(kind, name string, args json.RawMessage) (string, error) {
+	canon := []byte("{}")
+	if trimmed := bytes.TrimSpace(args); len(trimmed) > 0 {
+		var err error
+		if canon, err = agentd.CanonicalJSON(trimmed); err != nil {
+			return "", err
+		}
+	}
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte("agentd child v1"), []byte(kind), []byte(name), canonicalJSON(args)} {
+	for _, part := range [][]byte{[]byte("agentd child v2"), []byte(kind), []byte(name), canon} {
 		fmt.Fprintf(h, "%d:", len(part))
 		h.Write(part)
 	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// canonicalJSON is v re-encoded with sorted keys and numbers as written;
-// bytes that are not JSON stay as they are (empty is {}).
-func canonicalJSON(v json.RawMessage) []byte {
-	trimmed := bytes.TrimSpace(v)
-	if len(trimmed) == 0 {
-		return []byte("{}")
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.UseNumber()
-	var x any
-	if err := dec.Decode(&x); err != nil {
-		return trimmed
-	}
-	out, err := json.Marshal(x)
-	if err != nil {
-		return trimmed
-	}
-	return out
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // key is the Idempotency-Key a durable call's write child carries, before

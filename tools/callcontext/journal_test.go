@@ -233,3 +233,56 @@ func TestDurableWithoutJournal(t *testing.T) {
 		t.Fatalf("%d sent, %+v", ds.count(), ds.sent)
 	}
 }
+
+// A durable call's child digests keep numbers exact: an integer above 2^53
+// that a double does not hold (its neighbour's double) is refused on both
+// routes, EINVALID naming it, with nothing sent, no journaled answer and
+// no ordinal taken; the same number written otherwise replays; another
+// integer above 2^53 in its place is a conflict, never the first one's
+// answer.
+func TestDurableDigestKeepsNumbersExact(t *testing.T) {
+	ep, ft, ds := durableEndpoint(t)
+	ctx := context.Background()
+	call := agentd.ToolCall{ID: "call_n", Name: "pay_out", TenantID: "t1", ProjectID: "p1"}
+	req := func(account string) json.RawMessage {
+		return json.RawMessage(`{"endpoint":"/pay","intent":"confirmed_write","data":{"account":` + account + `}}`)
+	}
+	var first string
+	run(t, ep, call, func(token string) {
+		out, err := ep.Request(ctx, token, req("12345678901234568"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = asJSON(t, out)
+	})
+	run(t, ep, call, func(token string) {
+		for _, try := range []func() (any, error){
+			func() (any, error) { return ep.Request(ctx, token, req("12345678901234567")) },
+			func() (any, error) {
+				return ep.CallTool(ctx, token, "lookup", json.RawMessage(`{"q":12345678901234567}`))
+			},
+		} {
+			out, err := try()
+			if code(err) != agentd.EINVALID || !strings.Contains(err.Error(), "12345678901234567") || out != nil {
+				t.Fatalf("the neighbouring integer: %v %v, want EINVALID naming it", out, err)
+			}
+		}
+		out, err := ep.Request(ctx, token, req("1.2345678901234568e16"))
+		if err != nil || asJSON(t, out) != first {
+			t.Fatalf("the same number written otherwise: %v %v, want the journaled answer %s", out, err, first)
+		}
+	})
+	run(t, ep, call, func(token string) {
+		if _, err := ep.Request(ctx, token, req("12345678901234570")); code(err) != agentd.ECONFLICT {
+			t.Fatalf("another integer above 2^53 where the first was: %v, want ECONFLICT", err)
+		}
+	})
+	if ds.count() != 1 || len(ft.calls) != 0 {
+		t.Fatalf("%d sent, %d child calls; want the first request only", ds.count(), len(ft.calls))
+	}
+	a, errA := childDigest("request", "", req("12345678901234568"))
+	b, errB := childDigest("request", "", req("12345678901234570"))
+	if errA != nil || errB != nil || a == b {
+		t.Fatalf("two integers above 2^53: %s %v, %s %v; want two digests", a, errA, b, errB)
+	}
+}

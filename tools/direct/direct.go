@@ -199,13 +199,14 @@ func (r *Runner) tool(name, tenant string) (toolset.Tool, error) {
 
 // call is the call to run: not stored, in no conversation, with the
 // classification's effective arguments and, for a connection tool, the
-// request it resolved.
+// request it resolved; delegated when p is a delegate-role key (the
+// invoke path's delegate, a schedule).
 func (r *Runner) call(p agentd.Principal, name string, d confirm.Classification, id string) agentd.ToolCall {
 	now := r.clock.Now()
 	return agentd.ToolCall{ID: id, TenantID: p.TenantID, ProjectID: p.ProjectID, Name: name, ServerID: d.ServerID,
 		Arguments: d.Arguments, ArgumentsSHA256: d.Digest, Tier: d.Tier, Status: agentd.StatusExecuting,
 		Method: d.Method, Endpoint: d.Endpoint, ConnectionName: d.Connection, PathTemplate: d.PathTemplate, Params: d.Params,
-		CreatedAt: now, UpdatedAt: now}
+		Delegated: p.Role == agentd.RoleDelegate, CreatedAt: now, UpdatedAt: now}
 }
 
 // execute runs call (a source's Prepare first, whose error is the call's

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,7 @@ func (a *auditLog) last(t *testing.T) agentd.AuditEntry {
 // fixture is a project's real command tools behind the registry; each
 // run appends its stdin request to the log.
 type fixture struct {
+	reg    *registry.Registry
 	runner *direct.Runner
 	audit  *auditLog
 	log    string
@@ -69,7 +71,7 @@ func newFixture(t *testing.T) *fixture {
 	reg, err := registry.New(tools.NewSource(loaded))
 	must(t, err)
 	a := &auditLog{}
-	return &fixture{runner: direct.New(reg, a, zerolog.Nop()), audit: a, log: log}
+	return &fixture{reg: reg, runner: direct.New(reg, a, zerolog.Nop()), audit: a, log: log}
 }
 
 func must(t *testing.T, err error) {
@@ -248,5 +250,43 @@ func TestScheduled(t *testing.T) {
 	}
 	if e := f.audit.last(t); e.Outcome != agentd.EINVALID || !strings.HasPrefix(e.Reason, "tick 2026-12-02T10:00:01Z: invalid arguments") {
 		t.Errorf("audit entry = %+v", e)
+	}
+}
+
+// delegatedTools records whether each call it runs is delegated.
+type delegatedTools struct {
+	direct.Tools
+	mu        sync.Mutex
+	delegated []bool
+}
+
+func (d *delegatedTools) Execute(ctx context.Context, call agentd.ToolCall) (json.RawMessage, error) {
+	d.mu.Lock()
+	d.delegated = append(d.delegated, call.Delegated)
+	d.mu.Unlock()
+	return d.Tools.Execute(ctx, call)
+}
+
+// A call a delegate key runs on the invoke path, and a schedule's, runs
+// delegated (its context endpoint classifies what it asks as delegated);
+// an operator's run and an eval do not.
+func TestRunDelegated(t *testing.T) {
+	f := newFixture(t)
+	rec := &delegatedTools{Tools: f.reg}
+	runner := direct.New(rec, f.audit, zerolog.Nop())
+	ctx := context.Background()
+	for _, p := range []agentd.Principal{delegate, operator} {
+		if _, _, err := runner.Run(ctx, p, "lookup", nil, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := runner.Eval(ctx, operator, "lookup", nil); err != nil {
+		t.Fatal(err)
+	}
+	runner.Scheduled(ctx, direct.Tick{Tool: "lookup", At: time.Now(), TenantID: "t1", ProjectID: "p1"})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if want := []bool{true, false, false, true}; !slices.Equal(rec.delegated, want) {
+		t.Fatalf("the calls ran delegated %v, want %v (a delegate's run, an operator's, an eval, a schedule's)", rec.delegated, want)
 	}
 }
