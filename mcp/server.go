@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -85,6 +86,7 @@ type Server struct {
 	lastErr  string
 	restarts int
 	offered  map[string]*sdk.Tool // the server's tools now, by agentd name
+	leftOut  []LeftOut            // the tools not offered, at most maxLeftOut
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -102,8 +104,12 @@ type Status struct {
 	// Error is the last failure ("" when none since the last start).
 	Error    string `json:"error,omitempty"`
 	Restarts int    `json:"restarts"`
-	// Tools are the server's tools now, by agentd name.
+	// Tools are the server's tools offered now, by agentd name.
 	Tools []string `json:"tools"`
+	// LeftOut are the server's tools not offered (a name a model may not
+	// be offered, an input schema that does not compile), at most
+	// maxLeftOut of them.
+	LeftOut []LeftOut `json:"left_out,omitempty"`
 	// PID is a stdio server's process id (0 when none runs).
 	PID int `json:"pid,omitempty"`
 }
@@ -295,13 +301,44 @@ func list(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Tool, error) {
 	return out, nil
 }
 
-// named keys the server's tools by agentd name.
-func (s *Server) named(tools []*sdk.Tool) map[string]*sdk.Tool {
+// maxLeftOut bounds the tools Status lists as left out.
+const maxLeftOut = 20
+
+// LeftOut is a tool of the server that agentd does not offer, and why.
+type LeftOut struct {
+	// Tool is the tool's agentd name, escaped (Go string escapes, so a
+	// control or bidi character shows as \u202e) and cut to 100 bytes.
+	Tool   string `json:"tool"`
+	Reason string `json:"reason"`
+}
+
+// Why a tool is left out.
+const (
+	badName   = "its name is not 1 to 64 of the letters A-Z a-z, digits, '_' and '-' (what model providers accept)"
+	badSchema = "its input schema is not valid"
+)
+
+// shown is a tool name as Status and the log show it: escaped, bounded.
+func shown(name string) string {
+	q := strconv.Quote(agentd.TruncateUTF8(name, 100))
+	return q[1 : len(q)-1]
+}
+
+// named keys the server's tools by agentd name (<id>__<tool>); a tool
+// whose agentd name may not be offered to a model (agentd.ValidToolName),
+// or that has no name, is left out.
+func (s *Server) named(tools []*sdk.Tool) (map[string]*sdk.Tool, []LeftOut) {
 	m := make(map[string]*sdk.Tool, len(tools))
+	var out []LeftOut
 	for _, t := range tools {
-		m[s.cfg.ID+"__"+t.Name] = t
+		name := s.cfg.ID + "__" + t.Name
+		if t.Name == "" || !agentd.ValidToolName(name) {
+			out = append(out, LeftOut{Tool: shown(name), Reason: badName})
+			continue
+		}
+		m[name] = t
 	}
-	return m
+	return m, out
 }
 
 // relist reads the server's tools again after notifications/tools/list_changed.
@@ -323,26 +360,33 @@ func (s *Server) relist(sess *sdk.ClientSession) {
 }
 
 // rebuild takes the server's tools as listed now; the tools the registry
-// gets (defs) change, with the version, only when one of them does. It
-// holds s.mu.
+// gets (defs) change, with the version, only when one of them does. A tool
+// left out is logged (once per change) and listed by Status. It holds s.mu.
 func (s *Server) rebuild(tools []*sdk.Tool) {
-	s.offered = s.named(tools)
-	names := make([]string, 0, len(s.offered))
-	for name := range s.offered {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	print, _ := json.Marshal(tools) // each field the defs come from
 	if string(print) == s.print && s.defs != nil {
 		return
 	}
+	offered, leftOut := s.named(tools)
+	names := make([]string, 0, len(offered))
+	for name := range offered {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	defs := []toolset.Tool{}
 	for _, name := range names {
-		if def, ok := s.def(name, s.offered[name]); ok {
-			defs = append(defs, def)
+		def, err := s.def(name, offered[name])
+		if err != nil {
+			leftOut = append(leftOut, LeftOut{Tool: name, Reason: badSchema + ": " + agentd.TruncateUTF8(err.Error(), 200)})
+			continue
 		}
+		defs = append(defs, def)
 	}
-	s.defs, s.print = defs, string(print)
+	for _, l := range leftOut {
+		s.log.Warn().Str("tool", l.Tool).Str("reason", l.Reason).Msg("MCP tool left out")
+	}
+	s.offered, s.defs, s.print = offered, defs, string(print)
+	s.leftOut = leftOut[:min(len(leftOut), maxLeftOut)]
 	s.version++
 }
 
@@ -363,17 +407,16 @@ func (s *Server) Version() uint64 {
 	return s.version
 }
 
-// def is one of the server's tools as the registry gets it; false for a
-// tool whose input schema does not compile (logged).
-func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
+// def is one of the server's tools as the registry gets it; an error for
+// a tool whose input schema does not compile.
+func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, error) {
 	raw, err := json.Marshal(t.InputSchema)
 	if err != nil || len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage(`{"type":"object"}`)
 	}
 	v, err := schema.ObjectValidator(name, raw)
 	if err != nil {
-		s.log.Warn().Str("tool", name).Err(err).Msg("MCP tool left out: its input schema is not valid")
-		return toolset.Tool{}, false
+		return toolset.Tool{}, err
 	}
 	exposure := confirm.ExposureRequiresConfirmation
 	if s.tier(name, t.Annotations) == agentd.TierAuto {
@@ -385,7 +428,7 @@ func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
 		LLMCallable: true,
 		Origin:      fmt.Sprintf("MCP server %q (%s)", s.cfg.ID, File),
 		TenantIDs:   s.cfg.TenantIDs,
-	}, true
+	}, nil
 }
 
 // tier is a tool's tier (SPEC §4.2): mcp.json's tiers win; else a
@@ -481,10 +524,10 @@ func (s *Server) statusLocked() Status {
 	if s.cfg.URL != "" {
 		st.Transport = "http"
 	}
-	for name := range s.offered {
-		st.Tools = append(st.Tools, name)
+	for _, d := range s.defs {
+		st.Tools = append(st.Tools, d.Spec.Name) // sorted
 	}
-	sort.Strings(st.Tools)
+	st.LeftOut = slices.Clone(s.leftOut)
 	return st
 }
 
