@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -33,6 +34,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/origin"
 	"github.com/agentd-dev/agentd/internal/schema"
 	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/toolset"
@@ -278,7 +280,8 @@ func (s *Server) check(sess *sdk.ClientSession) {
 // transport is the server's transport; cmd is a stdio server's process.
 func (s *Server) transport() (sdk.Transport, *exec.Cmd) {
 	if s.cfg.URL != "" {
-		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers}}
+		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers},
+			CheckRedirect: sameOrigin(s.cfg.URL)}
 		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil
 	}
 	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
@@ -543,6 +546,31 @@ func (s *Server) Close() {
 		_ = sess.Close()
 	}
 	s.wg.Wait()
+}
+
+// maxRedirects is how many redirects a request to an HTTP server follows.
+const maxRedirects = 5
+
+// sameOrigin is the redirect policy of an HTTP server at endpoint: a
+// redirect is followed only on the endpoint's origin (scheme, host and
+// port), at most maxRedirects times; any other fails the request unsent,
+// so mcp.json's headers (headerTransport sets them on every request)
+// never leave the server's origin.
+func sameOrigin(endpoint string) func(*http.Request, []*http.Request) error {
+	from, err := url.Parse(endpoint)
+	if err != nil {
+		from = &url.URL{} // on no origin: no redirect is followed (Parse checked the URL)
+	}
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		if to := req.URL; !origin.Same(to, from) {
+			return fmt.Errorf("the redirect to another origin (%s://%s) was refused: the server's headers go to %s://%s only",
+				to.Scheme, to.Host, from.Scheme, from.Host)
+		}
+		return nil
+	}
 }
 
 // headerTransport adds mcp.json's headers to every request.

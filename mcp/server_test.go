@@ -357,18 +357,24 @@ func TestStartFailure(t *testing.T) {
 // requests without the bearer token.
 func httpServer(t *testing.T, token string) (*httptest.Server, string) {
 	t.Helper()
+	h, notes := mcpHandler(t, token)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts, notes
+}
+
+// mcpHandler is httpServer's handler.
+func mcpHandler(t *testing.T, token string) (http.Handler, string) {
 	notes := filepath.Join(t.TempDir(), "notes")
 	srv := testserver.New(notes)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	return ts, notes
+	}), notes
 }
 
 func TestHTTPServer(t *testing.T) {
