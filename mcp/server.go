@@ -88,6 +88,10 @@ type Server struct {
 	lastErr  string
 	restarts int
 	offered  map[string]*sdk.Tool // the server's tools now, by agentd name
+	// relisting is true while a relist runs (relists); again asks it for
+	// one more, of relistSess, the session of the last list_changed.
+	relisting, again bool
+	relistSess       *sdk.ClientSession
 	leftOut  []LeftOut            // the tools not offered, at most maxLeftOut
 
 	ctx    context.Context
@@ -142,9 +146,7 @@ func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
 		Capabilities: &sdk.ClientCapabilities{},
 		KeepAlive:    every,
 		ToolListChangedHandler: func(_ context.Context, req *sdk.ToolListChangedRequest) {
-			// Listing from inside the notification's handler could wait on
-			// the connection that delivers it.
-			s.wg.Go(func() { s.relist(req.Session) })
+			s.listChanged(req.Session)
 		},
 	})
 	return s
@@ -342,6 +344,44 @@ func (s *Server) named(tools []*sdk.Tool) (map[string]*sdk.Tool, []LeftOut) {
 		m[name] = t
 	}
 	return m, out
+}
+
+// listChanged takes notifications/tools/list_changed of sess: one relist
+// runs at a time, and a notification that comes meanwhile asks for one
+// more after it (however many come), so a flood of notifications costs two
+// listings, not one each. Listing runs apart from the notification's
+// handler, which could otherwise wait on the connection that delivers it.
+func (s *Server) listChanged(sess *sdk.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.relistSess = sess
+	if s.ctx.Err() != nil {
+		return // closed
+	}
+	if s.relisting {
+		s.again = true
+		return
+	}
+	s.relisting = true
+	s.wg.Go(s.relists)
+}
+
+// relists relists until no notification asked for another.
+func (s *Server) relists() {
+	for {
+		s.mu.Lock()
+		sess := s.relistSess
+		s.again = false
+		s.mu.Unlock()
+		s.relist(sess)
+		s.mu.Lock()
+		s.relisting = s.again
+		done := !s.relisting
+		s.mu.Unlock()
+		if done {
+			return
+		}
+	}
 }
 
 // relist reads the server's tools again after notifications/tools/list_changed.
