@@ -92,7 +92,7 @@ type Server struct {
 	// one more, of relistSess, the session of the last list_changed.
 	relisting, again bool
 	relistSess       *sdk.ClientSession
-	leftOut  []LeftOut            // the tools not offered, at most maxLeftOut
+	leftOut          []LeftOut // the tools not offered, at most maxLeftOut
 
 	ctx    context.Context
 	cancel context.CancelFunc
