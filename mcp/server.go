@@ -291,7 +291,7 @@ func (s *Server) transport() (sdk.Transport, *exec.Cmd) {
 	cmd.Env = environ(s.cfg.Env)
 	cmd.Stderr = stderrLog{s.log}
 	setProcAttr(cmd)
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, cmd
+	return &stdioTransport{cmd: cmd, grace: 2 * time.Second, log: s.log}, cmd
 }
 
 // list lists every tool of the session, page by page.

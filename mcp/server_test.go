@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 // (its command filled in), notes written to the returned file.
 func stdioServer(t *testing.T, cfg string) (*Server, string) {
 	t.Helper()
+	return stdioServerLog(t, cfg, zerolog.Nop())
+}
+
+// stdioServerLog is stdioServer logging to log.
+func stdioServerLog(t *testing.T, cfg string, log zerolog.Logger) (*Server, string) {
+	t.Helper()
 	notes := filepath.Join(t.TempDir(), "notes")
 	t.Setenv("NOTES_FILE", notes)
 	cfg = strings.ReplaceAll(cfg, "SERVER", serverBin)
@@ -51,7 +57,7 @@ func stdioServer(t *testing.T, cfg string) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServers(c, zerolog.Nop())[0]
+	s := NewServers(c, log)[0]
 	t.Cleanup(s.Close)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
