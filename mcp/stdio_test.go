@@ -37,8 +37,8 @@ func TestJSONLines(t *testing.T) {
 	big := strings.Repeat("x", maxLine)
 	for _, tc := range []struct {
 		name, in, out string
-		skipped      []string
-		err          string
+		skipped       []string
+		err           string
 	}{
 		{"messages", `{"a":1}` + "\n" + `[{"b":2}]` + "\n", `{"a":1}` + "\n" + `[{"b":2}]` + "\n", nil, ""},
 		{"banner first", "Starting server\n" + `{"a":1}` + "\n", `{"a":1}` + "\n", []string{"Starting server"}, ""},
