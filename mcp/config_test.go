@@ -27,3 +27,19 @@ func TestTenantIDs(t *testing.T) {
 		}
 	}
 }
+
+// A server id is checked, so that <id>__<tool> names the tool of one
+// server only.
+func TestServerID(t *testing.T) {
+	for _, id := range []string{"a", "notes", "a-b_c", "a-", "a" + strings.Repeat("b", 39)} {
+		if _, err := Parse([]byte(`{"servers": [{"id": "`+id+`", "command": ["x"]}]}`), t.TempDir(), nil); err != nil {
+			t.Errorf("id %q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"", "A", "1a", "a__b", "a_", "a" + strings.Repeat("b", 40), "a.b", "é"} {
+		_, err := Parse([]byte(`{"servers": [{"id": "`+id+`", "command": ["x"]}]}`), t.TempDir(), nil)
+		if err == nil || !strings.Contains(err.Error(), `field "servers[0].id"`) {
+			t.Errorf("id %q: %v", id, err)
+		}
+	}
+}

@@ -518,3 +518,36 @@ func TestApprovalRule(t *testing.T) {
 		t.Errorf("lookup has a rule: %+v", c.Approval)
 	}
 }
+
+// Trust and tiers are per server: trust_annotations of one server lower
+// only its own readOnlyHint tools, and a tier names one server's tool;
+// another server running the very same tools keeps confirm.
+func TestTrustPerServer(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes")
+	t.Setenv("NOTES_FILE", notes)
+	cfg := strings.ReplaceAll(`{"servers": [{"id": "trusted", "command": ["SERVER"]}, {"id": "other", "command": ["SERVER"]}],
+		"trust_annotations": ["trusted"], "tiers": {"trusted__note": "auto", "other__lookup": "confirm"}}`, "SERVER", serverBin)
+	c, err := Parse([]byte(cfg), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := NewServers(c, zerolog.Nop())
+	for _, s := range servers {
+		t.Cleanup(s.Close)
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]agentd.Tier{
+		"trusted__lookup": agentd.TierAuto, "trusted__big": agentd.TierAuto, "trusted__note": agentd.TierAuto,
+		"other__lookup": agentd.TierConfirm, "other__big": agentd.TierConfirm, "other__note": agentd.TierConfirm,
+	}
+	for _, s := range servers {
+		for tool, args := range map[string]string{"lookup": `{"q": "a"}`, "big": `{"n": 1}`, "note": `{"text": "a"}`} {
+			name := s.ID() + "__" + tool
+			if c := classify(find(t, s, name), args); c.Tier != want[name] {
+				t.Errorf("%s: %s, want %s", name, c.Tier, want[name])
+			}
+		}
+	}
+}
