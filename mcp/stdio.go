@@ -18,8 +18,8 @@ import (
 )
 
 // maxLine bounds a line of a stdio server's stdout, as the SDK bounds a
-// message (a variable for tests).
-var maxLine = sdk.DefaultMaxLineLength
+// message.
+const maxLine = sdk.DefaultMaxLineLength
 
 // stdioTransport runs a stdio server's command and speaks MCP over its
 // stdin and stdout, as the SDK's CommandTransport does, except that a line
@@ -45,7 +45,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 		return nil, err
 	}
 	// The session ends by closing stdin, not stdout (cmd.Wait closes it).
-	in := io.NopCloser(&jsonLines{r: bufio.NewReader(stdout), skipped: t.skipped})
+	in := io.NopCloser(&jsonLines{r: bufio.NewReader(stdout), limit: maxLine, skipped: t.skipped})
 	return (&sdk.IOTransport{Reader: in, Writer: stopStdin{stdin, t.cmd, t.grace}}).Connect(ctx)
 }
 
@@ -56,10 +56,11 @@ func (t *stdioTransport) skipped(line []byte) {
 
 // jsonLines reads the lines of r that hold a JSON object or array (a
 // JSON-RPC message or batch), each trimmed of spaces and ended by a
-// newline; it passes every other line (but blank ones) to skipped. A line longer than maxLine is an
-// error.
+// newline; it passes every other line (but blank ones) to skipped. A line
+// longer than limit bytes is an error.
 type jsonLines struct {
 	r       *bufio.Reader
+	limit   int
 	skipped func(line []byte)
 	rest    []byte // of the line being read out
 	err     error  // after the last line
@@ -71,7 +72,7 @@ func (j *jsonLines) Read(p []byte) (int, error) {
 			return 0, j.err
 		}
 		var line []byte
-		line, j.err = readLine(j.r)
+		line, j.err = readLine(j.r, j.limit)
 		switch msg := bytes.TrimSpace(line); {
 		case len(msg) == 0:
 		case (msg[0] == '{' || msg[0] == '[') && json.Valid(msg):
@@ -86,13 +87,13 @@ func (j *jsonLines) Read(p []byte) (int, error) {
 }
 
 // readLine reads a line of r with its newline (the last one may have
-// none), at most maxLine bytes.
-func readLine(r *bufio.Reader) ([]byte, error) {
+// none), at most limit bytes.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	var line []byte
 	for {
 		chunk, err := r.ReadSlice('\n')
-		if len(line)+len(chunk) > maxLine {
-			return nil, fmt.Errorf("the server wrote a line of more than %d bytes on stdout", maxLine)
+		if len(line)+len(chunk) > limit {
+			return nil, fmt.Errorf("the server wrote a line of more than %d bytes on stdout", limit)
 		}
 		line = append(line, chunk...)
 		if !errors.Is(err, bufio.ErrBufferFull) {

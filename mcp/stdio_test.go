@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 )
 
@@ -32,8 +31,7 @@ func TestStdioBanner(t *testing.T) {
 }
 
 func TestJSONLines(t *testing.T) {
-	maxLine = 100
-	t.Cleanup(func() { maxLine = sdk.DefaultMaxLineLength })
+	const maxLine = 100
 	big := strings.Repeat("x", maxLine)
 	for _, tc := range []struct {
 		name, in, out string
@@ -52,7 +50,7 @@ func TestJSONLines(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var skipped []string
-			j := &jsonLines{r: bufio.NewReader(strings.NewReader(tc.in)), skipped: func(l []byte) { skipped = append(skipped, string(l)) }}
+			j := &jsonLines{r: bufio.NewReader(strings.NewReader(tc.in)), limit: maxLine, skipped: func(l []byte) { skipped = append(skipped, string(l)) }}
 			out, err := io.ReadAll(j)
 			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
 				t.Fatalf("err = %v, want %q", err, tc.err)
@@ -62,7 +60,7 @@ func TestJSONLines(t *testing.T) {
 			}
 		})
 	}
-	if _, err := io.ReadAll(&jsonLines{r: bufio.NewReader(iotestErr{}), skipped: func([]byte) {}}); err == nil || err.Error() != "boom" {
+	if _, err := io.ReadAll(&jsonLines{r: bufio.NewReader(iotestErr{}), limit: maxLine, skipped: func([]byte) {}}); err == nil || err.Error() != "boom" {
 		t.Errorf("a read error: %v", err)
 	}
 }
