@@ -3,6 +3,7 @@ package agentd
 import (
 	"context"
 	"encoding/json"
+	"regexp"
 )
 
 // Model is a model provider: given the history and the tools it returns the
@@ -61,6 +62,15 @@ type ModelToolCall struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 }
+
+// toolNamePattern is the form of a tool name a model is offered: what
+// model providers accept (^[a-zA-Z0-9_-]{1,64}$).
+var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// ValidToolName reports whether name may be offered to a model as a tool
+// name: 1 to 64 ASCII letters, digits, '_' or '-'. Every tool source
+// checks its names with it.
+func ValidToolName(name string) bool { return toolNamePattern.MatchString(name) }
 
 // ToolSpec is a tool as the model sees it.
 type ToolSpec struct {

@@ -39,6 +39,7 @@ func mcpServerStatus() schema {
 		"error":    str(),
 		"restarts": schema{"type": "integer", "minimum": 0},
 		"tools":    schema{"type": "array", "items": str()},
+		"left_out": schema{"type": "array", "items": object([]string{"tool", "reason"}, schema{"tool": str(), "reason": str()})},
 		"pid":      schema{"type": "integer", "minimum": 0}})
 }
 

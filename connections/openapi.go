@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -32,8 +31,6 @@ const (
 	// maxToolDescription bounds an operation tool's description.
 	maxToolDescription = 2000
 )
-
-var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Methods an operation tool may use, in the order operations are listed.
 var operationMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}

@@ -222,7 +222,7 @@ type OperationTool struct {
 
 func newOperationTool(c *Connection, op *Operation) (*OperationTool, error) {
 	name := c.Name + "__" + op.ID
-	if !toolNamePattern.MatchString(name) {
+	if !agentd.ValidToolName(name) {
 		return nil, fmt.Errorf("operationId %q: the tool name %q must be 1 to 64 letters, digits, '_' or '-'", op.ID, name)
 	}
 	t := &OperationTool{conn: c, op: op, name: name}

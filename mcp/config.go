@@ -26,7 +26,9 @@ const maxTimeout = time.Hour
 
 var (
 	// idPattern is an MCP server id: it is the server_id of its tools and
-	// the prefix of their names, so it may not hold "__".
+	// the prefix of their names, so it may not hold "__" nor end in "_"
+	// (then <id>__<tool> names one server's tool: "a___x" is a's "_x",
+	// never a_'s "x"), checked with validID.
 	idPattern      = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,39}$`)
 	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	headerPattern  = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -178,8 +180,8 @@ func parseApprovals(cfg *Config, raw map[string]json.RawMessage, ids map[string]
 
 func parseServer(s fileServer, field, dir string, getenv func(string) string) (ServerConfig, error) {
 	sc := ServerConfig{ID: s.ID, Dir: dir, Timeout: agentd.DefaultMCPCallTimeout}
-	if !idPattern.MatchString(s.ID) || strings.Contains(s.ID, "__") {
-		return sc, jsonconf.FieldErr(field+".id", "must match %s without \"__\" (lower case letters, digits, '_' or '-', starting with a letter, at most 40), got %q", idPattern, s.ID)
+	if !validID(s.ID) {
+		return sc, jsonconf.FieldErr(field+".id", "must match %s without \"__\" and not end in '_' (lower case letters, digits, '_' or '-', starting with a letter, at most 40), got %q", idPattern, s.ID)
 	}
 	switch {
 	case len(s.Command) > 0 && s.URL != "":
@@ -238,6 +240,11 @@ func parseServer(s fileServer, field, dir string, getenv func(string) string) (S
 		sc.TenantIDs = ids
 	}
 	return sc, nil
+}
+
+// validID reports whether id may be a server's id (idPattern).
+func validID(id string) bool {
+	return idPattern.MatchString(id) && !strings.Contains(id, "__") && !strings.HasSuffix(id, "_")
 }
 
 // parseTenantIDs checks a server's tenant_ids: a non-empty array of

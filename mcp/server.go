@@ -22,16 +22,19 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
+	"github.com/agentd-dev/agentd/internal/origin"
 	"github.com/agentd-dev/agentd/internal/schema"
 	"github.com/agentd-dev/agentd/internal/tracing"
 	"github.com/agentd-dev/agentd/toolset"
@@ -85,6 +88,11 @@ type Server struct {
 	lastErr  string
 	restarts int
 	offered  map[string]*sdk.Tool // the server's tools now, by agentd name
+	// relisting is true while a relist runs (relists); again asks it for
+	// one more, of relistSess, the session of the last list_changed.
+	relisting, again bool
+	relistSess       *sdk.ClientSession
+	leftOut          []LeftOut // the tools not offered, at most maxLeftOut
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -102,8 +110,12 @@ type Status struct {
 	// Error is the last failure ("" when none since the last start).
 	Error    string `json:"error,omitempty"`
 	Restarts int    `json:"restarts"`
-	// Tools are the server's tools now, by agentd name.
+	// Tools are the server's tools offered now, by agentd name.
 	Tools []string `json:"tools"`
+	// LeftOut are the server's tools not offered (a name a model may not
+	// be offered, an input schema that does not compile), at most
+	// maxLeftOut of them.
+	LeftOut []LeftOut `json:"left_out,omitempty"`
 	// PID is a stdio server's process id (0 when none runs).
 	PID int `json:"pid,omitempty"`
 }
@@ -134,9 +146,7 @@ func newServer(sc ServerConfig, cfg *Config, log zerolog.Logger) *Server {
 		Capabilities: &sdk.ClientCapabilities{},
 		KeepAlive:    every,
 		ToolListChangedHandler: func(_ context.Context, req *sdk.ToolListChangedRequest) {
-			// Listing from inside the notification's handler could wait on
-			// the connection that delivers it.
-			s.wg.Go(func() { s.relist(req.Session) })
+			s.listChanged(req.Session)
 		},
 	})
 	return s
@@ -272,7 +282,8 @@ func (s *Server) check(sess *sdk.ClientSession) {
 // transport is the server's transport; cmd is a stdio server's process.
 func (s *Server) transport() (sdk.Transport, *exec.Cmd) {
 	if s.cfg.URL != "" {
-		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers}}
+		hc := &http.Client{Transport: headerTransport{base: http.DefaultTransport, headers: s.cfg.Headers},
+			CheckRedirect: sameOrigin(s.cfg.URL)}
 		return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc}, nil
 	}
 	cmd := exec.Command(s.cfg.Command[0], s.cfg.Command[1:]...)
@@ -280,7 +291,7 @@ func (s *Server) transport() (sdk.Transport, *exec.Cmd) {
 	cmd.Env = environ(s.cfg.Env)
 	cmd.Stderr = stderrLog{s.log}
 	setProcAttr(cmd)
-	return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, cmd
+	return &stdioTransport{cmd: cmd, grace: 2 * time.Second, log: s.log}, cmd
 }
 
 // list lists every tool of the session, page by page.
@@ -295,13 +306,82 @@ func list(ctx context.Context, sess *sdk.ClientSession) ([]*sdk.Tool, error) {
 	return out, nil
 }
 
-// named keys the server's tools by agentd name.
-func (s *Server) named(tools []*sdk.Tool) map[string]*sdk.Tool {
+// maxLeftOut bounds the tools Status lists as left out.
+const maxLeftOut = 20
+
+// LeftOut is a tool of the server that agentd does not offer, and why.
+type LeftOut struct {
+	// Tool is the tool's agentd name, escaped (Go string escapes, so a
+	// control or bidi character shows as \u202e) and cut to 100 bytes.
+	Tool   string `json:"tool"`
+	Reason string `json:"reason"`
+}
+
+// Why a tool is left out.
+const (
+	badName   = "its name is not 1 to 64 of the letters A-Z a-z, digits, '_' and '-' (what model providers accept)"
+	badSchema = "its input schema is not valid"
+)
+
+// shown is a tool name as Status and the log show it: escaped, bounded.
+func shown(name string) string {
+	q := strconv.Quote(agentd.TruncateUTF8(name, 100))
+	return q[1 : len(q)-1]
+}
+
+// named keys the server's tools by agentd name (<id>__<tool>); a tool
+// whose agentd name may not be offered to a model (agentd.ValidToolName),
+// or that has no name, is left out.
+func (s *Server) named(tools []*sdk.Tool) (map[string]*sdk.Tool, []LeftOut) {
 	m := make(map[string]*sdk.Tool, len(tools))
+	var out []LeftOut
 	for _, t := range tools {
-		m[s.cfg.ID+"__"+t.Name] = t
+		name := s.cfg.ID + "__" + t.Name
+		if t.Name == "" || !agentd.ValidToolName(name) {
+			out = append(out, LeftOut{Tool: shown(name), Reason: badName})
+			continue
+		}
+		m[name] = t
 	}
-	return m
+	return m, out
+}
+
+// listChanged takes notifications/tools/list_changed of sess: one relist
+// runs at a time, and a notification that comes meanwhile asks for one
+// more after it (however many come), so a flood of notifications costs two
+// listings, not one each. Listing runs apart from the notification's
+// handler, which could otherwise wait on the connection that delivers it.
+func (s *Server) listChanged(sess *sdk.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.relistSess = sess
+	if s.ctx.Err() != nil {
+		return // closed
+	}
+	if s.relisting {
+		s.again = true
+		return
+	}
+	s.relisting = true
+	s.wg.Go(s.relists)
+}
+
+// relists relists until no notification asked for another.
+func (s *Server) relists() {
+	for {
+		s.mu.Lock()
+		sess := s.relistSess
+		s.again = false
+		s.mu.Unlock()
+		s.relist(sess)
+		s.mu.Lock()
+		s.relisting = s.again
+		done := !s.relisting
+		s.mu.Unlock()
+		if done {
+			return
+		}
+	}
 }
 
 // relist reads the server's tools again after notifications/tools/list_changed.
@@ -323,26 +403,33 @@ func (s *Server) relist(sess *sdk.ClientSession) {
 }
 
 // rebuild takes the server's tools as listed now; the tools the registry
-// gets (defs) change, with the version, only when one of them does. It
-// holds s.mu.
+// gets (defs) change, with the version, only when one of them does. A tool
+// left out is logged (once per change) and listed by Status. It holds s.mu.
 func (s *Server) rebuild(tools []*sdk.Tool) {
-	s.offered = s.named(tools)
-	names := make([]string, 0, len(s.offered))
-	for name := range s.offered {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	print, _ := json.Marshal(tools) // each field the defs come from
 	if string(print) == s.print && s.defs != nil {
 		return
 	}
+	offered, leftOut := s.named(tools)
+	names := make([]string, 0, len(offered))
+	for name := range offered {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	defs := []toolset.Tool{}
 	for _, name := range names {
-		if def, ok := s.def(name, s.offered[name]); ok {
-			defs = append(defs, def)
+		def, err := s.def(name, offered[name])
+		if err != nil {
+			leftOut = append(leftOut, LeftOut{Tool: name, Reason: badSchema + ": " + agentd.TruncateUTF8(err.Error(), 200)})
+			continue
 		}
+		defs = append(defs, def)
 	}
-	s.defs, s.print = defs, string(print)
+	for _, l := range leftOut {
+		s.log.Warn().Str("tool", l.Tool).Str("reason", l.Reason).Msg("MCP tool left out")
+	}
+	s.offered, s.defs, s.print = offered, defs, string(print)
+	s.leftOut = leftOut[:min(len(leftOut), maxLeftOut)]
 	s.version++
 }
 
@@ -363,17 +450,16 @@ func (s *Server) Version() uint64 {
 	return s.version
 }
 
-// def is one of the server's tools as the registry gets it; false for a
-// tool whose input schema does not compile (logged).
-func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
+// def is one of the server's tools as the registry gets it; an error for
+// a tool whose input schema does not compile.
+func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, error) {
 	raw, err := json.Marshal(t.InputSchema)
 	if err != nil || len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage(`{"type":"object"}`)
 	}
 	v, err := schema.ObjectValidator(name, raw)
 	if err != nil {
-		s.log.Warn().Str("tool", name).Err(err).Msg("MCP tool left out: its input schema is not valid")
-		return toolset.Tool{}, false
+		return toolset.Tool{}, err
 	}
 	exposure := confirm.ExposureRequiresConfirmation
 	if s.tier(name, t.Annotations) == agentd.TierAuto {
@@ -385,7 +471,7 @@ func (s *Server) def(name string, t *sdk.Tool) (toolset.Tool, bool) {
 		LLMCallable: true,
 		Origin:      fmt.Sprintf("MCP server %q (%s)", s.cfg.ID, File),
 		TenantIDs:   s.cfg.TenantIDs,
-	}, true
+	}, nil
 }
 
 // tier is a tool's tier (SPEC §4.2): mcp.json's tiers win; else a
@@ -481,10 +567,10 @@ func (s *Server) statusLocked() Status {
 	if s.cfg.URL != "" {
 		st.Transport = "http"
 	}
-	for name := range s.offered {
-		st.Tools = append(st.Tools, name)
+	for _, d := range s.defs {
+		st.Tools = append(st.Tools, d.Spec.Name) // sorted
 	}
-	sort.Strings(st.Tools)
+	st.LeftOut = slices.Clone(s.leftOut)
 	return st
 }
 
@@ -500,6 +586,31 @@ func (s *Server) Close() {
 		_ = sess.Close()
 	}
 	s.wg.Wait()
+}
+
+// maxRedirects is how many redirects a request to an HTTP server follows.
+const maxRedirects = 5
+
+// sameOrigin is the redirect policy of an HTTP server at endpoint: a
+// redirect is followed only on the endpoint's origin (scheme, host and
+// port), at most maxRedirects times; any other fails the request unsent,
+// so mcp.json's headers (headerTransport sets them on every request)
+// never leave the server's origin.
+func sameOrigin(endpoint string) func(*http.Request, []*http.Request) error {
+	from, err := url.Parse(endpoint)
+	if err != nil {
+		from = &url.URL{} // on no origin: no redirect is followed (Parse checked the URL)
+	}
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		if to := req.URL; !origin.Same(to, from) {
+			return fmt.Errorf("the redirect to another origin (%s://%s) was refused: the server's headers go to %s://%s only",
+				to.Scheme, to.Host, from.Scheme, from.Host)
+		}
+		return nil
+	}
 }
 
 // headerTransport adds mcp.json's headers to every request.

@@ -44,6 +44,12 @@ func TestMain(m *testing.M) {
 // (its command filled in), notes written to the returned file.
 func stdioServer(t *testing.T, cfg string) (*Server, string) {
 	t.Helper()
+	return stdioServerLog(t, cfg, zerolog.Nop())
+}
+
+// stdioServerLog is stdioServer logging to log.
+func stdioServerLog(t *testing.T, cfg string, log zerolog.Logger) (*Server, string) {
+	t.Helper()
 	notes := filepath.Join(t.TempDir(), "notes")
 	t.Setenv("NOTES_FILE", notes)
 	cfg = strings.ReplaceAll(cfg, "SERVER", serverBin)
@@ -51,7 +57,7 @@ func stdioServer(t *testing.T, cfg string) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServers(c, zerolog.Nop())[0]
+	s := NewServers(c, log)[0]
 	t.Cleanup(s.Close)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -357,18 +363,24 @@ func TestStartFailure(t *testing.T) {
 // requests without the bearer token.
 func httpServer(t *testing.T, token string) (*httptest.Server, string) {
 	t.Helper()
+	h, notes := mcpHandler(t, token)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts, notes
+}
+
+// mcpHandler is httpServer's handler.
+func mcpHandler(t *testing.T, token string) (http.Handler, string) {
 	notes := filepath.Join(t.TempDir(), "notes")
 	srv := testserver.New(notes)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	return ts, notes
+	}), notes
 }
 
 func TestHTTPServer(t *testing.T) {
@@ -504,5 +516,38 @@ func TestApprovalRule(t *testing.T) {
 	}
 	if c := classify(find(t, s, "notes__lookup"), `{"q": "a"}`); c.Approval != nil {
 		t.Errorf("lookup has a rule: %+v", c.Approval)
+	}
+}
+
+// Trust and tiers are per server: trust_annotations of one server lower
+// only its own readOnlyHint tools, and a tier names one server's tool;
+// another server running the very same tools keeps confirm.
+func TestTrustPerServer(t *testing.T) {
+	notes := filepath.Join(t.TempDir(), "notes")
+	t.Setenv("NOTES_FILE", notes)
+	cfg := strings.ReplaceAll(`{"servers": [{"id": "trusted", "command": ["SERVER"]}, {"id": "other", "command": ["SERVER"]}],
+		"trust_annotations": ["trusted"], "tiers": {"trusted__note": "auto", "other__lookup": "confirm"}}`, "SERVER", serverBin)
+	c, err := Parse([]byte(cfg), t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := NewServers(c, zerolog.Nop())
+	for _, s := range servers {
+		t.Cleanup(s.Close)
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]agentd.Tier{
+		"trusted__lookup": agentd.TierAuto, "trusted__big": agentd.TierAuto, "trusted__note": agentd.TierAuto,
+		"other__lookup": agentd.TierConfirm, "other__big": agentd.TierConfirm, "other__note": agentd.TierConfirm,
+	}
+	for _, s := range servers {
+		for tool, args := range map[string]string{"lookup": `{"q": "a"}`, "big": `{"n": 1}`, "note": `{"text": "a"}`} {
+			name := s.ID() + "__" + tool
+			if c := classify(find(t, s, name), args); c.Tier != want[name] {
+				t.Errorf("%s: %s, want %s", name, c.Tier, want[name])
+			}
+		}
 	}
 }

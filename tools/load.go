@@ -20,10 +20,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-var (
-	namePattern    = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // toolFile is tool.json as written. Nested objects and values with several
 // shapes stay raw and are decoded field by field.
@@ -193,7 +190,7 @@ func parseName(name *string, folder string) (string, error) {
 	switch {
 	case name == nil:
 		return "", jsonconf.FieldErr("name", "required (the folder name, %q)", folder)
-	case !namePattern.MatchString(*name):
+	case !agentd.ValidToolName(*name):
 		return "", jsonconf.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *name)
 	case *name != folder:
 		return "", jsonconf.FieldErr("name", "must equal the folder name %q, got %q", folder, *name)
@@ -293,7 +290,7 @@ func parseUses(raw json.RawMessage, self string) ([]string, error) {
 	for i, name := range u.Tools {
 		field := fmt.Sprintf("uses.tools[%d]", i)
 		switch {
-		case !namePattern.MatchString(name):
+		case !agentd.ValidToolName(name):
 			return nil, jsonconf.FieldErr(field, "must be a tool name, got %q", name)
 		case name == self:
 			return nil, jsonconf.FieldErr(field, "a tool cannot use itself")

@@ -1,6 +1,7 @@
 // Package origin is the one definition of a web origin as agentd compares
 // them: the Origin header of a request and the entries of agentd.json's
-// cors_origins are both normalized by Normalize, then compared as strings.
+// cors_origins are both normalized by Normalize, then compared as strings;
+// Same compares the origins of two URLs (an MCP server's redirects).
 package origin
 
 import (
@@ -41,6 +42,19 @@ func Normalize(s string) (string, error) {
 		return scheme + "://" + host + ":" + port, nil
 	}
 	return scheme + "://" + host, nil
+}
+
+// Same reports whether the URLs a and b are on the same origin: the same
+// scheme, host and port, as Normalize serializes them (a default port
+// written or not, the host in any case). A URL that is not http or https
+// is on no origin.
+func Same(a, b *url.URL) bool {
+	oa, err := Normalize(a.Scheme + "://" + a.Host)
+	if err != nil {
+		return false
+	}
+	ob, err := Normalize(b.Scheme + "://" + b.Host)
+	return err == nil && oa == ob
 }
 
 // IsLoopbackHost reports whether hostport (a Host header: a name or address,

@@ -23,7 +23,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -44,9 +43,6 @@ const (
 	RequiresConfirmation = confirm.ExposureRequiresConfirmation
 	OperatorGated        = confirm.ExposureOperatorGated
 )
-
-// namePattern is a tool name's form, as tool.json's.
-var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // Tool is one Go function as a tool, made by New. It is immutable.
 type Tool struct {
@@ -99,7 +95,7 @@ func WithSchema(raw json.RawMessage) Option {
 // channel, a function, a map not keyed by strings) or a schema that does
 // not compile.
 func New[A, R any](name, description string, f func(context.Context, A) (R, error), opts ...Option) (*Tool, error) {
-	if !namePattern.MatchString(name) {
+	if !agentd.ValidToolName(name) {
 		return nil, fmt.Errorf("go tool %q: the name must be 1-64 letters, digits, '_' or '-'", name)
 	}
 	if strings.TrimSpace(description) == "" {

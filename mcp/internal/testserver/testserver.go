@@ -11,6 +11,8 @@
 //   - big {n} (readOnlyHint): answers n bytes of "x", then an image;
 //   - wait {} (readOnlyHint): appends "waiting" to the notes file, waits
 //     until the call is cancelled, then appends "cancelled".
+//
+// AddOddNames adds tools whose names no model may be offered.
 package testserver
 
 import (
@@ -76,6 +78,22 @@ func New(notesFile string) *mcp.Server {
 			return nil, nil, ctx.Err()
 		})
 	return s
+}
+
+// OddNames are the names AddOddNames gives tools: a space, a bidi
+// override, a newline, an escape, a dot, 150 letters, and 60 letters (valid
+// alone, too long with a server prefix such as "notes__").
+var OddNames = []string{"bad name", "evil\u202etxt.exe", "line\nbreak", "esc\x1b[31m", "dotted.name",
+	strings.Repeat("a", 150), strings.Repeat("b", 60)}
+
+// AddOddNames adds a tool of each of OddNames to s, answering "odd".
+func AddOddNames(s *mcp.Server) {
+	for _, name := range OddNames {
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "An oddly named tool."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return text("odd"), nil, nil
+			})
+	}
 }
 
 func appendLine(file, line string) error {

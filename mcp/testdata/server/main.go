@@ -4,7 +4,10 @@
 // streamable HTTP on ADDR (":0" picks a port) instead, refusing with 401
 // every request whose Authorization header is not "Bearer $MCP_TOKEN"
 // (when MCP_TOKEN is set), and prints "listening on http://HOST:PORT" on
-// stdout once it accepts connections.
+// stdout once it accepts connections. With -odd-names it also offers the
+// tools of testserver.AddOddNames; with -banner TEXT a stdio server prints TEXT and a
+// newline on stdout before it speaks MCP (as some servers print a start-up
+// banner).
 package main
 
 import (
@@ -22,9 +25,17 @@ import (
 
 func main() {
 	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
+	odd := flag.Bool("odd-names", false, "also offer tools with names no model may be offered")
+	banner := flag.String("banner", "", "print this line on stdout before speaking MCP")
 	flag.Parse()
 	srv := testserver.New(os.Getenv("NOTES_FILE"))
+	if *odd {
+		testserver.AddOddNames(srv)
+	}
 	if *addr == "" {
+		if *banner != "" {
+			fmt.Println(*banner)
+		}
 		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			log.Fatal(err)
 		}
