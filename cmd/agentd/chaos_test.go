@@ -159,6 +159,10 @@ func (c *chaos) fail(invariant, format string, args ...any) {
 // the invariants above (docs/testing.md). -chaos.n sets the rounds (the
 // short form runs chaosShortRounds), -chaos.seed replays a schedule.
 func TestChaos(t *testing.T) {
+	// Parallel with TestGeneratedClient only (the package's other tests
+	// set the environment): its kills and restarts mostly wait, which the
+	// generator's build fills.
+	t.Parallel()
 	c := &chaos{t: t, rounds: *chaosRounds, seed: *chaosSeed, convs: map[string]*chaosConv{}, calls: map[string]*chaosCall{}}
 	if c.rounds <= 0 {
 		c.rounds = chaosShortRounds

@@ -28,6 +28,7 @@ func TestGeneratedClient(t *testing.T) {
 	if testing.Short() {
 		t.Skip("downloads the generator; not with -short")
 	}
+	t.Parallel() // its builds are CPU; TestChaos, beside it, mostly waits
 	dir := t.TempDir()
 	must(t, os.WriteFile(filepath.Join(dir, "openapi.json"), api.OpenAPIDocument(), 0o644))
 	must(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/agentdclient\n\ngo 1.26\n"), 0o644))
