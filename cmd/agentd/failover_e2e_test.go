@@ -37,15 +37,18 @@ func TestReplicaKilledWebhookInFlight(t *testing.T) {
 	conv, _ := newConversation(t, a.Base, "")
 	send(t, a.Base, "", conv, "pay the bill")
 	first := rc.WaitFor(t, waitLimit, "A's attempt", func(r []webhooktest.Request) bool { return len(r) == 1 })[0]
-	b, c := replicas.Add(t, "B", o), replicas.Add(t, "C", o) // alive while A dies
+	// A dies with its attempt in flight, before its 1 s timeout could
+	// record the attempt as failed (starting B and C first took longer
+	// than that on a busy machine); B and C start while A's claim holds.
 	a.Kill()
+	b, c := replicas.Add(t, "B", o), replicas.Add(t, "C", o)
 
 	reqs := rc.WaitFor(t, waitLimit, "the redelivery", func(r []webhooktest.Request) bool { return len(r) >= 2 })
 	if reqs[1].ID() != first.ID() || reqs[1].ID() == "" || string(reqs[1].Body) != string(first.Body) {
 		t.Fatalf("redelivery webhook-id %q, body %s; A's attempt: %q, %s", reqs[1].ID(), reqs[1].Body, first.ID(), first.Body)
 	}
 	// Not before A's claim lapsed (claimed just before A's request, for 1 s
-	// + 5 s): B and C, running meanwhile, left it alone.
+	// + 5 s): B and C, started meanwhile, left it alone.
 	if gap := reqs[1].At.Sub(first.At); gap < 5*time.Second {
 		t.Fatalf("redelivered %s after A's attempt, within A's claim (6 s)", gap)
 	}
