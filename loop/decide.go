@@ -152,14 +152,8 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 		return nil, dec, err
 	}
 	now := e.clock.Now()
-	if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
-		if err := e.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
-			return nil, nil, err
-		}
-		return nil, nil, agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", c.RequiresApprovalAt.UTC().Format(time.RFC3339))
-	}
-	if d.req.ArgumentsSHA256 != "" && d.req.ArgumentsSHA256 != c.ArgumentsSHA256 {
-		return nil, nil, agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
+	if err := e.stillDecidable(ctx, c, d, now); err != nil {
+		return nil, nil, err
 	}
 	rule := c.ApprovalOf()
 	var grant *agentd.Grant
@@ -218,6 +212,22 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 		}
 	}
 	return pd, nil, nil
+}
+
+// stillDecidable refuses a decision on a pending call whose deadline
+// passed at now (it expires the call and answers EEXPIRED) or whose digest
+// differs from the one the request names (ESTALE).
+func (e *Engine) stillDecidable(ctx context.Context, c *agentd.ToolCall, d *checkedDecision, now time.Time) error {
+	if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
+		if err := e.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+			return err
+		}
+		return agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", c.RequiresApprovalAt.UTC().Format(time.RFC3339))
+	}
+	if d.req.ArgumentsSHA256 != "" && d.req.ArgumentsSHA256 != c.ArgumentsSHA256 {
+		return agentd.Errorf(agentd.ESTALE, "arguments_sha256 does not match the pending arguments (%s)", c.ArgumentsSHA256)
+	}
+	return nil
 }
 
 // startsOnDecision reports whether an approval of c may claim it in the
