@@ -1,0 +1,118 @@
+package confirm
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/agentd-dev/agentd"
+)
+
+// A header the connection sets itself (its static or auth header) is
+// refused to the model, by the connection's own rule, even where the
+// header rule would let it through.
+func TestConnectionRefusesItsOwnHeaders(t *testing.T) {
+	own := errors.New(`header "X-Team" is set by the connection`)
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{
+		"c": {Name: "c", CheckHeader: func(name string) error {
+			if strings.EqualFold(name, "X-Team") {
+				return own
+			}
+			return nil
+		}},
+	}}
+	call := func(header string) Classification {
+		return Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(
+			`{"connection":"c","method":"GET","endpoint":"/x","intent":"read","headers":{"` + header + `":"v"}}`)})
+	}
+	if d := call("X-Team"); !d.Refused || d.Tier != agentd.TierNever || !strings.Contains(d.Reason, own.Error()) {
+		t.Fatalf("the connection's own header: tier %s refused %v (%s)", d.Tier, d.Refused, d.Reason)
+	}
+	if d := call("X-Trace"); d.Refused || d.Tier != agentd.TierAuto {
+		t.Fatalf("an ordinary header: tier %s refused %v (%s)", d.Tier, d.Refused, d.Reason)
+	}
+}
+
+// The exact match governs a call; a case variant of another endpoint
+// takes over only with a stricter tier, not an equal one.
+func TestCaseVariantOfEqualTierDoesNotGovern(t *testing.T) {
+	p := mustPolicy(t, `{"endpoints": {
+		"POST /Refunds/{id}": {"confirm": true, "reason": "Variant"},
+		"POST /refunds/{id}": {"confirm": true, "reason": "Exact", "allow_edit": true}}}`)
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"c": {Name: "c", Policy: p}}}
+	d := Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(
+		`{"connection":"c","method":"POST","endpoint":"/refunds/7","intent":"write"}`)})
+	if d.Tier != agentd.TierConfirm || d.Reason != "Exact" || d.PathTemplate != "/refunds/{id}" ||
+		strings.Join(d.AllowedDecisions, ",") != "approve,deny,edit" {
+		t.Fatalf("tier %s reason %q template %q allowed %v; want the exact endpoint's", d.Tier, d.Reason, d.PathTemplate, d.AllowedDecisions)
+	}
+}
+
+// A threshold whose tier is not stricter than the endpoint's leaves the
+// call as the endpoint has it: not escalated, the endpoint's reason.
+func TestThresholdAtTheEndpointsTierChangesNothing(t *testing.T) {
+	p := mustPolicy(t, `{"endpoints": {"POST /audits": {"confirm": "review", "reason": "Audited",
+		"thresholds": [{"field": "body.amount", "above": 10, "escalate": "review", "reason": "Big"}]}}}`)
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"c": {Name: "c", Policy: p}}}
+	d := Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(
+		`{"connection":"c","method":"POST","endpoint":"/audits","data":{"amount":20},"intent":"write"}`)})
+	if d.Tier != agentd.TierReview || d.Escalated || !strings.Contains(d.Reason, "Audited") || strings.Contains(d.Reason, "Big") {
+		t.Fatalf("tier %s escalated %v reason %q; want review, not escalated, the endpoint's reason", d.Tier, d.Escalated, d.Reason)
+	}
+}
+
+// lookupNumber: the largest number at the path, an array by its largest
+// element and keys that differ only by case all counted (Classify refuses
+// such keys first; the rule holds without it).
+func TestLookupNumberTakesTheLargest(t *testing.T) {
+	for doc, want := range map[string]float64{
+		`{"body":{"amount":[3,20000,7]}}`:                 20000,
+		`{"body":{"amount":[-5,-2,-9]}}`:                  -2,
+		`{"body":{"amount":5,"AMOUNT":20000,"Amount":7}}`: 20000,
+		`{"body":{"Amount":20000,"amount":5}}`:            20000,
+		`{"query":{"amount":["1","30","2"]}}`:             30,
+	} {
+		path := "body.amount"
+		if strings.HasPrefix(doc, `{"query"`) {
+			path = "query.amount"
+		}
+		if got, ok := lookupNumber(json.RawMessage(doc), path); !ok || got != want {
+			t.Errorf("lookupNumber(%s, %s) = %v, %v; want %v", doc, path, got, ok, want)
+		}
+	}
+	for _, doc := range []string{`{"body":{"amount":[]}}`, `{"body":{"amount":["1"]}}`, `{"body":{"other":1}}`} {
+		if got, ok := lookupNumber(json.RawMessage(doc), "body.amount"); ok {
+			t.Errorf("lookupNumber(%s) = %v, want none", doc, got)
+		}
+	}
+}
+
+// A request has a body only when the arguments carry one: absent and
+// null data (or body) send none; anything else is sent as written.
+func TestResolveBody(t *testing.T) {
+	rt := requestTool(t)
+	op := &Tool{Name: "op", Kind: KindOperation, Connection: &ConnectionPolicy{Name: "c"},
+		Operation: &Operation{Method: "POST", Template: "/things"}}
+	for _, c := range []struct {
+		tool *Tool
+		args string
+		body string // "" for none
+	}{
+		{rt, `{"connection":"plain","method":"POST","endpoint":"/x","intent":"write"}`, ""},
+		{rt, `{"connection":"plain","method":"POST","endpoint":"/x","intent":"write","data":null}`, ""},
+		{rt, `{"connection":"plain","method":"POST","endpoint":"/x","intent":"write","data": {"a":1}}`, `{"a":1}`},
+		{rt, `{"connection":"plain","method":"POST","endpoint":"/x","intent":"write","data":0}`, `0`},
+		{op, `{}`, ""},
+		{op, `{"body":null}`, ""},
+		{op, `{"body":"x"}`, `"x"`},
+	} {
+		tg, err := Resolve(c.tool, json.RawMessage(c.args))
+		if err != nil {
+			t.Fatalf("%s: %v", c.args, err)
+		}
+		if c.body == "" && tg.Body != nil || string(tg.Body) != c.body {
+			t.Errorf("%s: body %q, want %q", c.args, tg.Body, c.body)
+		}
+	}
+}
