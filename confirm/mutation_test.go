@@ -116,3 +116,40 @@ func TestResolveBody(t *testing.T) {
 		}
 	}
 }
+
+// Among exceeded thresholds of the same tier, the one with the highest
+// limit gives the reason, whatever their order in the file.
+func TestThresholdWithTheHighestLimitGivesTheReason(t *testing.T) {
+	for _, order := range []string{
+		`{"field": "body.amount", "above": 100, "escalate": "review", "reason": "Low"},
+		 {"field": "body.amount", "above": 1000, "escalate": "review", "reason": "High"}`,
+		`{"field": "body.amount", "above": 1000, "escalate": "review", "reason": "High"},
+		 {"field": "body.amount", "above": 100, "escalate": "review", "reason": "Low"}`,
+	} {
+		p := mustPolicy(t, `{"endpoints": {"POST /pay": {"confirm": true, "thresholds": [`+order+`]}}}`)
+		rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"c": {Name: "c", Policy: p}}}
+		d := Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(
+			`{"connection":"c","method":"POST","endpoint":"/pay","data":{"amount":5000},"intent":"write"}`)})
+		if d.Tier != agentd.TierReview || !d.Escalated || !strings.Contains(d.Reason, "High") {
+			t.Errorf("tier %s escalated %v reason %q; want review for the limit of 1000", d.Tier, d.Escalated, d.Reason)
+		}
+	}
+}
+
+// A delegated conversation's confirm becomes review and keeps the
+// endpoint's reason; without one the reason names the request.
+func TestDelegatedEscalationKeepsTheReason(t *testing.T) {
+	p := mustPolicy(t, `{"endpoints": {"POST /pay": {"confirm": true, "reason": "Moves money"}, "POST /plain": {"confirm": true}},
+		"delegations": {"escalateConfirm": true}}`)
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"c": {Name: "c", Policy: p}}}
+	for endpoint, want := range map[string]string{
+		"/pay":   "Moves money, and this conversation is delegated",
+		"/plain": `POST /plain on connection "c" needs confirmation, and this conversation is delegated`,
+	} {
+		d := Classify(Call{Name: rt.Name, Tool: rt, Delegated: true, Arguments: json.RawMessage(
+			`{"connection":"c","method":"POST","endpoint":"` + endpoint + `","intent":"write"}`)})
+		if d.Tier != agentd.TierReview || !d.Escalated || !strings.Contains(d.Reason, want) {
+			t.Errorf("%s: tier %s escalated %v reason %q; want review with %q", endpoint, d.Tier, d.Escalated, d.Reason, want)
+		}
+	}
+}
