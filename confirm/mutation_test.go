@@ -153,3 +153,36 @@ func TestDelegatedEscalationKeepsTheReason(t *testing.T) {
 		}
 	}
 }
+
+// CleanEndpoint takes an endpoint of up to 2048 bytes, and its refusals
+// say what is wrong with the path.
+func TestCleanEndpointSaysWhy(t *testing.T) {
+	long := "/" + strings.Repeat("a", 2047)
+	if got, err := CleanEndpoint(long); err != nil || got != long {
+		t.Errorf("2048 bytes: %v", err)
+	}
+	if _, err := CleanEndpoint(long + "a"); err == nil || !strings.Contains(err.Error(), "longer than 2048 bytes") {
+		t.Errorf("2049 bytes: %v", err)
+	}
+	for in, why := range map[string]string{
+		"":            "endpoint is empty",
+		"/a//b":       "has an empty segment",
+		"/a/../b":     "has a dot segment",
+		"/a/%2e/b":    "has a dot segment",
+		"/a/.../b":    "a segment of only dots",
+		"/a%2fb":      "has an encoded slash",
+		"/a%2541":     "is encoded twice",
+		"/a%ff":       "not valid UTF-8 once decoded",
+		"/a%0a":       "refused once decoded",
+		"/a%zz":       "bad percent-encoding",
+		"http://x/y":  "not a URL",
+		"x:80/y":      "not a URL",
+		"/a?b":        "must not carry a query",
+		"/a\u202eb":   "endpoint refused",
+		"/a/\u2028/b": "line separator",
+	} {
+		if _, err := CleanEndpoint(in); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("CleanEndpoint(%q) = %v, want an error saying %q", in, err, why)
+		}
+	}
+}
