@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -183,6 +184,60 @@ func TestCleanEndpointSaysWhy(t *testing.T) {
 	} {
 		if _, err := CleanEndpoint(in); err == nil || !strings.Contains(err.Error(), why) {
 			t.Errorf("CleanEndpoint(%q) = %v, want an error saying %q", in, err, why)
+		}
+	}
+}
+
+// A parked call's deadline is the endpoint's approval_timeout when it has
+// one, else the agent's.
+func TestClassificationDeadline(t *testing.T) {
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	if got := (Classification{}).Deadline(now, time.Hour); !got.Equal(now.Add(time.Hour)) {
+		t.Errorf("no approval_timeout: %v, want the agent's hour", got)
+	}
+	if got := (Classification{ApprovalTimeout: 5 * time.Minute}).Deadline(now, time.Hour); !got.Equal(now.Add(5 * time.Minute)) {
+		t.Errorf("approval_timeout 5m: %v", got)
+	}
+}
+
+// An operation's base tier is its endpoint's, else the policy's default
+// for its method (SPEC §3 defaults without a policy); an operation tool
+// without a connection or operation is never.
+func TestOperationTier(t *testing.T) {
+	p := mustPolicy(t, specPolicy)
+	open := mustPolicy(t, `{"defaults": {"read": "confirm", "write": "auto"}}`)
+	for _, c := range []struct {
+		p            *Policy
+		method, tmpl string
+		want         agentd.Tier
+	}{
+		{p, "DELETE", "/invoices/{id}", agentd.TierNever},
+		{p, "GET", "/files/{rest}", agentd.TierReview},
+		{p, "GET", "/other", agentd.TierAuto},
+		{p, "POST", "/other", agentd.TierConfirm},
+		{open, "GET", "/other", agentd.TierConfirm},
+		{open, "POST", "/other", agentd.TierAuto},
+		{nil, "GET", "/x", agentd.TierAuto},
+		{nil, "PUT", "/x", agentd.TierConfirm},
+	} {
+		if got := OperationTier(c.p, c.method, c.tmpl); got != c.want {
+			t.Errorf("OperationTier(%s %s) = %s, want %s", c.method, c.tmpl, got, c.want)
+		}
+	}
+	conn := &ConnectionPolicy{Name: "c", Policy: p}
+	del := &Operation{Method: "DELETE", Template: "/invoices/{id}"}
+	get := &Operation{Method: "GET", Template: "/invoices/{id}"}
+	for _, c := range []struct {
+		tool *Tool
+		want agentd.Tier
+	}{
+		{&Tool{Kind: KindOperation, Connection: conn, Operation: get}, agentd.TierAuto},
+		{&Tool{Kind: KindOperation, Connection: conn, Operation: del}, agentd.TierNever},
+		{&Tool{Kind: KindOperation, Operation: get}, agentd.TierNever},
+		{&Tool{Kind: KindOperation, Connection: conn}, agentd.TierNever},
+	} {
+		if got := c.tool.OperationTier(); got != c.want {
+			t.Errorf("%+v: OperationTier() = %s, want %s", c.tool, got, c.want)
 		}
 	}
 }
