@@ -241,3 +241,61 @@ func TestOperationTier(t *testing.T) {
 		}
 	}
 }
+
+// A connection's credential header may be any valid name except a cookie,
+// User-Agent, or a hop-by-hop, framing, client-set or route header.
+func TestCheckAuthHeader(t *testing.T) {
+	for _, ok := range []string{"Authorization", "X-Api-Key", "Private-Token", "X-User-Id"} {
+		if err := CheckAuthHeader(ok); err != nil {
+			t.Errorf("CheckAuthHeader(%q) = %v, want nil", ok, err)
+		}
+	}
+	for name, why := range map[string]string{
+		"Cookie":          "cannot carry credentials",
+		"set-cookie":      "cannot carry credentials",
+		"User-Agent":      "cannot carry credentials",
+		"Content-Type":    "hop-by-hop or framing",
+		"X-Forwarded-For": "(route)",
+		"Bad Name":        "not a valid header name",
+	} {
+		if err := CheckAuthHeader(name); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("CheckAuthHeader(%q) = %v, want an error saying %q", name, err, why)
+		}
+	}
+}
+
+// A constraint's min may equal its max (one value); above it is refused.
+func TestGrantConstraintMinEqualsMax(t *testing.T) {
+	m, err := ParseGrantMatch(json.RawMessage(`{"body.amount":{"min":5,"max":5}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Matches("", "d", json.RawMessage(`{"body":{"amount":5}}`)) || m.Matches("", "d", json.RawMessage(`{"body":{"amount":6}}`)) {
+		t.Errorf("min = max = 5 must match 5 and only 5")
+	}
+	for raw, ok := range map[string]bool{`{"a":{"one_of":[1]}}`: true, `{"a":{"equals":1}}`: true, `{"a":{"min":1}}`: true, `{"a":{"max":1}}`: true} {
+		if _, err := ParseGrantMatch(json.RawMessage(raw)); (err == nil) != ok {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+}
+
+// CheckShown names what it refuses.
+func TestCheckShownSaysWhat(t *testing.T) {
+	for s, why := range map[string]string{
+		"a\nb":     "control character U+000A",
+		"a\u0085b": "control character U+0085",
+		"a\u2028b": "line separator U+2028",
+		"a\u2029b": "line separator U+2029",
+		"a\u202eb": "bidirectional formatting character U+202E",
+		"a\u200fb": "bidirectional formatting character U+200F",
+		"a\xffb":   "not valid UTF-8",
+	} {
+		if err := CheckShown(s); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("CheckShown(%q) = %v, want %q", s, err, why)
+		}
+	}
+	if err := CheckShown("café – ok ✓"); err != nil {
+		t.Errorf("plain text: %v", err)
+	}
+}
