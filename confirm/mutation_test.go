@@ -299,3 +299,36 @@ func TestCheckShownSaysWhat(t *testing.T) {
 		t.Errorf("plain text: %v", err)
 	}
 }
+
+// A path template's segments: ** only last, a named or * wildcard, or a
+// literal that is not empty, a dot segment, a pattern character or an
+// encoded slash or percent sign.
+func TestParseTemplateSegments(t *testing.T) {
+	for tmpl, why := range map[string]string{
+		"/a/**/b":  "** must be the last segment",
+		"/a/{}":    "bad parameter",
+		"/a/{b{}}": "bad parameter",
+		"/a//b":    `bad segment ""`,
+		"/a/./b":   `bad segment "."`,
+		"/a/../b":  `bad segment ".."`,
+		"/a/b?c":   "bad segment",
+		"/a/x*":    "bad segment",
+		"/a/%2F":   "bad segment",
+		"/a/%25":   "bad segment",
+		"/a/%zz":   "bad segment",
+	} {
+		if _, err := parseTemplate(tmpl); err == nil || !strings.Contains(err.Error(), why) {
+			t.Errorf("parseTemplate(%q) = %v, want %q", tmpl, err, why)
+		}
+	}
+	segs, err := parseTemplate("/caf%C3%A9/{id}/*/**")
+	want := []segment{{segLiteral, "caf%C3%A9"}, {segWild, "id"}, {segWild, ""}, {segRest, ""}}
+	if err != nil || len(segs) != len(want) {
+		t.Fatalf("%v, %v", segs, err)
+	}
+	for i := range want {
+		if segs[i] != want[i] {
+			t.Errorf("segment %d: %+v, want %+v", i, segs[i], want[i])
+		}
+	}
+}

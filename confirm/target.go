@@ -43,11 +43,9 @@ func CallTarget(c agentd.ToolCall) (*Target, error) {
 	for k, raw := range g.Query {
 		var one string
 		var many []string
-		switch {
-		case json.Unmarshal(raw, &one) == nil:
+		if err := json.Unmarshal(raw, &one); err == nil {
 			many = []string{one}
-		case json.Unmarshal(raw, &many) == nil:
-		default:
+		} else if err := json.Unmarshal(raw, &many); err != nil {
 			return nil, fmt.Errorf("the call's recorded request is not valid: query %q is neither a string nor a list of strings", k)
 		}
 		if tg.Query == nil {
