@@ -332,3 +332,18 @@ func TestParseTemplateSegments(t *testing.T) {
 		}
 	}
 }
+
+// A header name is an RFC 9110 token: letters, digits and !#$%&'*+-.^_`|~,
+// nothing else, and not empty.
+func TestValidHeaderName(t *testing.T) {
+	for _, ok := range []string{"azAZ09", "a", "z", "A", "Z", "0", "9", "!#$%&'*+-.^_`|~", "!a", "~"} {
+		if !ValidHeaderName(ok) {
+			t.Errorf("ValidHeaderName(%q) = false, want true", ok)
+		}
+	}
+	for _, bad := range []string{"", "a b", "a:b", "a/b", "a@b", "a[b", "a{b", "a\"b", "a(b", "a\x7fb", "a\x00b", "é", "a,b", "a;b", "a=b", "a?b", "a\\b"} {
+		if ValidHeaderName(bad) {
+			t.Errorf("ValidHeaderName(%q) = true, want false", bad)
+		}
+	}
+}
