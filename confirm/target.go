@@ -1,7 +1,6 @@
 package confirm
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,8 +55,6 @@ func CallTarget(c agentd.ToolCall) (*Target, error) {
 	if len(g.Header) > 0 {
 		tg.Header = g.Header
 	}
-	if b := bytes.TrimSpace(g.Body); len(b) > 0 && string(b) != "null" {
-		tg.Body = g.Body
-	}
+	tg.Body = bodyOf(g.Body)
 	return tg, nil
 }
