@@ -347,3 +347,18 @@ func TestValidHeaderName(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint's approval_timeout must be positive: 0s and negatives are
+// refused with the field named; the smallest positive one is taken.
+func TestEndpointApprovalTimeoutIsPositive(t *testing.T) {
+	for _, v := range []string{"0s", "-1m"} {
+		_, err := ParsePolicy([]byte(`{"endpoints": {"POST /a": {"confirm": true, "approval_timeout": "` + v + `"}}}`))
+		if err == nil || !strings.Contains(err.Error(), "endpoints.POST /a.approval_timeout") {
+			t.Errorf("approval_timeout %s: %v", v, err)
+		}
+	}
+	p := mustPolicy(t, `{"endpoints": {"POST /a": {"confirm": true, "approval_timeout": "1ns"}}}`)
+	if p.Endpoints[0].ApprovalTimeout != time.Nanosecond {
+		t.Errorf("approval_timeout 1ns: %v", p.Endpoints[0].ApprovalTimeout)
+	}
+}
