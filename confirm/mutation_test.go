@@ -362,3 +362,17 @@ func TestEndpointApprovalTimeoutIsPositive(t *testing.T) {
 		t.Errorf("approval_timeout 1ns: %v", p.Endpoints[0].ApprovalTimeout)
 	}
 }
+
+// HEAD follows the GET keys also case-insensitively: a case variant of a
+// stricter GET endpoint governs a HEAD request as it governs a GET.
+func TestHeadCaseVariantTakesTheStricterGetTier(t *testing.T) {
+	p := mustPolicy(t, `{"endpoints": {"GET /Secret": {"confirm": "never"}, "GET /{x}": {}}}`)
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"c": {Name: "c", Policy: p}}}
+	for _, m := range []string{"GET", "HEAD"} {
+		d := Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(
+			`{"connection":"c","method":"` + m + `","endpoint":"/secret","intent":"read"}`)})
+		if d.Tier != agentd.TierNever || d.PathTemplate != "/Secret" {
+			t.Errorf("%s /secret: tier %s template %q, want never under GET /Secret", m, d.Tier, d.PathTemplate)
+		}
+	}
+}
