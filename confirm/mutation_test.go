@@ -376,3 +376,11 @@ func TestHeadCaseVariantTakesTheStricterGetTier(t *testing.T) {
 		}
 	}
 }
+
+// A threshold without a field is refused, naming it.
+func TestThresholdNeedsAField(t *testing.T) {
+	_, err := ParsePolicy([]byte(`{"endpoints": {"POST /a": {"thresholds": [{"above": 1, "escalate": "review"}]}}}`))
+	if err == nil || !strings.Contains(err.Error(), `"endpoints.POST /a.thresholds[0].field": is required`) {
+		t.Fatalf("%v", err)
+	}
+}
