@@ -384,3 +384,16 @@ func TestThresholdNeedsAField(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// Without a threshold reason, the reason names the field, its value and
+// the limit as written.
+func TestThresholdReasonNamesTheLimit(t *testing.T) {
+	p := mustPolicy(t, `{"endpoints": {"POST /pay": {"confirm": true, "thresholds": [{"field": "body.amount", "above": 10000, "escalate": "review"}]}}}`)
+	rt := &Tool{Name: RequestToolName, Kind: KindRequest, Connections: map[string]*ConnectionPolicy{"c": {Name: "c", Policy: p}}}
+	d := Classify(Call{Name: rt.Name, Tool: rt, Arguments: json.RawMessage(
+		`{"connection":"c","method":"POST","endpoint":"/pay","data":{"amount":20000.5},"intent":"write"}`)})
+	want := `The call was not performed: body.amount is 20000.5, above the limit of 10000 for POST /pay on connection "c" (escalated to review). It needs human review outside this conversation.`
+	if d.Reason != want {
+		t.Fatalf("reason %q,\nwant %q", d.Reason, want)
+	}
+}
