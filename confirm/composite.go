@@ -11,12 +11,13 @@ package confirm
 // composite at load and the endpoint refuses the call (403), whatever the
 // load said.
 func CompositeRefusal(t *Tool) string {
-	switch {
-	case t == nil:
+	if t == nil {
 		return ""
-	case t.Kind == KindRequest || t.Kind == KindOperation:
+	}
+	if t.Kind == KindRequest || t.Kind == KindOperation {
 		return "it is a connection tool (a composite reaches connections through its context endpoint's request)"
-	case t.Exposure == ExposureRequiresConfirmation:
+	}
+	if t.Exposure == ExposureRequiresConfirmation {
 		return "it requires confirmation, and a composite's children run without a prompt"
 	}
 	return ""

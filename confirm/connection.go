@@ -106,14 +106,16 @@ var requestMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"}
 // fragments, and what CheckShown refuses (control and bidirectional
 // formatting characters), also once decoded.
 func CleanEndpoint(p string) (string, error) {
-	switch {
-	case p == "":
+	if p == "" {
 		return "", fmt.Errorf("endpoint is empty")
-	case len(p) > 2048:
+	}
+	if len(p) > 2048 {
 		return "", fmt.Errorf("endpoint is longer than 2048 bytes")
-	case strings.Contains(p, "://") || strings.HasPrefix(p, "//") || strings.Contains(p, `\`):
+	}
+	if strings.Contains(p, "://") || strings.HasPrefix(p, "//") || strings.Contains(p, `\`) {
 		return "", fmt.Errorf("endpoint %q must be a path relative to the connection's base_url, not a URL", p)
-	case !strings.HasPrefix(p, "/"):
+	}
+	if !strings.HasPrefix(p, "/") {
 		if i := strings.IndexAny(p, ":/"); i >= 0 && p[i] == ':' {
 			return "", fmt.Errorf("endpoint %q must be a path relative to the connection's base_url, not a URL", p)
 		}
@@ -128,30 +130,44 @@ func CleanEndpoint(p string) (string, error) {
 	parts := splitPath(p)
 	out := make([]string, 0, len(parts))
 	for _, raw := range parts {
-		seg, err := url.PathUnescape(raw)
+		seg, err := cleanSegment(p, raw)
 		if err != nil {
-			return "", fmt.Errorf("endpoint %q: bad percent-encoding", p)
-		}
-		switch {
-		case seg == "" && raw == "":
-			return "", fmt.Errorf("endpoint %q has an empty segment", p)
-		case seg == "." || seg == "..":
-			return "", fmt.Errorf("endpoint %q has a dot segment; paths may not climb out of the connection's base path", p)
-		case strings.Trim(seg, ".") == "":
-			return "", fmt.Errorf("endpoint %q has a segment of only dots", p)
-		case !utf8.ValidString(seg):
-			return "", fmt.Errorf("endpoint %q is not valid UTF-8 once decoded", p)
-		case strings.ContainsAny(seg, `/\`):
-			return "", fmt.Errorf("endpoint %q has an encoded slash", p)
-		case strings.Contains(seg, "%"):
-			return "", fmt.Errorf("endpoint %q is encoded twice", p)
-		}
-		if err := CheckShown(seg); err != nil {
-			return "", fmt.Errorf("endpoint refused once decoded: %v", err)
+			return "", err
 		}
 		out = append(out, url.PathEscape(seg))
 	}
 	return "/" + strings.Join(out, "/"), nil
+}
+
+// cleanSegment decodes one raw segment of the endpoint p and refuses what
+// CleanEndpoint refuses in a segment.
+func cleanSegment(p, raw string) (string, error) {
+	seg, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", fmt.Errorf("endpoint %q: bad percent-encoding", p)
+	}
+	if raw == "" {
+		return "", fmt.Errorf("endpoint %q has an empty segment", p)
+	}
+	if seg == "." || seg == ".." {
+		return "", fmt.Errorf("endpoint %q has a dot segment; paths may not climb out of the connection's base path", p)
+	}
+	if strings.Trim(seg, ".") == "" {
+		return "", fmt.Errorf("endpoint %q has a segment of only dots", p)
+	}
+	if !utf8.ValidString(seg) {
+		return "", fmt.Errorf("endpoint %q is not valid UTF-8 once decoded", p)
+	}
+	if strings.ContainsAny(seg, `/\`) {
+		return "", fmt.Errorf("endpoint %q has an encoded slash", p)
+	}
+	if strings.Contains(seg, "%") {
+		return "", fmt.Errorf("endpoint %q is encoded twice", p)
+	}
+	if err := CheckShown(seg); err != nil {
+		return "", fmt.Errorf("endpoint refused once decoded: %v", err)
+	}
+	return seg, nil
 }
 
 // The arguments of the request tool and of operation tools.
@@ -217,10 +233,7 @@ func resolveRequest(t *Tool, args json.RawMessage) (*Target, error) {
 	if err := checkHeaders(conn, a.Headers); err != nil {
 		return nil, err
 	}
-	tg := &Target{Connection: a.Connection, Method: m, Path: path, Query: q, Header: a.Headers, Intent: a.Intent}
-	if len(bytes.TrimSpace(a.Data)) > 0 && string(bytes.TrimSpace(a.Data)) != "null" {
-		tg.Body = a.Data
-	}
+	tg := &Target{Connection: a.Connection, Method: m, Path: path, Query: q, Header: a.Headers, Intent: a.Intent, Body: bodyOf(a.Data)}
 	return tg, nil
 }
 
@@ -259,11 +272,17 @@ func resolveOperation(t *Tool, args json.RawMessage) (*Target, error) {
 		return nil, err
 	}
 	tg := &Target{Connection: t.Connection.Name, Method: t.Operation.Method, Path: path,
-		Template: t.Operation.Template, Query: q, Header: a.Header}
-	if len(bytes.TrimSpace(a.Body)) > 0 && string(bytes.TrimSpace(a.Body)) != "null" {
-		tg.Body = a.Body
-	}
+		Template: t.Operation.Template, Query: q, Header: a.Header, Body: bodyOf(a.Body)}
 	return tg, nil
+}
+
+// bodyOf is the request body that arguments' data (or body) raw sends:
+// nil when raw is absent or JSON null, else raw as written.
+func bodyOf(raw json.RawMessage) json.RawMessage {
+	if b := string(bytes.TrimSpace(raw)); b == "" || b == "null" {
+		return nil
+	}
+	return raw
 }
 
 // checkHeaders refuses model headers whose name CheckHeader or the
@@ -342,21 +361,19 @@ func (t *Tool) connectionNames() []string {
 // grouped returns the grouped arguments {path, query, header, body}. The
 // body is kept byte for byte (no HTML escaping): CallTarget sends it.
 func grouped(tg *Target, pathParams map[string]string) json.RawMessage {
-	g := map[string]any{"path": map[string]string{}, "query": map[string]any{}, "header": map[string]string{}, "body": nil}
+	g := map[string]any{"path": map[string]string{}, "header": map[string]string{}, "body": nil}
 	if pathParams != nil {
 		g["path"] = pathParams
 	}
-	if len(tg.Query) > 0 {
-		q := map[string]any{}
-		for k, vs := range tg.Query {
-			if len(vs) == 1 {
-				q[k] = vs[0]
-			} else {
-				q[k] = vs
-			}
+	q := map[string]any{}
+	for k, vs := range tg.Query {
+		if len(vs) == 1 {
+			q[k] = vs[0]
+		} else {
+			q[k] = vs
 		}
-		g["query"] = q
 	}
+	g["query"] = q
 	if tg.Header != nil {
 		g["header"] = tg.Header
 	}
@@ -398,10 +415,10 @@ func maxNumber(v any, keys []string, strs bool) (float64, bool) {
 				return f, true
 			}
 		case []any:
-			best, found := 0.0, false
+			best, found := math.Inf(-1), false
 			for _, e := range x {
-				if f, ok := maxNumber(e, nil, strs); ok && (!found || f > best) {
-					best, found = f, true
+				if f, ok := maxNumber(e, nil, strs); ok {
+					best, found = max(best, f), true
 				}
 			}
 			return best, found
@@ -412,13 +429,13 @@ func maxNumber(v any, keys []string, strs bool) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	best, found := 0.0, false
+	best, found := math.Inf(-1), false
 	for k, sub := range m {
 		if !strings.EqualFold(k, keys[0]) {
 			continue
 		}
-		if f, ok := maxNumber(sub, keys[1:], strs); ok && (!found || f > best) {
-			best, found = f, true
+		if f, ok := maxNumber(sub, keys[1:], strs); ok {
+			best, found = max(best, f), true
 		}
 	}
 	return best, found
@@ -582,14 +599,13 @@ func demoteConfirmedWrite(d Classification, tg *Target, eff json.RawMessage) (Cl
 // delegation: the matching endpoint's, else the policy's default for
 // writes or reads.
 func policyTier(p *Policy, ep *Endpoint, write bool) (agentd.Tier, string) {
-	switch {
-	case ep != nil:
+	if ep != nil {
 		return ep.Tier, ep.Reason
-	case write:
-		return p.defaultWrite(), ""
-	default:
-		return p.defaultRead(), ""
 	}
+	if write {
+		return p.defaultWrite(), ""
+	}
+	return p.defaultRead(), ""
 }
 
 // escalateByThreshold returns tier and reason after ep's thresholds over

@@ -80,12 +80,13 @@ func parseConstraint(path string, v json.RawMessage) (Constraint, error) {
 	if err := strictjson.CheckKeys(v); err != nil {
 		return Constraint{}, agentd.Errorf(agentd.EINVALID, "%s: %v", field, err)
 	}
-	switch {
-	case c.Equals == nil && c.OneOf == nil && c.Min == nil && c.Max == nil:
+	if c.Equals == nil && c.OneOf == nil && c.Min == nil && c.Max == nil {
 		return Constraint{}, agentd.Errorf(agentd.EINVALID, "%s: names no condition (equals, one_of, min, max)", field)
-	case c.OneOf != nil && len(c.OneOf) == 0:
+	}
+	if c.OneOf != nil && len(c.OneOf) == 0 {
 		return Constraint{}, agentd.Errorf(agentd.EINVALID, "%s.one_of: must list at least one value", field)
-	case c.Min != nil && c.Max != nil && *c.Min > *c.Max:
+	}
+	if c.Min != nil && c.Max != nil && *c.Min > *c.Max {
 		return Constraint{}, agentd.Errorf(agentd.EINVALID, "%s: min %v is above max %v", field, *c.Min, *c.Max)
 	}
 	return c, nil

@@ -145,8 +145,7 @@ func CheckAuthHeader(name string) error {
 	if !ValidHeaderName(name) {
 		return fmt.Errorf("%q is not a valid header name", name)
 	}
-	switch l := strings.ToLower(name); {
-	case l == "cookie" || l == "set-cookie" || l == "user-agent":
+	if l := strings.ToLower(name); l == "cookie" || l == "set-cookie" || l == "user-agent" {
 		return fmt.Errorf("header %q cannot carry credentials", name)
 	}
 	if k := classifyHeader(name); k == headerTransport || k == headerRoute {

@@ -254,33 +254,44 @@ func parseTemplate(tmpl string) ([]segment, error) {
 	parts := splitPath(tmpl)
 	segs := make([]segment, 0, len(parts))
 	for i, s := range parts {
-		switch {
-		case s == "**":
-			if i != len(parts)-1 {
-				return nil, fmt.Errorf("path template %q: ** must be the last segment", tmpl)
-			}
-			segs = append(segs, segment{kind: segRest})
-		case s == "*":
-			segs = append(segs, segment{kind: segWild})
-		case strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}"):
-			name := s[1 : len(s)-1]
-			if name == "" || strings.ContainsAny(name, "{}/") {
-				return nil, fmt.Errorf("path template %q: bad parameter %q", tmpl, s)
-			}
-			segs = append(segs, segment{kind: segWild, value: name})
-		case s == "" || s == "." || s == ".." || strings.ContainsAny(s, "{}*?#"):
-			return nil, fmt.Errorf("path template %q: bad segment %q", tmpl, s)
-		default:
-			// Literals are kept in the form CleanEndpoint gives request
-			// paths, so "/café" matches the request "/caf%C3%A9".
-			dec, err := url.PathUnescape(s)
-			if err != nil || strings.ContainsAny(dec, `/\%`) {
-				return nil, fmt.Errorf("path template %q: bad segment %q", tmpl, s)
-			}
-			segs = append(segs, segment{kind: segLiteral, value: url.PathEscape(dec)})
+		seg, err := parseSegment(tmpl, s, i == len(parts)-1)
+		if err != nil {
+			return nil, err
 		}
+		segs = append(segs, seg)
 	}
 	return segs, nil
+}
+
+// parseSegment parses s, a segment of the path template tmpl; last says
+// whether it is the template's last.
+func parseSegment(tmpl, s string, last bool) (segment, error) {
+	if s == "**" {
+		if !last {
+			return segment{}, fmt.Errorf("path template %q: ** must be the last segment", tmpl)
+		}
+		return segment{kind: segRest}, nil
+	}
+	if s == "*" {
+		return segment{kind: segWild}, nil
+	}
+	if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+		name := s[1 : len(s)-1]
+		if name == "" || strings.ContainsAny(name, "{}/") {
+			return segment{}, fmt.Errorf("path template %q: bad parameter %q", tmpl, s)
+		}
+		return segment{kind: segWild, value: name}, nil
+	}
+	if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "{}*?#") {
+		return segment{}, fmt.Errorf("path template %q: bad segment %q", tmpl, s)
+	}
+	// Literals are kept in the form CleanEndpoint gives request paths, so
+	// "/café" matches the request "/caf%C3%A9".
+	dec, err := url.PathUnescape(s)
+	if err != nil || strings.ContainsAny(dec, `/\%`) {
+		return segment{}, fmt.Errorf("path template %q: bad segment %q", tmpl, s)
+	}
+	return segment{kind: segLiteral, value: url.PathEscape(dec)}, nil
 }
 
 // splitPath splits a path on "/" without the leading slash; "/" is no

@@ -1,7 +1,6 @@
 package confirm
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,11 +42,9 @@ func CallTarget(c agentd.ToolCall) (*Target, error) {
 	for k, raw := range g.Query {
 		var one string
 		var many []string
-		switch {
-		case json.Unmarshal(raw, &one) == nil:
+		if err := json.Unmarshal(raw, &one); err == nil {
 			many = []string{one}
-		case json.Unmarshal(raw, &many) == nil:
-		default:
+		} else if err := json.Unmarshal(raw, &many); err != nil {
 			return nil, fmt.Errorf("the call's recorded request is not valid: query %q is neither a string nor a list of strings", k)
 		}
 		if tg.Query == nil {
@@ -58,8 +55,6 @@ func CallTarget(c agentd.ToolCall) (*Target, error) {
 	if len(g.Header) > 0 {
 		tg.Header = g.Header
 	}
-	if b := bytes.TrimSpace(g.Body); len(b) > 0 && string(b) != "null" {
-		tg.Body = g.Body
-	}
+	tg.Body = bodyOf(g.Body)
 	return tg, nil
 }

@@ -19,12 +19,13 @@ func CheckShown(s string) error {
 		return fmt.Errorf("it is not valid UTF-8")
 	}
 	for _, r := range s {
-		switch {
-		case unicode.IsControl(r):
+		if unicode.IsControl(r) {
 			return fmt.Errorf("it contains the control character %U", r)
-		case r == '\u2028' || r == '\u2029':
+		}
+		if r == '\u2028' || r == '\u2029' {
 			return fmt.Errorf("it contains the line separator %U", r)
-		case unicode.Is(unicode.Bidi_Control, r):
+		}
+		if unicode.Is(unicode.Bidi_Control, r) {
 			return fmt.Errorf("it contains the bidirectional formatting character %U", r)
 		}
 	}
