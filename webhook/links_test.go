@@ -45,30 +45,7 @@ func (fakeLinks) Seal(url string) (string, error) {
 // links unsealed only — never a token.
 func TestDecisionLinkTokensStayOutOfTheAPI(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	rc := webhooktest.NewReceiver(t)
-	eps, err := webhook.ParseConfig(json.RawMessage(fmt.Sprintf(`[
-		{"id":"bot","url":%q,"secret_env":"S","include_decision_links":true,"links_key_id":"bot"},
-		{"id":"plain","url":%q,"secret_env":"S"}]`, rc.URL, rc.URL)), env(map[string]string{"S": goodSecret}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := feed.New(store, feed.Options{})
-	defer f.Close()
-	svc, err := webhook.New(store, f, eps, webhook.Options{Links: fakeLinks{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	callID := seedParked(t, store)
-	f.Notify()
+	svc, rc, callID := startWithLinks(t, fakeLinks{}, true)
 	reqs := rc.WaitFor(t, 30*time.Second, "two deliveries", func(r []webhooktest.Request) bool { return len(r) == 2 })
 
 	var first webhooktest.Request
@@ -180,29 +157,7 @@ func (s sealedAtMint) Mint(ctx context.Context, keyID string, call *agentd.ToolC
 // MAC — no token through the API, whatever the outbox holds.
 func TestStoredSealedLinksShownUnsealed(t *testing.T) {
 	ctx := context.Background()
-	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	rc := webhooktest.NewReceiver(t)
-	eps, err := webhook.ParseConfig(json.RawMessage(fmt.Sprintf(`[
-		{"id":"bot","url":%q,"secret_env":"S","include_decision_links":true,"links_key_id":"bot"}]`, rc.URL)), env(map[string]string{"S": goodSecret}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := feed.New(store, feed.Options{})
-	defer f.Close()
-	svc, err := webhook.New(store, f, eps, webhook.Options{Links: sealedAtMint{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	callID := seedParked(t, store)
-	f.Notify()
+	svc, rc, callID := startWithLinks(t, sealedAtMint{}, false)
 	reqs := rc.WaitFor(t, 30*time.Second, "the delivery", func(r []webhooktest.Request) bool { return len(r) == 1 })
 	if !bytes.Contains(reqs[0].Body, []byte(callID+"-approve"+sealSuffix)) {
 		t.Fatalf("the receiver did not get the stored links: %s", reqs[0].Body)
@@ -225,4 +180,39 @@ func TestStoredSealedLinksShownUnsealed(t *testing.T) {
 	if !bytes.Equal(reqs[1].Body, reqs[0].Body) {
 		t.Fatalf("the redelivery sent %s, want %s", reqs[1].Body, reqs[0].Body)
 	}
+}
+
+// startWithLinks starts the webhook service on a new SQLite store with the
+// endpoint "bot" (include_decision_links, minted by links) and, with
+// plain, the endpoint "plain" (no links), both to one receiver; it parks
+// one call and returns its id.
+func startWithLinks(t *testing.T, links webhook.Links, plain bool) (*webhook.Service, *webhooktest.Receiver, string) {
+	t.Helper()
+	store, err := sqlite.Open(filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	rc := webhooktest.NewReceiver(t)
+	cfg := fmt.Sprintf(`[{"id":"bot","url":%q,"secret_env":"S","include_decision_links":true,"links_key_id":"bot"}`, rc.URL)
+	if plain {
+		cfg += fmt.Sprintf(`,{"id":"plain","url":%q,"secret_env":"S"}`, rc.URL)
+	}
+	eps, err := webhook.ParseConfig(json.RawMessage(cfg+"]"), env(map[string]string{"S": goodSecret}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := feed.New(store, feed.Options{})
+	t.Cleanup(f.Close)
+	svc, err := webhook.New(store, f, eps, webhook.Options{Links: links})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	callID := seedParked(t, store)
+	f.Notify()
+	return svc, rc, callID
 }
