@@ -10,21 +10,30 @@ import (
 	"testing"
 )
 
-// The README's curl session really works: its shell blocks run, in order,
-// against a server on the embedded demo, and the stream they print shows
-// the card, the approval and the result.
+// The README's ten lines of curl really work: its shell blocks run, in
+// order, against a server on the embedded demo, and the stream they print
+// shows the card, the approval and the result.
 func TestReadmeCurlSession(t *testing.T) {
-	runReadmeSection(t, "## A session with curl", []string{"event: run_started", "event: confirmation_required",
-		`"tool_name":"refund_payment"`, `"status":"requires_confirmation"`, `"decision":"approved"`, "event: tool_call_started",
+	runReadmeSection(t, "## Ten lines of curl", []string{"event: run_started", "event: confirmation_required",
+		`"tool_name":"refund_payment"`, `"decision":"approved"`, "event: confirmation_resolved", "event: tool_call_started",
 		"event: tool_call_result", "Done, the refund went through", "event: run_finished"})
 }
 
-// The README's connection session works too: the request tool parks a
+// The tour's curl session (docs/quickstart.md) works step by step, with
+// the call read back while it is parked.
+func TestQuickstartCurlSession(t *testing.T) {
+	runDocSection(t, filepath.Join("docs", "quickstart.md"), "## A session with curl", []string{"event: run_started",
+		"event: confirmation_required", `"tool_name":"refund_payment"`, `"status":"requires_confirmation"`,
+		`"decision":"approved"`, "event: tool_call_started", "event: tool_call_result", "Done, the refund went through",
+		"event: run_finished"})
+}
+
+// The tour's connection session works too: the request tool parks a
 // billing refund, the approval runs it against the demo billing API, a
 // big refund is refused by the threshold, and the durable path previews
 // then performs a write.
-func TestReadmeConnectionSession(t *testing.T) {
-	runReadmeSection(t, "## Connections: the request-tool handshake with curl", []string{
+func TestQuickstartConnectionSession(t *testing.T) {
+	runDocSection(t, filepath.Join("docs", "quickstart.md"), "## A connection: the request-tool handshake with curl", []string{
 		`"connection_name":"billing"`, `"path_template":"/refunds"`, `"method":"POST"`, `"decision":"approved"`,
 		`"status":201`, "Done, the billing request went through", "event: tool_call_refused", "Refunds over 10,000 need a finance review",
 		`"preview":{`, `"instruction":"Nothing was sent.`, `"idempotency_key":"`})

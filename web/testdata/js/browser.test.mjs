@@ -123,6 +123,7 @@ test('acceptance 1: a card, Approve, Deny, Expired, reload once; the approvals v
   await until(async () => (await timer.innerText()) !== first, 'the countdown to tick');
   await page.getByRole('log', { name: 'Conversation' }).getByText('Paying 5 EUR now. This needs your approval.').waitFor();
   await card.screenshot({ path: join(cfg.screenshots, 'web-card.png') });
+  await page.screenshot({ path: join(cfg.screenshots, 'web-chat.png'), clip: { x: 0, y: 0, width: 1000, height: 620 } }); // the README's picture
 
   // The pending-approvals view (another tab: the key is per tab) lists it.
   const other = await newPage();
