@@ -2,7 +2,7 @@
 // hooks/<name>/ with a hook.json that names the points it runs at
 // (preToolUse, postToolUse), an RE2 matcher on the whole tool name and a
 // command. A hook runs as command tools run — the same runner
-// (tools.RunProcess): a minimal environment, the whole JSON request as its
+// (package internal/process): a minimal environment, the whole JSON request as its
 // stdin, killed with the server — and answers on stdout. Set implements
 // toolset.Hooks; package server wires it (docs/hooks.md).
 package hooks
@@ -23,8 +23,8 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/process"
 	"github.com/agentd-dev/agentd/internal/strictjson"
-	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
@@ -266,11 +266,11 @@ func newInput(point string, c toolset.HookCall) input {
 
 // run runs one hook with in as its stdin and returns its stdout.
 func (h *Hook) run(ctx context.Context, in input) ([]byte, error) {
-	payload, err := tools.StdinJSON(in)
+	payload, err := process.StdinJSON(in)
 	if err != nil {
 		return nil, err
 	}
-	return tools.RunProcess(ctx, tools.Process{Name: fmt.Sprintf("hook %q", h.Name), Command: h.Command, Dir: h.Dir,
+	return process.Run(ctx, process.Spec{Name: fmt.Sprintf("hook %q", h.Name), Command: h.Command, Dir: h.Dir,
 		Env: h.Env, Stdin: payload, Timeout: h.Timeout})
 }
 
