@@ -2,7 +2,7 @@
 // hooks/<name>/ with a hook.json that names the points it runs at
 // (preToolUse, postToolUse), an RE2 matcher on the whole tool name and a
 // command. A hook runs as command tools run — the same runner
-// (package internal/process): a minimal environment, the whole JSON request as its
+// (process.Run): a minimal environment, the whole JSON request as its
 // stdin, killed with the server — and answers on stdout. Set implements
 // toolset.Hooks; package server wires it (docs/hooks.md).
 package hooks
