@@ -9,7 +9,7 @@ import (
 // Store is the durable state of agentd: the sum of the role interfaces
 // below. A backend implements Store; a consumer names only the roles it
 // uses (or a smaller interface of its own), never Store itself — only the
-// backends, storetest and the wiring in cmd/agentd do. Every method is one
+// backends, storetest and the wiring (package server) do. Every method is one
 // transaction; the events passed to a method are appended to their
 // conversation's log in that same transaction and returned with their
 // assigned sequence numbers and feed positions, so state and its

@@ -26,8 +26,8 @@ import (
 // Config configures the API.
 type Config struct {
 	// Keys are the accepted API keys. With none, the server is in dev mode:
-	// every request is the single tenant default/default (cmd/agentd binds
-	// loopback only then).
+	// every request is the single tenant default/default (package server
+	// binds loopback only then).
 	Keys []agentd.APIKey
 	// MaxBodyBytes bounds request bodies (default 1 MiB); larger get 413.
 	MaxBodyBytes int64

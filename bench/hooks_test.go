@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentd-dev/agentd/files"
 	"github.com/agentd-dev/agentd/hooks"
-	"github.com/agentd-dev/agentd/tools"
+	procrun "github.com/agentd-dev/agentd/internal/process"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
@@ -30,7 +30,7 @@ func BenchmarkPreToolUseHook(b *testing.B) {
 	cmd := []string{"/bin/sh", "./run.sh"}
 	b.Run("bare_exec", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := tools.RunProcess(context.Background(), tools.Process{Name: "bench", Command: cmd, Dir: dir,
+			if _, err := procrun.Run(context.Background(), procrun.Spec{Name: "bench", Command: cmd, Dir: dir,
 				Stdin: []byte("{}\n"), Timeout: 10 * time.Second}); err != nil {
 				b.Fatal(err)
 			}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 )
 
 // approvalFile is the approval object as written (SPEC §11.1): who
@@ -24,11 +24,11 @@ type approvalFile struct {
 // "endpoints.POST /refunds.approval", …): nil for null or absent; each
 // field left out takes its default (agentd.DefaultApprovalRule).
 func ParseApproval(raw json.RawMessage, field string) (*agentd.ApprovalRule, error) {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return nil, nil
 	}
 	var f approvalFile
-	if err := jsonconf.DecodeStrict(raw, &f, field); err != nil {
+	if err := strictjson.DecodeStrict(raw, &f, field); err != nil {
 		return nil, err
 	}
 	r := agentd.DefaultApprovalRule()
@@ -54,7 +54,7 @@ func ParseApproval(raw json.RawMessage, field string) (*agentd.ApprovalRule, err
 		r.MaxExtension = *f.MaxExtension
 	}
 	if err := r.Check(); err != nil {
-		return nil, jsonconf.FieldErr(field, "%v", err)
+		return nil, strictjson.FieldErr(field, "%v", err)
 	}
 	return &r, nil
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 )
 
 // Policy is a connection's endpoint policy (policy.json, SPEC §3). It is
@@ -107,7 +107,7 @@ var policyMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "O
 // equally specific keys that can match the same request are an error.
 func ParsePolicy(data []byte) (*Policy, error) {
 	var f policyFile
-	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+	if err := strictjson.DecodeStrict(data, &f, ""); err != nil {
 		return nil, err
 	}
 	p := &Policy{DefaultRead: agentd.TierAuto, DefaultWrite: agentd.TierConfirm}
@@ -115,12 +115,12 @@ func ParsePolicy(data []byte) (*Policy, error) {
 		var err error
 		if f.Defaults.Read != nil {
 			if p.DefaultRead, err = parseTierName(*f.Defaults.Read); err != nil {
-				return nil, jsonconf.FieldErr("defaults.read", "%v", err)
+				return nil, strictjson.FieldErr("defaults.read", "%v", err)
 			}
 		}
 		if f.Defaults.Write != nil {
 			if p.DefaultWrite, err = parseTierName(*f.Defaults.Write); err != nil {
-				return nil, jsonconf.FieldErr("defaults.write", "%v", err)
+				return nil, strictjson.FieldErr("defaults.write", "%v", err)
 			}
 		}
 	}
@@ -142,7 +142,7 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	for i, a := range p.Endpoints {
 		for _, b := range p.Endpoints[i+1:] {
 			if conflict(a, b) {
-				return nil, jsonconf.FieldErr("endpoints."+b.Key,
+				return nil, strictjson.FieldErr("endpoints."+b.Key,
 					"conflicts with %q: equally specific keys that can match the same request", a.Key)
 			}
 		}
@@ -154,35 +154,35 @@ func parseEndpoint(key string, raw json.RawMessage) (*Endpoint, error) {
 	field := "endpoints." + key
 	method, tmpl, ok := strings.Cut(key, " ")
 	if !ok {
-		return nil, jsonconf.FieldErr(field, `key must be "METHOD /path/template"`)
+		return nil, strictjson.FieldErr(field, `key must be "METHOD /path/template"`)
 	}
 	method = strings.ToUpper(method)
 	if method != "*" && !slices.Contains(policyMethods, method) {
-		return nil, jsonconf.FieldErr(field, "unknown method %q (want one of %s or *)", method, strings.Join(policyMethods, ", "))
+		return nil, strictjson.FieldErr(field, "unknown method %q (want one of %s or *)", method, strings.Join(policyMethods, ", "))
 	}
 	segs, err := parseTemplate(tmpl)
 	if err != nil {
-		return nil, jsonconf.FieldErr(field, "%v", err)
+		return nil, strictjson.FieldErr(field, "%v", err)
 	}
 	var f endpointFile
-	if err := jsonconf.DecodeStrict(raw, &f, field); err != nil {
+	if err := strictjson.DecodeStrict(raw, &f, field); err != nil {
 		return nil, err
 	}
 	ep := &Endpoint{Key: key, Method: method, Template: tmpl, Reason: f.Reason, AllowEdit: f.AllowEdit, segs: segs}
 	if ep.Tier, err = parseConfirm(f.Confirm); err != nil {
-		return nil, jsonconf.FieldErr(field+".confirm", "%v", err)
+		return nil, strictjson.FieldErr(field+".confirm", "%v", err)
 	}
 	switch f.Intent {
 	case "":
 	case "read":
 		ep.IntentRead = true
 	default:
-		return nil, jsonconf.FieldErr(field+".intent", `must be "read" when set, got %q`, f.Intent)
+		return nil, strictjson.FieldErr(field+".intent", `must be "read" when set, got %q`, f.Intent)
 	}
 	if f.ApprovalTimeout != "" {
 		d, err := time.ParseDuration(f.ApprovalTimeout)
 		if err != nil || d <= 0 {
-			return nil, jsonconf.FieldErr(field+".approval_timeout", "must be a positive Go duration such as \"15m\", got %q", f.ApprovalTimeout)
+			return nil, strictjson.FieldErr(field+".approval_timeout", "must be a positive Go duration such as \"15m\", got %q", f.ApprovalTimeout)
 		}
 		ep.ApprovalTimeout = d
 	}
@@ -191,27 +191,27 @@ func parseEndpoint(key string, raw json.RawMessage) (*Endpoint, error) {
 	}
 	if ep.Approval != nil {
 		if err := ep.Approval.CheckTimeout(ep.ApprovalTimeout); err != nil {
-			return nil, jsonconf.FieldErr(field+".approval", "%v", err)
+			return nil, strictjson.FieldErr(field+".approval", "%v", err)
 		}
 	}
 	for i, raw := range f.Thresholds {
 		tf := fmt.Sprintf("%s.thresholds[%d]", field, i)
 		var t thresholdFile
-		if err := jsonconf.DecodeStrict(raw, &t, tf); err != nil {
+		if err := strictjson.DecodeStrict(raw, &t, tf); err != nil {
 			return nil, err
 		}
 		if t.Field == "" {
-			return nil, jsonconf.FieldErr(tf+".field", "is required")
+			return nil, strictjson.FieldErr(tf+".field", "is required")
 		}
 		if root, _, _ := strings.Cut(t.Field, "."); !slices.Contains([]string{"path", "query", "header", "body"}, root) {
-			return nil, jsonconf.FieldErr(tf+".field", `must start with "path.", "query.", "header." or "body.", got %q`, t.Field)
+			return nil, strictjson.FieldErr(tf+".field", `must start with "path.", "query.", "header." or "body.", got %q`, t.Field)
 		}
 		if t.Above == nil {
-			return nil, jsonconf.FieldErr(tf+".above", "is required")
+			return nil, strictjson.FieldErr(tf+".above", "is required")
 		}
 		esc := agentd.Tier(t.Escalate)
 		if esc != agentd.TierReview && esc != agentd.TierNever {
-			return nil, jsonconf.FieldErr(tf+".escalate", `must be "review" or "never", got %q`, t.Escalate)
+			return nil, strictjson.FieldErr(tf+".escalate", `must be "review" or "never", got %q`, t.Escalate)
 		}
 		ep.Thresholds = append(ep.Thresholds, Threshold{Field: t.Field, Above: *t.Above, Escalate: esc, Reason: t.Reason})
 	}
@@ -221,7 +221,7 @@ func parseEndpoint(key string, raw json.RawMessage) (*Endpoint, error) {
 // parseConfirm maps policy.json's confirm value to a tier: omitted or false
 // → auto, true → confirm, "review", "never".
 func parseConfirm(raw json.RawMessage) (agentd.Tier, error) {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return agentd.TierAuto, nil
 	}
 	var b bool

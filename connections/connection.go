@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 )
 
 // Limits and defaults of a connection.
@@ -204,7 +204,7 @@ func loadOne(dir, name string, getenv func(string) string) (*Connection, error) 
 		ops, warnings, err := c.loadOperations(dir, c.document, opsSel)
 		var unknown *unknownOperationError
 		if errors.As(err, &unknown) {
-			return nil, fmt.Errorf("%s: %w", file, jsonconf.FieldErr(fmt.Sprintf("tools.operations[%d]", unknown.index),
+			return nil, fmt.Errorf("%s: %w", file, strictjson.FieldErr(fmt.Sprintf("tools.operations[%d]", unknown.index),
 				"operationId %q does not exist in %s", unknown.id, c.document))
 		}
 		if err != nil {
@@ -244,22 +244,22 @@ func readBounded(path string, limit int64) ([]byte, error) {
 // every operation).
 func parseConnection(data []byte, name string, getenv func(string) string) (*Connection, []string, error) {
 	var f connectionFile
-	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+	if err := strictjson.DecodeStrict(data, &f, ""); err != nil {
 		return nil, nil, err
 	}
 	c := &Connection{Name: name, Description: strings.TrimSpace(f.Description), timeout: DefaultTimeout,
 		maxResponse: DefaultMaxResponseBytes, requestTool: true, headers: http.Header{}}
 
 	if f.BaseURL == nil {
-		return nil, nil, jsonconf.FieldErr("base_url", `required: the API's absolute http or https URL, e.g. "https://billing.example.com/api"`)
+		return nil, nil, strictjson.FieldErr("base_url", `required: the API's absolute http or https URL, e.g. "https://billing.example.com/api"`)
 	}
 	base, prefix, err := parseBaseURL(*f.BaseURL)
 	if err != nil {
-		return nil, nil, jsonconf.FieldErr("base_url", "%v", err)
+		return nil, nil, strictjson.FieldErr("base_url", "%v", err)
 	}
 	c.base, c.prefix = base, prefix
 
-	if !jsonconf.IsNull(f.Auth) {
+	if !strictjson.IsNull(f.Auth) {
 		if c.auth, err = parseAuth(f.Auth, getenv); err != nil {
 			return nil, nil, err
 		}
@@ -276,13 +276,13 @@ func parseConnection(data []byte, name string, getenv func(string) string) (*Con
 			return nil, nil, err
 		}
 	}
-	if !jsonconf.IsNull(f.TenantIDs) {
+	if !strictjson.IsNull(f.TenantIDs) {
 		if c.tenants, err = parseTenantIDs(f.TenantIDs); err != nil {
 			return nil, nil, err
 		}
 	}
 	var opsSel []string
-	if !jsonconf.IsNull(f.Tools) {
+	if !strictjson.IsNull(f.Tools) {
 		if opsSel, err = c.parseTools(f.Tools); err != nil {
 			return nil, nil, err
 		}
@@ -302,10 +302,10 @@ func (c *Connection) setStaticHeaders(headers map[string]string) error {
 	sort.Strings(names)
 	for _, k := range names {
 		if err := checkStaticHeader(k, headers[k]); err != nil {
-			return jsonconf.FieldErr("headers."+k, "%v", err)
+			return strictjson.FieldErr("headers."+k, "%v", err)
 		}
 		if c.auth != nil && c.auth.kind == "header" && strings.EqualFold(k, c.auth.header) {
-			return jsonconf.FieldErr("headers."+k, "is the header of auth; set it only there")
+			return strictjson.FieldErr("headers."+k, "is the header of auth; set it only there")
 		}
 		c.headers.Set(k, headers[k])
 	}
@@ -318,14 +318,14 @@ func (c *Connection) setLimits(timeoutMS, maxResponseBytes *int64) error {
 	if timeoutMS != nil {
 		ms := *timeoutMS
 		if ms < 1 || ms > MaxTimeout.Milliseconds() {
-			return jsonconf.FieldErr("timeout_ms", "must be between 1 and %d, got %d", MaxTimeout.Milliseconds(), ms)
+			return strictjson.FieldErr("timeout_ms", "must be between 1 and %d, got %d", MaxTimeout.Milliseconds(), ms)
 		}
 		c.timeout = time.Duration(ms) * time.Millisecond
 	}
 	if maxResponseBytes != nil {
 		n := *maxResponseBytes
 		if n < 1 || n > MaxMaxResponseBytes {
-			return jsonconf.FieldErr("max_response_bytes", "must be between 1 and %d (16 MiB), got %d", MaxMaxResponseBytes, n)
+			return strictjson.FieldErr("max_response_bytes", "must be between 1 and %d (16 MiB), got %d", MaxMaxResponseBytes, n)
 		}
 		c.maxResponse = n
 	}
@@ -337,9 +337,9 @@ func (c *Connection) setLimits(timeoutMS, maxResponseBytes *int64) error {
 func parseDocumentPath(p string) (string, error) {
 	switch {
 	case p == "":
-		return "", jsonconf.FieldErr("openapi", "must name a file in the connection folder, e.g. \"openapi.json\"")
+		return "", strictjson.FieldErr("openapi", "must name a file in the connection folder, e.g. \"openapi.json\"")
 	case filepath.IsAbs(p) || strings.HasPrefix(p, "/") || strings.Contains(p, `\`) || !filepath.IsLocal(p):
-		return "", jsonconf.FieldErr("openapi", "must be a path inside the connection folder, got %q", p)
+		return "", strictjson.FieldErr("openapi", "must be a path inside the connection folder, got %q", p)
 	}
 	return p, nil
 }
@@ -349,7 +349,7 @@ func parseDocumentPath(p string) (string, error) {
 // else the distinct, non-empty operationIds listed, which need c.document.
 func (c *Connection) parseTools(raw json.RawMessage) ([]string, error) {
 	var tf toolsFile
-	if err := jsonconf.DecodeStrict(raw, &tf, "tools"); err != nil {
+	if err := strictjson.DecodeStrict(raw, &tf, "tools"); err != nil {
 		return nil, err
 	}
 	if tf.Request != nil {
@@ -359,15 +359,15 @@ func (c *Connection) parseTools(raw json.RawMessage) ([]string, error) {
 		return nil, nil
 	}
 	if c.document == "" {
-		return nil, jsonconf.FieldErr("tools.operations", `needs an OpenAPI document: set "openapi"`)
+		return nil, strictjson.FieldErr("tools.operations", `needs an OpenAPI document: set "openapi"`)
 	}
 	seen := map[string]bool{}
 	for i, id := range tf.Operations {
 		if id == "" {
-			return nil, jsonconf.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "is empty")
+			return nil, strictjson.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "is empty")
 		}
 		if seen[id] {
-			return nil, jsonconf.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "%q is listed twice", id)
+			return nil, strictjson.FieldErr(fmt.Sprintf("tools.operations[%d]", i), "%q is listed twice", id)
 		}
 		seen[id] = true
 	}
@@ -379,17 +379,17 @@ func (c *Connection) parseTools(raw json.RawMessage) ([]string, error) {
 func parseTenantIDs(raw json.RawMessage) ([]string, error) {
 	var ids []string
 	if err := json.Unmarshal(raw, &ids); err != nil {
-		return nil, jsonconf.FieldErr("tenant_ids", `must be an array of tenant ids, e.g. ["acme"]`)
+		return nil, strictjson.FieldErr("tenant_ids", `must be an array of tenant ids, e.g. ["acme"]`)
 	}
 	if len(ids) == 0 {
-		return nil, jsonconf.FieldErr("tenant_ids", "lists no tenant: omit it to let every tenant use the connection")
+		return nil, strictjson.FieldErr("tenant_ids", "lists no tenant: omit it to let every tenant use the connection")
 	}
 	for i, id := range ids {
 		if id == "" {
-			return nil, jsonconf.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "is empty")
+			return nil, strictjson.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "is empty")
 		}
 		if slices.Contains(ids[:i], id) {
-			return nil, jsonconf.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "%q is listed twice", id)
+			return nil, strictjson.FieldErr(fmt.Sprintf("tenant_ids[%d]", i), "%q is listed twice", id)
 		}
 	}
 	return ids, nil
@@ -397,7 +397,7 @@ func parseTenantIDs(raw json.RawMessage) ([]string, error) {
 
 func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, error) {
 	var a authFile
-	if err := jsonconf.DecodeStrict(raw, &a, "auth"); err != nil {
+	if err := strictjson.DecodeStrict(raw, &a, "auth"); err != nil {
 		return nil, err
 	}
 	// secret reads the variable named by field; the value never appears in
@@ -405,23 +405,23 @@ func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, e
 	secret := func(field string, env *string) (string, error) {
 		f := "auth." + field
 		if env == nil || *env == "" {
-			return "", jsonconf.FieldErr(f, "required for auth type %q: the name of the environment variable that holds the secret", a.Type)
+			return "", strictjson.FieldErr(f, "required for auth type %q: the name of the environment variable that holds the secret", a.Type)
 		}
 		if !envNamePattern.MatchString(*env) {
-			return "", jsonconf.FieldErr(f, "not a valid environment variable name: %q", *env)
+			return "", strictjson.FieldErr(f, "not a valid environment variable name: %q", *env)
 		}
 		v := getenv(*env)
 		if v == "" {
-			return "", jsonconf.FieldErr(f, "environment variable %s is not set or empty", *env)
+			return "", strictjson.FieldErr(f, "environment variable %s is not set or empty", *env)
 		}
 		if strings.ContainsAny(v, "\r\n\x00") {
-			return "", jsonconf.FieldErr(f, "environment variable %s holds a line break or NUL, which cannot be sent in a header", *env)
+			return "", strictjson.FieldErr(f, "environment variable %s holds a line break or NUL, which cannot be sent in a header", *env)
 		}
 		return v, nil
 	}
 	unused := func(field string, v *string) error {
 		if v != nil {
-			return jsonconf.FieldErr("auth."+field, "not used by auth type %q", a.Type)
+			return strictjson.FieldErr("auth."+field, "not used by auth type %q", a.Type)
 		}
 		return nil
 	}
@@ -442,10 +442,10 @@ func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, e
 			return nil, err
 		}
 		if a.Name == nil || *a.Name == "" {
-			return nil, jsonconf.FieldErr("auth.name", `required for auth type "header": the header that carries the secret, e.g. "X-API-Key"`)
+			return nil, strictjson.FieldErr("auth.name", `required for auth type "header": the header that carries the secret, e.g. "X-API-Key"`)
 		}
 		if err := confirm.CheckAuthHeader(*a.Name); err != nil {
-			return nil, jsonconf.FieldErr("auth.name", "%v", err)
+			return nil, strictjson.FieldErr("auth.name", "%v", err)
 		}
 		c.header = http.CanonicalHeaderKey(*a.Name)
 		if c.value, err = secret("value_env", a.ValueEnv); err != nil {
@@ -459,15 +459,15 @@ func parseAuth(raw json.RawMessage, getenv func(string) string) (*credentials, e
 			return nil, err
 		}
 		if strings.Contains(c.username, ":") {
-			return nil, jsonconf.FieldErr("auth.username_env", "environment variable %s holds a ':', which basic auth user names cannot contain", *a.UsernameEnv)
+			return nil, strictjson.FieldErr("auth.username_env", "environment variable %s holds a ':', which basic auth user names cannot contain", *a.UsernameEnv)
 		}
 		if c.password, err = secret("password_env", a.PasswordEnv); err != nil {
 			return nil, err
 		}
 	case "":
-		return nil, jsonconf.FieldErr("auth.type", `required: "bearer", "header" or "basic"`)
+		return nil, strictjson.FieldErr("auth.type", `required: "bearer", "header" or "basic"`)
 	default:
-		return nil, jsonconf.FieldErr("auth.type", `must be "bearer", "header" or "basic", got %q`, a.Type)
+		return nil, strictjson.FieldErr("auth.type", `must be "bearer", "header" or "basic", got %q`, a.Type)
 	}
 	return c, nil
 }

@@ -2,7 +2,7 @@
 // hooks/<name>/ with a hook.json that names the points it runs at
 // (preToolUse, postToolUse), an RE2 matcher on the whole tool name and a
 // command. A hook runs as command tools run — the same runner
-// (tools.RunProcess): a minimal environment, the whole JSON request as its
+// (process.Run): a minimal environment, the whole JSON request as its
 // stdin, killed with the server — and answers on stdout. Set implements
 // toolset.Hooks; package server wires it (docs/hooks.md).
 package hooks
@@ -22,9 +22,8 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/process"
 	"github.com/agentd-dev/agentd/internal/strictjson"
-	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
@@ -109,12 +108,12 @@ func parse(name string, data []byte) (*Hook, error) {
 		return nil, fmt.Errorf("the folder name %q must be 1 to 64 letters, digits, '_' or '-'", name)
 	}
 	var f hookFile
-	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+	if err := strictjson.DecodeStrict(data, &f, ""); err != nil {
 		return nil, err
 	}
 	h := &Hook{Name: name, Command: f.Command, Env: f.Env, Timeout: DefaultTimeout}
 	if len(f.Points) == 0 {
-		return nil, jsonconf.FieldErr("points", `required: ["preToolUse"], ["postToolUse"] or both`)
+		return nil, strictjson.FieldErr("points", `required: ["preToolUse"], ["postToolUse"] or both`)
 	}
 	for i, p := range f.Points {
 		switch p {
@@ -123,23 +122,23 @@ func parse(name string, data []byte) (*Hook, error) {
 		case PostToolUse:
 			h.Post = true
 		default:
-			return nil, jsonconf.FieldErr(fmt.Sprintf("points[%d]", i), "must be %q or %q, got %q", PreToolUse, PostToolUse, p)
+			return nil, strictjson.FieldErr(fmt.Sprintf("points[%d]", i), "must be %q or %q, got %q", PreToolUse, PostToolUse, p)
 		}
 	}
 	if f.Matcher != nil {
 		re, err := regexp.Compile(`^(?:` + *f.Matcher + `)$`)
 		if err != nil {
-			return nil, jsonconf.FieldErr("matcher", "not an RE2 expression: %v", err)
+			return nil, strictjson.FieldErr("matcher", "not an RE2 expression: %v", err)
 		}
 		h.Matcher = re
 	}
 	if len(f.Command) == 0 || f.Command[0] == "" {
-		return nil, jsonconf.FieldErr("command", `required: the argv, e.g. ["./check.sh"]`)
+		return nil, strictjson.FieldErr("command", `required: the argv, e.g. ["./check.sh"]`)
 	}
 	if f.TimeoutMS != nil {
 		d := time.Duration(*f.TimeoutMS) * time.Millisecond
 		if d <= 0 || d > maxTimeout {
-			return nil, jsonconf.FieldErr("timeout_ms", "must be between 1 and %d, got %d", maxTimeout.Milliseconds(), *f.TimeoutMS)
+			return nil, strictjson.FieldErr("timeout_ms", "must be between 1 and %d, got %d", maxTimeout.Milliseconds(), *f.TimeoutMS)
 		}
 		h.Timeout = d
 	}
@@ -149,7 +148,7 @@ func parse(name string, data []byte) (*Hook, error) {
 		case "open":
 			h.FailOpen = true
 		default:
-			return nil, jsonconf.FieldErr("fail_policy", `must be "closed" or "open", got %q`, *f.FailPolicy)
+			return nil, strictjson.FieldErr("fail_policy", `must be "closed" or "open", got %q`, *f.FailPolicy)
 		}
 	}
 	return h, nil
@@ -217,7 +216,7 @@ func DecodeOutput(stdout []byte) (Output, error) {
 // objectArg is updated_arguments compacted: nil for null, an error for
 // anything but an object.
 func objectArg(v json.RawMessage) (json.RawMessage, error) {
-	if jsonconf.IsNull(v) {
+	if strictjson.IsNull(v) {
 		return nil, nil
 	}
 	if v[0] != '{' {
@@ -266,11 +265,11 @@ func newInput(point string, c toolset.HookCall) input {
 
 // run runs one hook with in as its stdin and returns its stdout.
 func (h *Hook) run(ctx context.Context, in input) ([]byte, error) {
-	payload, err := tools.StdinJSON(in)
+	payload, err := process.StdinJSON(in)
 	if err != nil {
 		return nil, err
 	}
-	return tools.RunProcess(ctx, tools.Process{Name: fmt.Sprintf("hook %q", h.Name), Command: h.Command, Dir: h.Dir,
+	return process.Run(ctx, process.Spec{Name: fmt.Sprintf("hook %q", h.Name), Command: h.Command, Dir: h.Dir,
 		Env: h.Env, Stdin: payload, Timeout: h.Timeout})
 }
 

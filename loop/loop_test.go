@@ -522,7 +522,7 @@ func TestImportRules(t *testing.T) {
 			// A durable tool's journal is the store's ChildJournal role, handed in.
 			"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/postgres", "database/sql"},
 		// Direct eval, the invoke trigger and scheduled runs go through the
-		// registry handed in by cmd/agentd, which the API serves.
+		// registry handed in by server, which the API serves.
 		"github.com/agentd-dev/agentd/tools/direct": {"github.com/agentd-dev/agentd/tools", "github.com/agentd-dev/agentd/tools/registry",
 			"github.com/agentd-dev/agentd/connections", "github.com/agentd-dev/agentd/mcp", "github.com/agentd-dev/agentd/api",
 			"github.com/agentd-dev/agentd/tools/callcontext", "github.com/labstack/echo/v4", "net/http", "os/exec"},
@@ -545,6 +545,16 @@ func TestImportRules(t *testing.T) {
 		// the API reaches them through api.Webhooks.
 		"github.com/agentd-dev/agentd/webhook": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite",
 			"github.com/agentd-dev/agentd/api", "github.com/agentd-dev/agentd/feed", "github.com/labstack/echo/v4", "modernc.org/sqlite"},
+		// The demo is a project the command line picks (cmd/agentd), not a
+		// part of the assembled server.
+		"github.com/agentd-dev/agentd/server": {"github.com/agentd-dev/agentd/demo", "github.com/agentd-dev/agentd/demo/billing"},
+		// Hooks run as command tools run, through internal/process, not
+		// through the command tools' package.
+		"github.com/agentd-dev/agentd/hooks": {"github.com/agentd-dev/agentd/tools"},
+		// The backends are two implementations of one store: neither
+		// builds on the other.
+		"github.com/agentd-dev/agentd/sqlite":   {"github.com/agentd-dev/agentd/postgres"},
+		"github.com/agentd-dev/agentd/postgres": {"github.com/agentd-dev/agentd/sqlite"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 )
 
 // File is the name of the MCP configuration at the project root.
@@ -113,7 +113,7 @@ func Parse(data []byte, dir string, getenv func(string) string) (*Config, error)
 		getenv = os.Getenv
 	}
 	var f fileConfig
-	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+	if err := strictjson.DecodeStrict(data, &f, ""); err != nil {
 		return nil, err
 	}
 	cfg := &Config{Tiers: map[string]agentd.Tier{}, Trust: map[string]bool{}}
@@ -121,7 +121,7 @@ func Parse(data []byte, dir string, getenv func(string) string) (*Config, error)
 	for i, raw := range f.Servers {
 		field := fmt.Sprintf("servers[%d]", i)
 		var s fileServer
-		if err := jsonconf.DecodeStrict(raw, &s, field); err != nil {
+		if err := strictjson.DecodeStrict(raw, &s, field); err != nil {
 			return nil, err
 		}
 		sc, err := parseServer(s, field, dir, getenv)
@@ -129,14 +129,14 @@ func Parse(data []byte, dir string, getenv func(string) string) (*Config, error)
 			return nil, err
 		}
 		if ids[sc.ID] {
-			return nil, jsonconf.FieldErr(field+".id", "server id %q is used twice", sc.ID)
+			return nil, strictjson.FieldErr(field+".id", "server id %q is used twice", sc.ID)
 		}
 		ids[sc.ID] = true
 		cfg.Servers = append(cfg.Servers, sc)
 	}
 	for i, id := range f.TrustAnnotations {
 		if !ids[id] {
-			return nil, jsonconf.FieldErr(fmt.Sprintf("trust_annotations[%d]", i), "no server has id %q", id)
+			return nil, strictjson.FieldErr(fmt.Sprintf("trust_annotations[%d]", i), "no server has id %q", id)
 		}
 		cfg.Trust[id] = true
 	}
@@ -149,13 +149,13 @@ func Parse(data []byte, dir string, getenv func(string) string) (*Config, error)
 		field := "tiers." + name
 		id, tool, ok := strings.Cut(name, "__")
 		if !ok || tool == "" || !ids[id] {
-			return nil, jsonconf.FieldErr(field, "must name a tool as <server id>__<tool> of a server of \"servers\"")
+			return nil, strictjson.FieldErr(field, "must name a tool as <server id>__<tool> of a server of \"servers\"")
 		}
 		switch t := agentd.Tier(f.Tiers[name]); t {
 		case agentd.TierAuto, agentd.TierConfirm:
 			cfg.Tiers[name] = t
 		default:
-			return nil, jsonconf.FieldErr(field, "must be \"auto\" or \"confirm\", got %q", f.Tiers[name])
+			return nil, strictjson.FieldErr(field, "must be \"auto\" or \"confirm\", got %q", f.Tiers[name])
 		}
 	}
 	return cfg, parseApprovals(cfg, f.Approval, ids)
@@ -167,7 +167,7 @@ func parseApprovals(cfg *Config, raw map[string]json.RawMessage, ids map[string]
 	for name, r := range raw {
 		field := "approval." + name
 		if id, tool, ok := strings.Cut(name, "__"); !ok || tool == "" || !ids[id] {
-			return jsonconf.FieldErr(field, "must name a tool as <server id>__<tool> of a server of \"servers\"")
+			return strictjson.FieldErr(field, "must name a tool as <server id>__<tool> of a server of \"servers\"")
 		}
 		rule, err := confirm.ParseApproval(r, field)
 		if err != nil {
@@ -181,58 +181,58 @@ func parseApprovals(cfg *Config, raw map[string]json.RawMessage, ids map[string]
 func parseServer(s fileServer, field, dir string, getenv func(string) string) (ServerConfig, error) {
 	sc := ServerConfig{ID: s.ID, Dir: dir, Timeout: agentd.DefaultMCPCallTimeout}
 	if !validID(s.ID) {
-		return sc, jsonconf.FieldErr(field+".id", "must match %s without \"__\" and not end in '_' (lower case letters, digits, '_' or '-', starting with a letter, at most 40), got %q", idPattern, s.ID)
+		return sc, strictjson.FieldErr(field+".id", "must match %s without \"__\" and not end in '_' (lower case letters, digits, '_' or '-', starting with a letter, at most 40), got %q", idPattern, s.ID)
 	}
 	switch {
 	case len(s.Command) > 0 && s.URL != "":
-		return sc, jsonconf.FieldErr(field, "has both \"command\" (a stdio server) and \"url\" (an HTTP server): give one")
+		return sc, strictjson.FieldErr(field, "has both \"command\" (a stdio server) and \"url\" (an HTTP server): give one")
 	case len(s.Command) > 0:
 		if s.Command[0] == "" {
-			return sc, jsonconf.FieldErr(field+".command[0]", "must name a program")
+			return sc, strictjson.FieldErr(field+".command[0]", "must name a program")
 		}
 		if len(s.HeadersEnv) > 0 {
-			return sc, jsonconf.FieldErr(field+".headers_env", "is for HTTP servers (\"url\"); a stdio server gets \"env\"")
+			return sc, strictjson.FieldErr(field+".headers_env", "is for HTTP servers (\"url\"); a stdio server gets \"env\"")
 		}
 		for j, name := range s.Env {
 			if !envNamePattern.MatchString(name) {
-				return sc, jsonconf.FieldErr(fmt.Sprintf("%s.env[%d]", field, j), "must be an environment variable name, got %q", name)
+				return sc, strictjson.FieldErr(fmt.Sprintf("%s.env[%d]", field, j), "must be an environment variable name, got %q", name)
 			}
 		}
 		sc.Command, sc.Env = s.Command, s.Env
 	case s.URL != "":
 		u, err := url.Parse(s.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return sc, jsonconf.FieldErr(field+".url", "must be an http or https URL, got %q", s.URL)
+			return sc, strictjson.FieldErr(field+".url", "must be an http or https URL, got %q", s.URL)
 		}
 		if len(s.Env) > 0 {
-			return sc, jsonconf.FieldErr(field+".env", "is for stdio servers (\"command\"); an HTTP server gets \"headers_env\"")
+			return sc, strictjson.FieldErr(field+".env", "is for stdio servers (\"command\"); an HTTP server gets \"headers_env\"")
 		}
 		sc.URL, sc.Headers = s.URL, map[string]string{}
 		for h, name := range s.HeadersEnv {
 			hf := field + ".headers_env." + h
 			if !headerPattern.MatchString(h) {
-				return sc, jsonconf.FieldErr(hf, "must be an HTTP header name")
+				return sc, strictjson.FieldErr(hf, "must be an HTTP header name")
 			}
 			if !envNamePattern.MatchString(name) {
-				return sc, jsonconf.FieldErr(hf, "must be an environment variable name, got %q", name)
+				return sc, strictjson.FieldErr(hf, "must be an environment variable name, got %q", name)
 			}
 			v := getenv(name)
 			if v == "" {
-				return sc, jsonconf.FieldErr(hf, "environment variable %s is not set", name)
+				return sc, strictjson.FieldErr(hf, "environment variable %s is not set", name)
 			}
 			sc.Headers[h] = v
 		}
 	default:
-		return sc, jsonconf.FieldErr(field, "needs \"command\" (a stdio server) or \"url\" (a streamable HTTP server)")
+		return sc, strictjson.FieldErr(field, "needs \"command\" (a stdio server) or \"url\" (a streamable HTTP server)")
 	}
 	if s.TimeoutMS != nil {
 		ms := *s.TimeoutMS
 		if ms < 1 || ms > maxTimeout.Milliseconds() {
-			return sc, jsonconf.FieldErr(field+".timeout_ms", "must be between 1 and %d, got %d", maxTimeout.Milliseconds(), ms)
+			return sc, strictjson.FieldErr(field+".timeout_ms", "must be between 1 and %d, got %d", maxTimeout.Milliseconds(), ms)
 		}
 		sc.Timeout = time.Duration(ms) * time.Millisecond
 	}
-	if !jsonconf.IsNull(s.TenantIDs) {
+	if !strictjson.IsNull(s.TenantIDs) {
 		ids, err := parseTenantIDs(s.TenantIDs, field+".tenant_ids")
 		if err != nil {
 			return sc, err
@@ -252,18 +252,18 @@ func validID(id string) bool {
 func parseTenantIDs(raw json.RawMessage, field string) ([]string, error) {
 	var ids []string
 	if err := json.Unmarshal(raw, &ids); err != nil {
-		return nil, jsonconf.FieldErr(field, `must be an array of tenant ids, e.g. ["acme"]`)
+		return nil, strictjson.FieldErr(field, `must be an array of tenant ids, e.g. ["acme"]`)
 	}
 	if len(ids) == 0 {
-		return nil, jsonconf.FieldErr(field, "lists no tenant: omit it to let every tenant see the server's tools")
+		return nil, strictjson.FieldErr(field, "lists no tenant: omit it to let every tenant see the server's tools")
 	}
 	seen := map[string]bool{}
 	for i, id := range ids {
 		switch {
 		case id == "":
-			return nil, jsonconf.FieldErr(fmt.Sprintf("%s[%d]", field, i), "is empty")
+			return nil, strictjson.FieldErr(fmt.Sprintf("%s[%d]", field, i), "is empty")
 		case seen[id]:
-			return nil, jsonconf.FieldErr(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", id)
+			return nil, strictjson.FieldErr(fmt.Sprintf("%s[%d]", field, i), "%q is listed twice", id)
 		}
 		seen[id] = true
 	}

@@ -1,6 +1,6 @@
 // Package metrics holds the Prometheus collectors of agentd's engine: the
 // loop reports to a loop.Observer (it imports no metrics library), and
-// Loop is that observer. cmd/agentd builds one prometheus.Registry and
+// Loop is that observer. Package server builds one prometheus.Registry and
 // passes it here, to the API and to every other package with metrics
 // (docs/metrics.md lists them all). No label carries a tenant, a key, an
 // id or anything else unbounded: tool names are the project's configured

@@ -26,8 +26,8 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/connections"
 	"github.com/agentd-dev/agentd/hooks"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
 	"github.com/agentd-dev/agentd/internal/origin"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 	"github.com/agentd-dev/agentd/mcp"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/webhook"
@@ -172,21 +172,21 @@ func Load(dir string, getenv func(string) string) (*Project, error) {
 // workspace resolves agent.json's "workspace": a folder, relative to the
 // project folder or absolute, that must exist.
 func workspace(projectDir string, raw json.RawMessage) (string, error) {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return "", nil
 	}
 	var dir string
 	if err := json.Unmarshal(raw, &dir); err != nil || dir == "" {
-		return "", jsonconf.FieldErr("workspace", "must be a folder name, relative to the project folder or absolute")
+		return "", strictjson.FieldErr("workspace", "must be a folder name, relative to the project folder or absolute")
 	}
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(projectDir, dir)
 	}
 	info, err := os.Stat(dir)
 	if err != nil {
-		return "", jsonconf.FieldErr("workspace", "%v", err)
+		return "", strictjson.FieldErr("workspace", "%v", err)
 	} else if !info.IsDir() {
-		return "", jsonconf.FieldErr("workspace", "%s is not a folder", dir)
+		return "", strictjson.FieldErr("workspace", "%s is not a folder", dir)
 	}
 	return dir, nil
 }
@@ -206,7 +206,7 @@ type agentFile struct {
 // parseAgent parses agent.json of the project in dir.
 func parseAgent(data []byte, dir string) (Agent, error) {
 	var f agentFile
-	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+	if err := strictjson.DecodeStrict(data, &f, ""); err != nil {
 		return Agent{}, err
 	}
 	a := Agent{
@@ -217,29 +217,29 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 
 	switch {
 	case f.Name == nil:
-		return Agent{}, jsonconf.FieldErr("name", "required")
+		return Agent{}, strictjson.FieldErr("name", "required")
 	case !namePattern.MatchString(*f.Name):
-		return Agent{}, jsonconf.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
+		return Agent{}, strictjson.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *f.Name)
 	}
 	a.Name = *f.Name
 
-	if jsonconf.IsNull(f.Model) {
-		return Agent{}, jsonconf.FieldErr("model", `required, e.g. {"provider": "script", "script": "script.json"}`)
+	if strictjson.IsNull(f.Model) {
+		return Agent{}, strictjson.FieldErr("model", `required, e.g. {"provider": "script", "script": "script.json"}`)
 	}
 	var model map[string]json.RawMessage
 	if err := json.Unmarshal(f.Model, &model); err != nil {
-		return Agent{}, jsonconf.FieldErr("model", "must be an object")
+		return Agent{}, strictjson.FieldErr("model", "must be an object")
 	}
 	var provider string
 	if raw, ok := model["provider"]; !ok {
-		return Agent{}, jsonconf.FieldErr("model.provider", "required: one of %s, %s, %s", ProviderScript, ProviderOpenAI, ProviderAnthropic)
+		return Agent{}, strictjson.FieldErr("model.provider", "required: one of %s, %s, %s", ProviderScript, ProviderOpenAI, ProviderAnthropic)
 	} else if err := json.Unmarshal(raw, &provider); err != nil {
-		return Agent{}, jsonconf.FieldErr("model.provider", "must be a string")
+		return Agent{}, strictjson.FieldErr("model.provider", "must be a string")
 	}
 	switch provider {
 	case ProviderScript, ProviderOpenAI, ProviderAnthropic:
 	default:
-		return Agent{}, jsonconf.FieldErr("model.provider", "must be one of %s, %s, %s, got %q", ProviderScript, ProviderOpenAI, ProviderAnthropic, provider)
+		return Agent{}, strictjson.FieldErr("model.provider", "must be one of %s, %s, %s, got %q", ProviderScript, ProviderOpenAI, ProviderAnthropic, provider)
 	}
 	a.Model, a.Provider = compact(f.Model), provider
 
@@ -250,10 +250,10 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 	if f.ApprovalTimeout != nil {
 		d, err := time.ParseDuration(*f.ApprovalTimeout)
 		if err != nil {
-			return Agent{}, jsonconf.FieldErr("approval_timeout", "%v", err)
+			return Agent{}, strictjson.FieldErr("approval_timeout", "%v", err)
 		}
 		if d <= 0 {
-			return Agent{}, jsonconf.FieldErr("approval_timeout", "must be positive, got %q", *f.ApprovalTimeout)
+			return Agent{}, strictjson.FieldErr("approval_timeout", "must be positive, got %q", *f.ApprovalTimeout)
 		}
 		a.ApprovalTimeout = d
 	}
@@ -264,12 +264,12 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 	}
 	if a.Approval != nil {
 		if err := a.Approval.CheckTimeout(a.ApprovalTimeout); err != nil {
-			return Agent{}, jsonconf.FieldErr("approval", "%v", err)
+			return Agent{}, strictjson.FieldErr("approval", "%v", err)
 		}
 	}
 	if f.MaxTurns != nil {
 		if *f.MaxTurns <= 0 {
-			return Agent{}, jsonconf.FieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)
+			return Agent{}, strictjson.FieldErr("max_turns", "must be at least 1, got %d", *f.MaxTurns)
 		}
 		a.MaxTurns = *f.MaxTurns
 	}
@@ -308,28 +308,28 @@ type subagentFile struct {
 }
 
 func parseSubagents(raw json.RawMessage) ([]Subagent, error) {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return nil, nil
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, jsonconf.FieldErr("subagents", "must be an array of objects")
+		return nil, strictjson.FieldErr("subagents", "must be an array of objects")
 	}
 	var out []Subagent
 	seen := map[string]bool{}
 	for i, item := range list {
 		prefix := fmt.Sprintf("subagents[%d]", i)
 		var f subagentFile
-		if err := jsonconf.DecodeStrict(item, &f, prefix); err != nil {
+		if err := strictjson.DecodeStrict(item, &f, prefix); err != nil {
 			return nil, err
 		}
 		switch {
 		case !namePattern.MatchString(f.Name):
-			return nil, jsonconf.FieldErr(prefix+".name", "must be 1 to 64 letters, digits, '_' or '-', got %q", f.Name)
+			return nil, strictjson.FieldErr(prefix+".name", "must be 1 to 64 letters, digits, '_' or '-', got %q", f.Name)
 		case seen[f.Name]:
-			return nil, jsonconf.FieldErr(prefix+".name", "%q is used by another subagent", f.Name)
+			return nil, strictjson.FieldErr(prefix+".name", "%q is used by another subagent", f.Name)
 		case f.MaxTurns != nil && *f.MaxTurns <= 0:
-			return nil, jsonconf.FieldErr(prefix+".max_turns", "must be at least 1, got %d", *f.MaxTurns)
+			return nil, strictjson.FieldErr(prefix+".max_turns", "must be at least 1, got %d", *f.MaxTurns)
 		}
 		seen[f.Name] = true
 		s := Subagent{Name: f.Name, Description: f.Description, SystemPrompt: f.SystemPrompt, Model: compact(f.Model),
@@ -371,7 +371,7 @@ func defaultServer() Server {
 
 func parseServer(data []byte, getenv func(string) string) (Server, error) {
 	var f serverFile
-	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+	if err := strictjson.DecodeStrict(data, &f, ""); err != nil {
 		return Server{}, err
 	}
 	s := defaultServer()
@@ -380,42 +380,42 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 	for i, raw := range f.APIKeys {
 		prefix := fmt.Sprintf("api_keys[%d]", i)
 		var k apiKeyFile
-		if err := jsonconf.DecodeStrict(raw, &k, prefix); err != nil {
+		if err := strictjson.DecodeStrict(raw, &k, prefix); err != nil {
 			return Server{}, err
 		}
 		for _, c := range []struct{ field, value string }{{"id", k.ID}, {"tenant_id", k.TenantID}, {"project_id", k.ProjectID}} {
 			if c.value == "" {
-				return Server{}, jsonconf.FieldErr(prefix+"."+c.field, "required")
+				return Server{}, strictjson.FieldErr(prefix+"."+c.field, "required")
 			}
 			if !idPattern.MatchString(c.value) {
-				return Server{}, jsonconf.FieldErr(prefix+"."+c.field, "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", c.value)
+				return Server{}, strictjson.FieldErr(prefix+"."+c.field, "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", c.value)
 			}
 		}
 		if slices.Contains(agentd.ReservedKeyIDs, k.ID) {
-			return Server{}, jsonconf.FieldErr(prefix+".id", "%q is a principal id the server uses itself (%s): choose another",
+			return Server{}, strictjson.FieldErr(prefix+".id", "%q is a principal id the server uses itself (%s): choose another",
 				k.ID, strings.Join(agentd.ReservedKeyIDs, ", "))
 		}
 		if ids[k.ID] {
-			return Server{}, jsonconf.FieldErr(prefix+".id", "%q is used by another key", k.ID)
+			return Server{}, strictjson.FieldErr(prefix+".id", "%q is used by another key", k.ID)
 		}
 		ids[k.ID] = true
 		if !sha256Pattern.MatchString(k.SHA256) {
-			return Server{}, jsonconf.FieldErr(prefix+".sha256", `must be 64 lowercase hex characters, the SHA-256 of the key: printf %%s "$KEY" | sha256sum`)
+			return Server{}, strictjson.FieldErr(prefix+".sha256", `must be 64 lowercase hex characters, the SHA-256 of the key: printf %%s "$KEY" | sha256sum`)
 		}
 		if other, ok := digests[k.SHA256]; ok {
-			return Server{}, jsonconf.FieldErr(prefix+".sha256", "the same key as %q", other)
+			return Server{}, strictjson.FieldErr(prefix+".sha256", "the same key as %q", other)
 		}
 		digests[k.SHA256] = k.ID
 		switch k.Role {
 		case agentd.RoleClient, agentd.RoleDelegate, agentd.RoleOperator, agentd.RoleAdmin:
 		case "":
-			return Server{}, jsonconf.FieldErr(prefix+".role", "required: one of client, delegate, operator, admin")
+			return Server{}, strictjson.FieldErr(prefix+".role", "required: one of client, delegate, operator, admin")
 		default:
-			return Server{}, jsonconf.FieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
+			return Server{}, strictjson.FieldErr(prefix+".role", "must be one of client, delegate, operator, admin, got %q", k.Role)
 		}
 		for j, g := range k.Groups {
 			if !idPattern.MatchString(g) {
-				return Server{}, jsonconf.FieldErr(fmt.Sprintf("%s.groups[%d]", prefix, j), "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", g)
+				return Server{}, strictjson.FieldErr(fmt.Sprintf("%s.groups[%d]", prefix, j), "must be 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", g)
 			}
 		}
 		s.APIKeys = append(s.APIKeys, agentd.APIKey(k))
@@ -426,9 +426,9 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 		return Server{}, err
 	}
 	s.CORSOrigins = cors
-	if !jsonconf.IsNull(f.Webhooks) {
+	if !strictjson.IsNull(f.Webhooks) {
 		if t := bytes.TrimSpace(f.Webhooks); t[0] != '[' {
-			return Server{}, jsonconf.FieldErr("webhooks", "must be an array")
+			return Server{}, strictjson.FieldErr("webhooks", "must be an array")
 		}
 		if s.Webhooks, err = webhook.ParseConfig(f.Webhooks, getenv); err != nil {
 			return Server{}, err
@@ -450,22 +450,22 @@ func parseServer(data []byte, getenv func(string) string) (Server, error) {
 // parseLimits sets s's limits from agentd.json's "limits" (null or absent:
 // the defaults stay).
 func parseLimits(raw json.RawMessage, s *Server) error {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return nil
 	}
 	var l limitsFile
-	if err := jsonconf.DecodeStrict(raw, &l, "limits"); err != nil {
+	if err := strictjson.DecodeStrict(raw, &l, "limits"); err != nil {
 		return err
 	}
 	if l.MaxBodyBytes != nil {
 		if *l.MaxBodyBytes <= 0 {
-			return jsonconf.FieldErr("limits.max_body_bytes", "must be at least 1, got %d", *l.MaxBodyBytes)
+			return strictjson.FieldErr("limits.max_body_bytes", "must be at least 1, got %d", *l.MaxBodyBytes)
 		}
 		s.MaxBodyBytes = *l.MaxBodyBytes
 	}
 	if l.MaxStreamsPerKey != nil {
 		if *l.MaxStreamsPerKey <= 0 {
-			return jsonconf.FieldErr("limits.max_streams_per_key", "must be at least 1, got %d", *l.MaxStreamsPerKey)
+			return strictjson.FieldErr("limits.max_streams_per_key", "must be at least 1, got %d", *l.MaxStreamsPerKey)
 		}
 		s.MaxStreamsPerKey = *l.MaxStreamsPerKey
 	}
@@ -479,7 +479,7 @@ func parseCORSOrigins(list []string) ([]string, error) {
 	for i, o := range list {
 		n, err := origin.Normalize(o)
 		if err != nil {
-			return nil, jsonconf.FieldErr(fmt.Sprintf("cors_origins[%d]", i), "%v", err)
+			return nil, strictjson.FieldErr(fmt.Sprintf("cors_origins[%d]", i), "%v", err)
 		}
 		if !seen[n] {
 			seen[n] = true
@@ -491,7 +491,7 @@ func parseCORSOrigins(list []string) ([]string, error) {
 
 // compact returns raw compacted, or nil for absent or null.
 func compact(raw json.RawMessage) json.RawMessage {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return nil
 	}
 	var buf bytes.Buffer
@@ -509,7 +509,7 @@ func parsePublicURL(raw string) (string, error) {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		return "", jsonconf.FieldErr("public_url", "must be an http or https URL with a host and no user, query or fragment, got %q", raw)
+		return "", strictjson.FieldErr("public_url", "must be an http or https URL with a host and no user, query or fragment, got %q", raw)
 	}
 	return strings.TrimRight(raw, "/"), nil
 }
@@ -528,10 +528,10 @@ func checkLinksKeys(s Server) error {
 			known = known || k.ID == e.LinksKeyID
 		}
 		if !known {
-			return jsonconf.FieldErr(fmt.Sprintf("webhooks[%d].links_key_id", i), "%q is not the id of a key of api_keys", e.LinksKeyID)
+			return strictjson.FieldErr(fmt.Sprintf("webhooks[%d].links_key_id", i), "%q is not the id of a key of api_keys", e.LinksKeyID)
 		}
 		if s.PublicURL == "" {
-			return jsonconf.FieldErr(fmt.Sprintf("webhooks[%d].include_decision_links", i), "needs public_url in agentd.json: the links' base URL")
+			return strictjson.FieldErr(fmt.Sprintf("webhooks[%d].include_decision_links", i), "needs public_url in agentd.json: the links' base URL")
 		}
 	}
 	return nil

@@ -3,7 +3,6 @@ package protocol
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -45,16 +44,18 @@ const pageSize = 256
 
 // Follow sends t's run's events with Seq > t.After to sink, in order, each
 // once — from the durable log, then live from the hub, filling any gap
-// from the log — until the run finishes (run_finished) or parks (it waits
-// and every unresolved call of its step is parked), and returns how it
-// ended. A run that has already finished or parked ends at once. Follow
-// returns ctx's error when the client goes away (the run goes on), the
-// hub's error on shutdown, and the sink's or the log's error as is.
+// from the log (an sse.Replay) — until the run finishes (run_finished) or
+// parks (it waits and every unresolved call of its step is parked), and
+// returns how it ended. A run that has already finished or parked ends at
+// once. Follow returns ctx's error when the client goes away (the run goes
+// on), the hub's error on shutdown, and the sink's or the log's error as
+// is.
 func (s *Service) Follow(ctx context.Context, t *Turn, sink Sink) (End, error) {
 	if t.RunID == "" {
 		return End{Status: agentd.RunCompleted}, nil
 	}
-	f := &follower{s: s, t: t, sink: sink, last: t.After, check: true}
+	f := &follower{s: s, t: t, sink: sink, check: true}
+	f.replay = sse.NewReplay(s.store, t.Conversation.ID, t.After, pageSize, f)
 	f.sub = s.hub.Subscribe(t.Conversation.ID)
 	defer func() { f.sub.Close() }()
 	tick := time.NewTicker(s.opt.Heartbeat)
@@ -63,8 +64,8 @@ func (s *Service) Follow(ctx context.Context, t *Turn, sink Sink) (End, error) {
 	for {
 		if fromLog {
 			fromLog = false
-			if end, done, err := f.catchUp(ctx); done || err != nil {
-				return end, err
+			if err := f.replay.CatchUp(ctx); err != nil {
+				return f.ended(err)
 			}
 		}
 		if f.check {
@@ -72,7 +73,9 @@ func (s *Service) Follow(ctx context.Context, t *Turn, sink Sink) (End, error) {
 			if end, done, err := f.state(ctx); done || err != nil {
 				if err == nil {
 					// What committed with the state read is sent too.
-					_, _, err = f.catchUp(ctx)
+					if err = f.replay.CatchUp(ctx); errors.Is(err, errRunEnded) {
+						err = nil
+					}
 				}
 				return end, err
 			}
@@ -93,60 +96,51 @@ func (s *Service) Follow(ctx context.Context, t *Turn, sink Sink) (End, error) {
 			f.sub = s.hub.Subscribe(t.Conversation.ID)
 			fromLog = true
 		case p := <-f.sub.Events():
-			e := *p
-			switch {
-			case e.Seq <= f.last: // sent from the log
-			case e.Seq == f.last+1:
-				if end, done, err := f.send(ctx, e); done || err != nil {
-					return end, err
-				}
-			default:
-				fromLog = true // a gap: the log has what is missing, e included
+			f.live[0] = *p
+			if err := f.replay.Deliver(ctx, f.live[:]); err != nil {
+				return f.ended(err)
 			}
 		}
 	}
 }
 
+// follower is the state of one Follow call: the sse.Receiver of its
+// Replay.
 type follower struct {
-	s     *Service
-	t     *Turn
-	sink  Sink
-	sub   *sse.Subscription
-	last  int64
-	check bool // the run's state must be read before waiting
+	s      *Service
+	t      *Turn
+	sink   Sink
+	sub    *sse.Subscription
+	replay *sse.Replay
+	live   [1]agentd.Event // the live event being delivered
+	check  bool            // the run's state must be read before waiting
+	end    End             // how the run ended, once Receive returned errRunEnded
 }
 
-// catchUp sends every event the log holds after f.last.
-func (f *follower) catchUp(ctx context.Context) (End, bool, error) {
-	for {
-		page, err := f.s.store.Events(ctx, f.t.Conversation.ID, f.last, pageSize)
-		if err != nil {
-			return End{}, false, fmt.Errorf("protocol: read event log: %w", err)
-		}
-		for _, e := range page {
-			if end, done, err := f.send(ctx, e); done || err != nil {
-				return end, done, err
-			}
-		}
-		if len(page) < pageSize {
-			return End{}, false, nil
-		}
+// errRunEnded is Receive's error for the event that ended the followed
+// run (run_finished): the replay stops there, and Follow returns f.end.
+var errRunEnded = errors.New("protocol: the run ended")
+
+// ended is Follow's result for the error that stopped the replay.
+func (f *follower) ended(err error) (End, error) {
+	if errors.Is(err, errRunEnded) {
+		return f.end, nil
 	}
+	return End{}, err
 }
 
-// send hands e to the sink when it is of the followed run and reports
-// whether it ended the run.
-func (f *follower) send(ctx context.Context, e agentd.Event) (End, bool, error) {
-	if e.Seq <= f.last {
-		return End{}, false, nil
-	}
-	f.last = e.Seq
+// Flush implements sse.Receiver: the sink gets each item as it comes.
+func (f *follower) Flush() error { return nil }
+
+// Receive implements sse.Receiver: it hands e to the sink when it is of
+// the followed run, and returns errRunEnded when it ended the run.
+func (f *follower) Receive(ctx context.Context, e agentd.Event) error {
 	p, err := agentd.DecodeEvent(e)
 	if err != nil {
-		return End{}, false, err
+		return err
 	}
 	if runOf(p) != f.t.RunID {
-		return End{}, false, nil
+		return nil
 	}
 	it := Item{Event: e, Payload: p}
 	switch p := p.(type) {
@@ -161,19 +155,20 @@ func (f *follower) send(ctx context.Context, e agentd.Event) (End, bool, error) 
 		it.Call, err = f.s.store.ToolCall(ctx, p.ToolCallID)
 	}
 	if err != nil {
-		return End{}, false, err
+		return err
 	}
 	if err := f.sink.Item(it); err != nil {
-		return End{}, false, err
+		return err
 	}
 	switch p := p.(type) {
 	case *agentd.RunFinishedPayload:
-		return End{Status: p.Status, Error: p.Error}, true, nil
+		f.end = End{Status: p.Status, Error: p.Error}
+		return errRunEnded
 	case *agentd.RunWaitingPayload, *agentd.ToolCallResultPayload, *agentd.ConfirmationResolvedPayload, *agentd.ToolCallRefusedPayload,
 		*agentd.ConfirmationRequiredPayload: // an approved call parked again
 		f.check = true // the run may have parked
 	}
-	return End{}, false, nil
+	return nil
 }
 
 // state reads the run and reports whether it has ended or parked.

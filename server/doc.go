@@ -6,6 +6,8 @@
 // own (Options.Sources, for example Go functions: package tools/gofunc),
 // which join the project's in the one registry (docs/embed.md).
 //
-// This package is the wiring: it and cmd/agentd are the only packages that
-// import a store backend (TestImportRules).
+// This package is the wiring: the one package that imports a store backend
+// (cmd/agentd, which calls it, may too: TestImportRules). It serves no
+// project of its own: what runs when the command line names none is the
+// caller's choice (Options.Default; agentd serve's is the embedded demo).
 package server

@@ -81,3 +81,17 @@ func TestRunUsage(t *testing.T) {
 		t.Errorf("Run = %v, stderr %q", err, stderr.String())
 	}
 }
+
+// Without a project named and no Options.Default, Run says what is
+// missing and writes no project.
+func TestRunNoProject(t *testing.T) {
+	data := t.TempDir()
+	err := Run(context.Background(), Options{Args: []string{"--addr", "127.0.0.1:0", "--data", data},
+		Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "no project: give --project or AGENTD_PROJECT") {
+		t.Errorf("Run = %v, want the no-project error", err)
+	}
+	if entries, _ := os.ReadDir(data); len(entries) != 0 {
+		t.Errorf("data folder holds %d entries, want none", len(entries))
+	}
+}

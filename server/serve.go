@@ -19,8 +19,6 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/api"
 	"github.com/agentd-dev/agentd/connections"
-	"github.com/agentd-dev/agentd/demo"
-	"github.com/agentd-dev/agentd/demo/billing"
 	"github.com/agentd-dev/agentd/feed"
 	"github.com/agentd-dev/agentd/files"
 	"github.com/agentd-dev/agentd/hooks"
@@ -70,6 +68,29 @@ type Options struct {
 	// if the project defined them: a name that two sources define is a load
 	// error, and agent.json "tools" chooses among them all.
 	Sources []toolset.Source
+	// Default is the project served when neither --project nor
+	// AGENTD_PROJECT names one (agentd serve's is the embedded demo); nil:
+	// Run requires a project.
+	Default *DefaultProject
+}
+
+// DefaultProject is a project that Run writes to disk and serves when the
+// command line names none.
+type DefaultProject struct {
+	// Name says what it is, in --project's usage ("the embedded demo
+	// project").
+	Name string
+	// Folder is where it is written, under the data folder
+	// ("demo-project").
+	Folder string
+	// Write writes the project's files into dir, a folder that may hold
+	// an earlier copy.
+	Write func(dir string) error
+	// Start, when set, runs once the project is loaded, before the store
+	// opens: it starts what the project needs beside the server (the
+	// demo's billing API) and returns a line for stdout after the
+	// "listening" line ("" for none) and what stops it.
+	Start func(proj *project.Project, log zerolog.Logger) (banner string, stop func(), err error)
 }
 
 // Run is agentd serve: it loads the project, opens the store, serves the
@@ -87,11 +108,11 @@ func Run(ctx context.Context, o Options) error {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	cfg, err := parseServeFlags(o.Args, getenv, stderr)
+	cfg, err := parseServeFlags(o.Args, getenv, stderr, o.Default)
 	if err != nil {
 		return err
 	}
-	cfg.sources = o.Sources
+	cfg.sources, cfg.fallback = o.Sources, o.Default
 	level, err := zerolog.ParseLevel(or(getenv("AGENTD_LOG_LEVEL"), "info"))
 	if err != nil {
 		return fmt.Errorf("AGENTD_LOG_LEVEL: %w", err)
@@ -136,8 +157,8 @@ func Run(ctx context.Context, o Options) error {
 	}
 	log.Info().Str("addr", ln.Addr().String()).Str("project", lp.proj.Dir).Str("data", cfg.dataDir).Str("agent", lp.proj.Agent.Name).Msg("listening")
 	fmt.Fprintf(stdout, "agentd listening on http://%s\n", ln.Addr())
-	if lp.demoAPI != "" {
-		fmt.Fprintf(stdout, "demo billing API on %s\n", lp.demoAPI)
+	if lp.banner != "" {
+		fmt.Fprintln(stdout, lp.banner)
 	}
 	return serveHTTP(ctx, ln, handler, hub, log)
 }
@@ -152,12 +173,19 @@ type serveConfig struct {
 	fanout fanoutConfig
 	// sources are the embedding program's tool sources (Options.Sources).
 	sources []toolset.Source
+	// fallback is the project served when projectDir is empty
+	// (Options.Default).
+	fallback *DefaultProject
 }
 
-func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+func parseServeFlags(args []string, getenv func(string) string, stderr io.Writer, fallback *DefaultProject) (serveConfig, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	projectDir := fs.String("project", getenv("AGENTD_PROJECT"), "project folder (default: the embedded demo project)")
+	projectUsage := "project folder"
+	if fallback != nil {
+		projectUsage += " (default: " + fallback.Name + ")"
+	}
+	projectDir := fs.String("project", getenv("AGENTD_PROJECT"), projectUsage)
 	addr := fs.String("addr", or(getenv("AGENTD_ADDR"), DefaultAddr), "listen address")
 	dataDir := fs.String("data", or(getenv("AGENTD_DATA"), defaultDataDir(getenv)), "data folder (SQLite database)")
 	database := fs.String("database", getenv("AGENTD_DATABASE_URL"), "PostgreSQL database URL, postgres://… (default: the SQLite file under --data)")
@@ -191,7 +219,8 @@ type servedProject struct {
 	model     agentd.Model
 	tools     *registry.Toolset
 	subagents []*loop.Subagent
-	demoAPI   string // the demo billing API's base URL, when serving the demo
+	// banner is the default project's line for stdout (DefaultProject.Start).
+	banner string
 	// mcp are the MCP servers of mcp.json, started (docs/mcp.md).
 	mcp []*mcp.Server
 	// context is the command tools' per-call context endpoint.
@@ -204,18 +233,21 @@ type servedProject struct {
 	linkSecret []byte
 }
 
-// loadServeProject loads the project (writing the embedded demo into the
-// data folder when none is given), its workspace, model and tool registry,
-// and starts the demo billing API for the demo.
+// loadServeProject loads the project (writing the default project into
+// the data folder when none is given), its workspace, model and tool
+// registry, and starts what the default project needs beside the server.
 func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.Logger, done *closers) (*servedProject, error) {
 	if err := os.MkdirAll(cfg.dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data folder: %w", err)
 	}
-	usingDemo := cfg.projectDir == ""
-	if usingDemo {
-		cfg.projectDir = filepath.Join(cfg.dataDir, "demo-project")
-		if err := demo.WriteTo(cfg.projectDir); err != nil {
-			return nil, fmt.Errorf("write the embedded demo project: %w", err)
+	usingDefault := cfg.projectDir == ""
+	if usingDefault {
+		if cfg.fallback == nil {
+			return nil, errors.New("no project: give --project or AGENTD_PROJECT")
+		}
+		cfg.projectDir = filepath.Join(cfg.dataDir, cfg.fallback.Folder)
+		if err := cfg.fallback.Write(cfg.projectDir); err != nil {
+			return nil, fmt.Errorf("write %s: %w", cfg.fallback.Name, err)
 		}
 	}
 	proj, err := project.Load(cfg.projectDir, getenv)
@@ -237,15 +269,13 @@ func loadServeProject(cfg serveConfig, getenv func(string) string, log zerolog.L
 	if lp.tools, lp.subagents, err = toolRegistry(proj, workspace, lp.mcp, cfg.sources, lp.model, getenv, lp.context); err != nil {
 		return nil, fmt.Errorf("load project: %w", err)
 	}
-	if usingDemo {
-		// The demo's billing connection talks to the demo billing API,
-		// served here on a free loopback port.
-		base, stopAPI, err := startDemoAPI(proj, log)
+	if usingDefault && cfg.fallback.Start != nil {
+		banner, stop, err := cfg.fallback.Start(proj, log)
 		if err != nil {
 			return nil, err
 		}
-		done.add(stopAPI)
-		lp.demoAPI = base
+		done.add(stop)
+		lp.banner = banner
 	}
 	for _, w := range proj.Warnings {
 		log.Warn().Str("project", proj.Dir).Msg(w)
@@ -548,31 +578,4 @@ func mcpStatus(servers []*mcp.Server) func(tenantID string) any {
 		}
 		return out
 	}
-}
-
-// startDemoAPI serves the demo billing API on a free loopback port and
-// points the demo's "billing" connection at it.
-func startDemoAPI(proj *project.Project, log zerolog.Logger) (base string, stop func(), err error) {
-	var conn *connections.Connection
-	for _, c := range proj.Connections {
-		if c.Name == "billing" {
-			conn = c
-		}
-	}
-	if conn == nil {
-		return "", func() {}, nil
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("demo billing API: %w", err)
-	}
-	srv := &http.Server{Handler: billing.New().Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	base = "http://" + ln.Addr().String() + "/api"
-	if err := conn.SetBaseURL(base); err != nil {
-		srv.Close()
-		return "", nil, err
-	}
-	log.Info().Str("base_url", base).Msg("demo billing API")
-	return base, func() { srv.Close() }, nil
 }

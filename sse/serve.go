@@ -119,7 +119,8 @@ func (st *Streamer) Serve(ctx context.Context, w http.ResponseWriter, conversati
 	if lastEventID < 0 {
 		return agentd.Errorf(agentd.EINVALID, "Last-Event-ID must be a non-negative integer")
 	}
-	s := &stream{w: w, log: st.log, conv: conversationID, last: lastEventID, opt: &st.opt}
+	s := &stream{w: w, log: st.log, conv: conversationID, opt: &st.opt}
+	s.replay = NewReplay(st.log, conversationID, lastEventID, st.opt.PageSize, s)
 	sub := st.hub.Subscribe(conversationID)
 	defer s.close(sub)
 	// The frames of Serve and of what it calls while a stream waits for
@@ -143,12 +144,12 @@ func (s *stream) open(ctx context.Context, sub *Subscription) error {
 		return sub.Err()
 	default:
 	}
-	first, err := s.log.Events(ctx, s.conv, s.last, s.opt.PageSize)
+	first, err := s.replay.Page(ctx)
 	if err != nil {
-		return fmt.Errorf("sse: read event log: %w", err)
+		return err
 	}
-	if len(first) == 0 && s.last > 0 {
-		if err := checkReached(ctx, s.log, s.conv, s.last); err != nil {
+	if last := s.replay.Last(); len(first) == 0 && last > 0 {
+		if err := checkReached(ctx, s.log, s.conv, last); err != nil {
 			return err
 		}
 	}
@@ -170,15 +171,15 @@ func checkReached(ctx context.Context, log EventSource, conversationID string, l
 	return nil
 }
 
-// stream is the state of one Serve call.
+// stream is the state of one Serve call: the Receiver of its Replay.
 type stream struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	log  EventSource
-	conv string
-	last int64 // Seq of the last event sent
-	opt  *Options
-	buf  []byte
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	log    EventSource
+	conv   string
+	replay *Replay // where the stream is: the last event sent
+	opt    *Options
+	buf    []byte
 	// queued is drainQueued's buffer, reused from one write to the next.
 	queued []agentd.Event
 	// ticker is the heartbeat's, once the stream is live (without
@@ -198,14 +199,14 @@ func (s *stream) start(ctx context.Context, first []agentd.Event) error {
 		return err
 	}
 	s.w.WriteHeader(http.StatusOK)
-	if err := s.flush(); err != nil {
+	if err := s.flushResponse(); err != nil {
 		return err
 	}
-	if err := s.send(first); err != nil {
+	if err := s.replay.Send(ctx, first); err != nil {
 		return err
 	}
-	if len(first) == s.opt.PageSize {
-		return s.catchUp(ctx)
+	if s.replay.Full(first) {
+		return s.replay.CatchUp(ctx)
 	}
 	return nil
 }
@@ -250,13 +251,15 @@ func (s *stream) live(ctx context.Context, sub *Subscription) error {
 // ping writes a heartbeat comment.
 func (s *stream) ping() error {
 	s.buf = appendComment(s.buf[:0], "ping")
-	return s.write()
+	err := s.write()
+	s.buf = s.buf[:0] // the next batch starts empty
+	return err
 }
 
 // forward delivers first and the events queued behind it in one write.
 func (s *stream) forward(ctx context.Context, first *agentd.Event, ch <-chan *agentd.Event) error {
 	s.queued = drainQueued(s.queued[:0], first, ch)
-	err := s.deliver(ctx, s.queued)
+	err := s.replay.Deliver(ctx, s.queued)
 	clear(s.queued) // do not pin delivered events to an idle stream
 	return err
 }
@@ -280,83 +283,30 @@ func drainQueued(into []agentd.Event, first *agentd.Event, ch <-chan *agentd.Eve
 	return into
 }
 
-// deliver sends the live events of batch, in one write while they follow
-// s.last without a gap. Events already sent from the log are skipped; at a
-// gap (an event published out of order, or not published) the log, which
-// holds everything committed before batch's events were published, fills
-// it first.
-func (s *stream) deliver(ctx context.Context, batch []agentd.Event) error {
-	for len(batch) > 0 {
-		n, next := 0, s.last
-		for ; n < len(batch) && batch[n].Seq <= next+1; n++ {
-			next = max(next, batch[n].Seq)
-		}
-		if err := s.send(batch[:n]); err != nil {
+// Receive implements Receiver: it adds e to the write in progress, writing
+// it out once it holds flushAt bytes.
+func (s *stream) Receive(_ context.Context, e agentd.Event) error {
+	var err error
+	if s.buf, err = appendEvent(s.buf, e); err != nil {
+		return err
+	}
+	if len(s.buf) >= flushAt {
+		if err := s.write(); err != nil {
 			return err
 		}
-		if batch = batch[n:]; len(batch) == 0 {
-			return nil
-		}
-		if err := s.catchUp(ctx); err != nil {
-			return err
-		}
-		if s.last < batch[0].Seq {
-			// The log does not have the event yet, so sending it would
-			// skip what precedes it for good. End the stream: the client
-			// resumes from the log after s.last.
-			return errLogBehind
-		}
+		s.buf = s.buf[:0]
 	}
 	return nil
 }
 
-// errLogBehind ends a stream that received a live event its log cannot
-// show yet, which only happens if an event is published before it commits.
-var errLogBehind = errors.New("sse: live event is not in the event log")
-
-// catchUp sends everything the log holds after s.last.
-func (s *stream) catchUp(ctx context.Context) error {
-	for {
-		page, err := s.log.Events(ctx, s.conv, s.last, s.opt.PageSize)
-		if err != nil {
-			return fmt.Errorf("sse: read event log: %w", err)
-		}
-		if err := s.send(page); err != nil {
-			return err
-		}
-		if len(page) < s.opt.PageSize {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-	}
-}
-
-// send writes the events of es that come after s.last, batching up to
-// flushAt bytes per write.
-func (s *stream) send(es []agentd.Event) error {
-	s.buf = s.buf[:0]
-	for _, e := range es {
-		if e.Seq <= s.last {
-			continue
-		}
-		var err error
-		if s.buf, err = appendEvent(s.buf, e); err != nil {
-			return err
-		}
-		s.last = e.Seq
-		if len(s.buf) >= flushAt {
-			if err := s.write(); err != nil {
-				return err
-			}
-			s.buf = s.buf[:0]
-		}
-	}
+// Flush implements Receiver: it writes what the batch left in s.buf.
+func (s *stream) Flush() error {
 	if len(s.buf) == 0 {
 		return nil
 	}
-	return s.write()
+	err := s.write()
+	s.buf = s.buf[:0]
+	return err
 }
 
 // write writes s.buf under a fresh deadline and flushes it.
@@ -370,7 +320,7 @@ func (s *stream) write() error {
 	if cap(s.buf) > 4*flushAt {
 		s.buf = nil // do not pin a large event's buffer to an idle stream
 	}
-	return s.flush()
+	return s.flushResponse()
 }
 
 func (s *stream) setWriteDeadline() error {
@@ -381,7 +331,7 @@ func (s *stream) setWriteDeadline() error {
 	return nil
 }
 
-func (s *stream) flush() error {
+func (s *stream) flushResponse() error {
 	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return fmt.Errorf("sse: flush: %w", err)
 	}

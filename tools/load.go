@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 	"github.com/agentd-dev/agentd/schedule"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -113,7 +113,7 @@ func LoadDir(toolsDir string) (map[string]*Tool, []string, error) {
 // a tool that is not registered (confirm "never").
 func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 	var f toolFile
-	if err := jsonconf.DecodeStrict(data, &f, ""); err != nil {
+	if err := strictjson.DecodeStrict(data, &f, ""); err != nil {
 		return nil, "", err
 	}
 	t := &Tool{Description: f.Description, LLMCallable: true, Timeout: defaultTimeout, Idempotent: f.Idempotent, Dir: dir}
@@ -142,7 +142,7 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 	t.Confirm = confirm
 
 	if len(f.Command) == 0 || f.Command[0] == "" {
-		return nil, "", jsonconf.FieldErr("command", `required: the program and its arguments, e.g. ["./run.sh"]`)
+		return nil, "", strictjson.FieldErr("command", `required: the program and its arguments, e.g. ["./run.sh"]`)
 	}
 	t.Command = f.Command
 	warning, err := checkProgram(f.Command[0], dir)
@@ -165,7 +165,7 @@ func parseTool(data []byte, folder, dir string) (*Tool, string, error) {
 	if f.TimeoutMS != nil {
 		ms := *f.TimeoutMS
 		if ms <= 0 || time.Duration(ms)*time.Millisecond > maxTimeout {
-			return nil, "", jsonconf.FieldErr("timeout_ms", "must be between 1 and %d (%s), got %d", maxTimeout.Milliseconds(), maxTimeout, ms)
+			return nil, "", strictjson.FieldErr("timeout_ms", "must be between 1 and %d (%s), got %d", maxTimeout.Milliseconds(), maxTimeout, ms)
 		}
 		t.Timeout = time.Duration(ms) * time.Millisecond
 	}
@@ -181,7 +181,7 @@ func parseExecution(raw *string, name string) (bool, error) {
 	case *raw == ExecutionDurable:
 		return true, nil
 	}
-	return false, jsonconf.FieldErr("execution", "tool %q: must be %q or %q, got %q", name, ExecutionInline, ExecutionDurable, *raw)
+	return false, strictjson.FieldErr("execution", "tool %q: must be %q or %q, got %q", name, ExecutionInline, ExecutionDurable, *raw)
 }
 
 // parseName checks tool.json's "name": required, a valid tool name, and
@@ -189,11 +189,11 @@ func parseExecution(raw *string, name string) (bool, error) {
 func parseName(name *string, folder string) (string, error) {
 	switch {
 	case name == nil:
-		return "", jsonconf.FieldErr("name", "required (the folder name, %q)", folder)
+		return "", strictjson.FieldErr("name", "required (the folder name, %q)", folder)
 	case !agentd.ValidToolName(*name):
-		return "", jsonconf.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *name)
+		return "", strictjson.FieldErr("name", "must be 1 to 64 letters, digits, '_' or '-', got %q", *name)
 	case *name != folder:
-		return "", jsonconf.FieldErr("name", "must equal the folder name %q, got %q", folder, *name)
+		return "", strictjson.FieldErr("name", "must equal the folder name %q, got %q", folder, *name)
 	}
 	return *name, nil
 }
@@ -203,25 +203,25 @@ func parseName(name *string, folder string) (string, error) {
 // and returns it compacted, with its compiled schema.
 func parseParameters(name string, raw json.RawMessage) (json.RawMessage, *jsonschema.Schema, error) {
 	params := defaultParameters
-	if !jsonconf.IsNull(raw) {
+	if !strictjson.IsNull(raw) {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, raw); err != nil {
-			return nil, nil, jsonconf.FieldErr("parameters", "%v", err)
+			return nil, nil, strictjson.FieldErr("parameters", "%v", err)
 		}
 		var probe struct {
 			Type any `json:"type"`
 		}
 		if err := json.Unmarshal(buf.Bytes(), &probe); err != nil {
-			return nil, nil, jsonconf.FieldErr("parameters", "must be a JSON Schema object")
+			return nil, nil, strictjson.FieldErr("parameters", "must be a JSON Schema object")
 		}
 		if probe.Type != nil && probe.Type != "object" {
-			return nil, nil, jsonconf.FieldErr("parameters", `"type" must be "object": arguments are always a JSON object`)
+			return nil, nil, strictjson.FieldErr("parameters", `"type" must be "object": arguments are always a JSON object`)
 		}
 		params = buf.Bytes()
 	}
 	sch, err := compileSchema(name, params)
 	if err != nil {
-		return nil, nil, jsonconf.FieldErr("parameters", "%v", err)
+		return nil, nil, strictjson.FieldErr("parameters", "%v", err)
 	}
 	return params, sch, nil
 }
@@ -229,11 +229,11 @@ func parseParameters(name string, raw json.RawMessage) (json.RawMessage, *jsonsc
 // parseExposure checks tool.json's "exposure" (absent: open).
 func parseExposure(raw json.RawMessage) (Exposure, error) {
 	x := Exposure{Kind: ExposureOpen}
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return x, nil
 	}
 	var e exposureFile
-	if err := jsonconf.DecodeStrict(raw, &e, "exposure"); err != nil {
+	if err := strictjson.DecodeStrict(raw, &e, "exposure"); err != nil {
 		return Exposure{}, err
 	}
 	if e.Kind != nil {
@@ -241,7 +241,7 @@ func parseExposure(raw json.RawMessage) (Exposure, error) {
 		case ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated:
 			x.Kind = *e.Kind
 		default:
-			return Exposure{}, jsonconf.FieldErr("exposure.kind", "must be one of %s, %s, %s", ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated)
+			return Exposure{}, strictjson.FieldErr("exposure.kind", "must be one of %s, %s, %s", ExposureOpen, ExposureRequiresConfirmation, ExposureOperatorGated)
 		}
 	}
 	x.Prompt = strings.TrimSpace(e.Prompt)
@@ -251,7 +251,7 @@ func parseExposure(raw json.RawMessage) (Exposure, error) {
 // parseConfirm checks tool.json's "confirm" and returns Tool.Confirm's
 // value ("" for absent or false, "true", "review"), or never for "never".
 func parseConfirm(raw json.RawMessage) (confirm string, never bool, err error) {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return "", false, nil
 	}
 	var b bool
@@ -267,7 +267,7 @@ func parseConfirm(raw json.RawMessage) (confirm string, never bool, err error) {
 	case json.Unmarshal(raw, &s) == nil && s == "never":
 		return "", true, nil
 	default:
-		return "", false, jsonconf.FieldErr("confirm", `must be false, true, "review" or "never", got %s`, bytes.TrimSpace(raw))
+		return "", false, strictjson.FieldErr("confirm", `must be false, true, "review" or "never", got %s`, bytes.TrimSpace(raw))
 	}
 }
 
@@ -276,26 +276,26 @@ func parseConfirm(raw json.RawMessage) (confirm string, never bool, err error) {
 // itself). Whether each may be a composite's child is the registry's
 // check, which knows every source.
 func parseUses(raw json.RawMessage, self string) ([]string, error) {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return nil, nil
 	}
 	var u usesFile
-	if err := jsonconf.DecodeStrict(raw, &u, "uses"); err != nil {
+	if err := strictjson.DecodeStrict(raw, &u, "uses"); err != nil {
 		return nil, err
 	}
 	if len(u.Tools) == 0 {
-		return nil, jsonconf.FieldErr("uses.tools", `must list the tools the command calls, e.g. ["lookup_order"]`)
+		return nil, strictjson.FieldErr("uses.tools", `must list the tools the command calls, e.g. ["lookup_order"]`)
 	}
 	seen := map[string]bool{}
 	for i, name := range u.Tools {
 		field := fmt.Sprintf("uses.tools[%d]", i)
 		switch {
 		case !agentd.ValidToolName(name):
-			return nil, jsonconf.FieldErr(field, "must be a tool name, got %q", name)
+			return nil, strictjson.FieldErr(field, "must be a tool name, got %q", name)
 		case name == self:
-			return nil, jsonconf.FieldErr(field, "a tool cannot use itself")
+			return nil, strictjson.FieldErr(field, "a tool cannot use itself")
 		case seen[name]:
-			return nil, jsonconf.FieldErr(field, "%q is listed twice", name)
+			return nil, strictjson.FieldErr(field, "%q is listed twice", name)
 		}
 		seen[name] = true
 	}
@@ -313,26 +313,26 @@ var idPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$`)
 // acts for, and only go with a schedule.
 func parseTriggers(raw json.RawMessage, exposure string) (Triggers, error) {
 	var tr Triggers
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return tr, nil
 	}
 	var f triggersFile
-	if err := jsonconf.DecodeStrict(raw, &f, "triggers"); err != nil {
+	if err := strictjson.DecodeStrict(raw, &f, "triggers"); err != nil {
 		return tr, err
 	}
 	tr.Invoke = f.Invoke
 	if f.Schedule == nil {
 		if f.TenantID != nil || f.ProjectID != nil {
-			return tr, jsonconf.FieldErr("triggers", "tenant_id and project_id name whom a scheduled run acts for: they need a schedule")
+			return tr, strictjson.FieldErr("triggers", "tenant_id and project_id name whom a scheduled run acts for: they need a schedule")
 		}
 		return tr, nil
 	}
 	s, err := schedule.Parse(*f.Schedule)
 	if err != nil {
-		return tr, jsonconf.FieldErr("triggers.schedule", "%v", err)
+		return tr, strictjson.FieldErr("triggers.schedule", "%v", err)
 	}
 	if confirm.ExposureTier(exposure) != agentd.TierAuto {
-		return tr, jsonconf.FieldErr("triggers.schedule", "a tool whose exposure is %q cannot be scheduled: no one is there to confirm its runs", exposure)
+		return tr, strictjson.FieldErr("triggers.schedule", "a tool whose exposure is %q cannot be scheduled: no one is there to confirm its runs", exposure)
 	}
 	tr.Schedule, tr.TenantID, tr.ProjectID = s, agentd.DefaultTenantID, agentd.DefaultProjectID
 	for _, c := range []struct {
@@ -344,7 +344,7 @@ func parseTriggers(raw json.RawMessage, exposure string) (Triggers, error) {
 			continue
 		}
 		if !idPattern.MatchString(*c.v) {
-			return tr, jsonconf.FieldErr("triggers."+c.field, "must be 1 to 128 of a-z A-Z 0-9 _ . -, starting with a letter or digit, got %q", *c.v)
+			return tr, strictjson.FieldErr("triggers."+c.field, "must be 1 to 128 of a-z A-Z 0-9 _ . -, starting with a letter or digit, got %q", *c.v)
 		}
 		*c.dst = *c.v
 	}
@@ -357,10 +357,10 @@ func checkEnv(names []string) error {
 	for i, name := range names {
 		field := fmt.Sprintf("env[%d]", i)
 		if !envNamePattern.MatchString(name) {
-			return jsonconf.FieldErr(field, "not a valid environment variable name: %q", name)
+			return strictjson.FieldErr(field, "not a valid environment variable name: %q", name)
 		}
 		if seen[name] {
-			return jsonconf.FieldErr(field, "%q is listed twice", name)
+			return strictjson.FieldErr(field, "%q is listed twice", name)
 		}
 		seen[name] = true
 	}
@@ -384,11 +384,11 @@ func checkProgram(prog, dir string) (warning string, err error) {
 	info, err := os.Stat(path)
 	switch {
 	case err != nil:
-		return "", jsonconf.FieldErr("command", "program %q not found", prog)
+		return "", strictjson.FieldErr("command", "program %q not found", prog)
 	case info.IsDir():
-		return "", jsonconf.FieldErr("command", "program %q is a directory", prog)
+		return "", strictjson.FieldErr("command", "program %q is a directory", prog)
 	case info.Mode().Perm()&0o111 == 0:
-		return "", jsonconf.FieldErr("command", "program %q is not executable (chmod +x it)", prog)
+		return "", strictjson.FieldErr("command", "program %q is not executable (chmod +x it)", prog)
 	}
 	return "", nil
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentd-dev/agentd/internal/process"
 )
 
 // scriptTool writes script as an executable run.sh into a fresh folder and
@@ -183,7 +185,7 @@ func TestRunEnvironmentDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"path":"` + defaultPath + `","home":"` + defaultHome + `","tmp":"` + defaultTmpdir + `"}`
+	want := `{"path":"` + process.DefaultPath + `","home":"` + process.DefaultHome + `","tmp":"` + process.DefaultTmpdir + `"}`
 	if string(got) != want {
 		t.Errorf("result = %s, want %s", got, want)
 	}
@@ -217,8 +219,8 @@ func TestRunStderrTail(t *testing.T) {
 	if strings.Contains(msg, "noise line number 0 ") {
 		t.Errorf("error kept the start of stderr: %q", msg)
 	}
-	if len(msg) > maxStderrTail+200 {
-		t.Errorf("error is %d bytes, want the tail bounded to about %d", len(msg), maxStderrTail)
+	if len(msg) > process.MaxStderrTail+200 {
+		t.Errorf("error is %d bytes, want the tail bounded to about %d", len(msg), process.MaxStderrTail)
 	}
 	if !strings.Contains(msg, "…") {
 		t.Errorf("a cut tail is not marked: %q", msg)
@@ -286,7 +288,7 @@ echo '{"done":true}'`)
 	if string(got) != `{"done":true}` {
 		t.Errorf("result = %s", got)
 	}
-	if d := time.Since(start); d > waitDelay+3*time.Second {
+	if d := time.Since(start); d > process.WaitDelay+3*time.Second {
 		t.Errorf("Run returned after %s", d)
 	}
 	assertProcessGone(t, pidFile)

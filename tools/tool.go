@@ -44,10 +44,6 @@ const (
 const (
 	defaultTimeout = 30 * time.Second
 	maxTimeout     = 10 * time.Minute
-	// maxOutput bounds what a command may print on stdout.
-	maxOutput = agentd.MaxToolResultBytes
-	// maxStderrTail is how much of the end of stderr a failure reports.
-	maxStderrTail = 2 << 10
 	// maxValidationMessage bounds the text of an argument validation error.
 	maxValidationMessage = schema.MaxMessage
 )
@@ -232,5 +228,3 @@ func (o *orderedProperties) UnmarshalJSON(data []byte) error {
 func compileSchema(name string, params json.RawMessage) (*jsonschema.Schema, error) {
 	return schema.Compile(name, params)
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

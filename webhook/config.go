@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 )
 
 // Defaults of an endpoint's settings (agentd.json webhooks[]).
@@ -95,15 +95,15 @@ var (
 // missing or malformed whsec_ secret, an unknown event name, an invalid
 // retry_schedule, timeout or max_in_flight, a duplicate id.
 func ParseConfig(raw json.RawMessage, getenv func(string) string) ([]Endpoint, error) {
-	if jsonconf.IsNull(raw) {
+	if strictjson.IsNull(raw) {
 		return nil, nil
 	}
 	var list []json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return nil, jsonconf.FieldErr("webhooks", "must be an array of objects")
+		return nil, strictjson.FieldErr("webhooks", "must be an array of objects")
 	}
 	if len(list) > maxEndpoints {
-		return nil, jsonconf.FieldErr("webhooks", "at most %d endpoints, got %d", maxEndpoints, len(list))
+		return nil, strictjson.FieldErr("webhooks", "at most %d endpoints, got %d", maxEndpoints, len(list))
 	}
 	var out []Endpoint
 	seen := map[string]bool{}
@@ -114,7 +114,7 @@ func ParseConfig(raw json.RawMessage, getenv func(string) string) ([]Endpoint, e
 			return nil, err
 		}
 		if seen[e.ID] {
-			return nil, jsonconf.FieldErr(prefix+".id", "%q is used by another endpoint", e.ID)
+			return nil, strictjson.FieldErr(prefix+".id", "%q is used by another endpoint", e.ID)
 		}
 		seen[e.ID] = true
 		out = append(out, e)
@@ -124,59 +124,59 @@ func ParseConfig(raw json.RawMessage, getenv func(string) string) ([]Endpoint, e
 
 func parseEndpoint(raw json.RawMessage, prefix string, getenv func(string) string) (Endpoint, error) {
 	var f endpointFile
-	if err := jsonconf.DecodeStrict(raw, &f, prefix); err != nil {
+	if err := strictjson.DecodeStrict(raw, &f, prefix); err != nil {
 		return Endpoint{}, err
 	}
 	e := Endpoint{ID: f.ID, SecretEnv: f.SecretEnv, TenantID: f.TenantID, ProjectID: f.ProjectID,
 		Timeout: DefaultTimeout, MaxInFlight: DefaultMaxInFlight, RetrySchedule: DefaultRetrySchedule}
 	if !idPattern.MatchString(f.ID) {
-		return Endpoint{}, jsonconf.FieldErr(prefix+".id", "required: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit")
+		return Endpoint{}, strictjson.FieldErr(prefix+".id", "required: 1 to 64 letters, digits, '_', '.' or '-', starting with a letter or digit")
 	}
 	u, err := checkURL(f.URL)
 	if err != nil {
-		return Endpoint{}, jsonconf.FieldErr(prefix+".url", "%v", err)
+		return Endpoint{}, strictjson.FieldErr(prefix+".url", "%v", err)
 	}
 	e.URL = u
 	if f.ProjectID != "" && f.TenantID == "" {
-		return Endpoint{}, jsonconf.FieldErr(prefix+".project_id", "needs tenant_id (project ids are scoped by their tenant)")
+		return Endpoint{}, strictjson.FieldErr(prefix+".project_id", "needs tenant_id (project ids are scoped by their tenant)")
 	}
 	if e.keys, err = readSecrets(f.SecretEnv, getenv); err != nil {
-		return Endpoint{}, jsonconf.FieldErr(prefix+".secret_env", "%v", err)
+		return Endpoint{}, strictjson.FieldErr(prefix+".secret_env", "%v", err)
 	}
 	if f.Events != nil {
 		if len(f.Events) == 0 {
-			return Endpoint{}, jsonconf.FieldErr(prefix+".events", "must name at least one event (omit it for all)")
+			return Endpoint{}, strictjson.FieldErr(prefix+".events", "must name at least one event (omit it for all)")
 		}
 		for j, name := range f.Events {
 			if !slices.Contains(EventNames, name) {
-				return Endpoint{}, jsonconf.FieldErr(fmt.Sprintf("%s.events[%d]", prefix, j), "unknown event %q: use one of %s", name, strings.Join(EventNames, ", "))
+				return Endpoint{}, strictjson.FieldErr(fmt.Sprintf("%s.events[%d]", prefix, j), "unknown event %q: use one of %s", name, strings.Join(EventNames, ", "))
 			}
 		}
 		e.Events = slices.Compact(slices.Sorted(slices.Values(f.Events)))
 	}
 	if f.RetrySchedule != nil {
 		if e.RetrySchedule, err = parseSchedule(f.RetrySchedule); err != nil {
-			return Endpoint{}, jsonconf.FieldErr(prefix+".retry_schedule", "%v", err)
+			return Endpoint{}, strictjson.FieldErr(prefix+".retry_schedule", "%v", err)
 		}
 	}
 	if f.Timeout != nil {
 		d, err := time.ParseDuration(*f.Timeout)
 		if err != nil || d <= 0 || d > 5*time.Minute {
-			return Endpoint{}, jsonconf.FieldErr(prefix+".timeout", "must be a Go duration between 1ms and 5m, got %q", *f.Timeout)
+			return Endpoint{}, strictjson.FieldErr(prefix+".timeout", "must be a Go duration between 1ms and 5m, got %q", *f.Timeout)
 		}
 		e.Timeout = d
 	}
 	if f.MaxInFlight != nil {
 		if *f.MaxInFlight < 1 || *f.MaxInFlight > 64 {
-			return Endpoint{}, jsonconf.FieldErr(prefix+".max_in_flight", "must be between 1 and 64, got %d", *f.MaxInFlight)
+			return Endpoint{}, strictjson.FieldErr(prefix+".max_in_flight", "must be between 1 and 64, got %d", *f.MaxInFlight)
 		}
 		e.MaxInFlight = *f.MaxInFlight
 	}
 	switch {
 	case f.IncludeDecisionLinks && f.LinksKeyID == "":
-		return Endpoint{}, jsonconf.FieldErr(prefix+".links_key_id", "required with include_decision_links: the id of the API key whose approval rules the links follow")
+		return Endpoint{}, strictjson.FieldErr(prefix+".links_key_id", "required with include_decision_links: the id of the API key whose approval rules the links follow")
 	case !f.IncludeDecisionLinks && f.LinksKeyID != "":
-		return Endpoint{}, jsonconf.FieldErr(prefix+".links_key_id", "only with include_decision_links: true")
+		return Endpoint{}, strictjson.FieldErr(prefix+".links_key_id", "only with include_decision_links: true")
 	}
 	e.IncludeDecisionLinks, e.LinksKeyID = f.IncludeDecisionLinks, f.LinksKeyID
 	return e, nil

@@ -10,9 +10,50 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentd-dev/agentd/connections"
+	"github.com/agentd-dev/agentd/demo"
 	"github.com/agentd-dev/agentd/demo/billing"
+	"github.com/agentd-dev/agentd/project"
 	"github.com/agentd-dev/agentd/server"
+	"github.com/rs/zerolog"
 )
+
+// demoProject is what agentd serve runs without --project: the embedded
+// demo (package demo), written under the data folder, with the demo
+// billing API its "billing" connection talks to.
+var demoProject = &server.DefaultProject{
+	Name:   "the embedded demo project",
+	Folder: "demo-project",
+	Write:  demo.WriteTo,
+	Start:  startDemoAPI,
+}
+
+// startDemoAPI serves the demo billing API on a free loopback port and
+// points the demo's "billing" connection at it.
+func startDemoAPI(proj *project.Project, log zerolog.Logger) (banner string, stop func(), err error) {
+	var conn *connections.Connection
+	for _, c := range proj.Connections {
+		if c.Name == "billing" {
+			conn = c
+		}
+	}
+	if conn == nil {
+		return "", func() {}, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("demo billing API: %w", err)
+	}
+	srv := &http.Server{Handler: billing.New().Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String() + "/api"
+	if err := conn.SetBaseURL(base); err != nil {
+		srv.Close()
+		return "", nil, err
+	}
+	log.Info().Str("base_url", base).Msg("demo billing API")
+	return "demo billing API on " + base, func() { srv.Close() }, nil
+}
 
 // demoAPI serves the demo billing API on its own, for a copy of the demo
 // project whose billing connection keeps its base_url

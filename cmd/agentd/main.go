@@ -1,7 +1,8 @@
 // Command agentd runs the agentd server (`agentd serve`) and clients of its
 // API (`agentd chat`, `agentd approvals`, `agentd tail`, `agentd events`,
 // `agentd approve`). main only dispatches: the server is package server
-// (server.Run), and every client is built in runIO (run for the commands
+// (server.Run, with the embedded demo as the project served when none is
+// named: demoapi.go), and every client is built in runIO (run for the commands
 // that read no input), which tests call directly.
 package main
 
@@ -57,11 +58,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // runIO is the whole program: args without the program name.
 func runIO(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return server.Run(ctx, server.Options{Getenv: getenv, Stdout: stdout, Stderr: stderr})
+		return server.Run(ctx, server.Options{Getenv: getenv, Stdout: stdout, Stderr: stderr, Default: demoProject})
 	}
 	switch args[0] {
 	case "serve":
-		return server.Run(ctx, server.Options{Args: args[1:], Getenv: getenv, Stdout: stdout, Stderr: stderr})
+		return server.Run(ctx, server.Options{Args: args[1:], Getenv: getenv, Stdout: stdout, Stderr: stderr, Default: demoProject})
 	case "events":
 		return events(ctx, args[1:], getenv, stdout, stderr)
 	case "approve":

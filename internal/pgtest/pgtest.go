@@ -1,8 +1,16 @@
-// Package pgtest gives tests a PostgreSQL database of their own on the
-// server scripts/postgres.sh starts (scripts/test.sh sources it): the
-// server's URL is AGENTD_TEST_POSTGRES_URL, and a test without it skips, or
-// fails when AGENTD_POSTGRES_REQUIRED=1 (set by the script), so a broken
-// install cannot pass CI.
+// Package pgtest gives tests a PostgreSQL database of their own. The
+// server is AGENTD_TEST_POSTGRES_URL's when it is set (scripts/postgres.sh
+// starts one, and scripts/test.sh sources it); else the test process starts
+// a throwaway server of its own on first use, where PostgreSQL is installed
+// (initdb and pg_ctl in PATH, pg_config --bindir or
+// /usr/lib/postgresql/*/bin), in a temp dir, listening on a unix socket in
+// that dir only, with fsync off, and stopped and removed when the test
+// process ends (under root it runs as the user agentd-pg, which
+// scripts/postgres.sh creates). Where there is neither, a test that needs
+// a database skips, or fails when AGENTD_POSTGRES_REQUIRED=1 (set by the
+// script), so a broken install cannot pass CI; a package whose tests all
+// need one uses Main as its TestMain, so that its summary line says that
+// none ran (docs/testing.md).
 package pgtest
 
 import (
@@ -20,9 +28,10 @@ import (
 // connect to, to create others), or skips or fails t when there is none.
 func ServerURL(t testing.TB) string {
 	t.Helper()
-	u := os.Getenv("AGENTD_TEST_POSTGRES_URL")
-	if u == "" {
-		msg := "no PostgreSQL for the tests: AGENTD_TEST_POSTGRES_URL is not set; run `source scripts/postgres.sh` (scripts/test.sh does)"
+	u, err := serverURL()
+	if err != nil {
+		msg := "no PostgreSQL for the tests: AGENTD_TEST_POSTGRES_URL is not set and none could be started (" + err.Error() +
+			"); install PostgreSQL, or run `source scripts/postgres.sh` (scripts/test.sh does)"
 		if os.Getenv("AGENTD_POSTGRES_REQUIRED") == "1" {
 			t.Fatal(msg)
 		}

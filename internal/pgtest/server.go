@@ -1,6 +1,7 @@
 package pgtest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	osexec "os/exec"
@@ -35,19 +36,38 @@ type Server struct {
 // scripts/postgres.sh creates.
 func NewServer(t testing.TB, settings ...string) *Server {
 	t.Helper()
-	bin := pgBin()
-	if bin == "" {
-		msg := "initdb and pg_ctl not found (PATH, pg_config --bindir, /usr/lib/postgresql/*/bin): this test starts a PostgreSQL server of its own"
+	s, err := startServer(append([]string{"max_connections=100"}, settings...)...)
+	if errors.Is(err, errNoPrograms) {
+		msg := err.Error() + ": this test starts a PostgreSQL server of its own"
 		if os.Getenv("AGENTD_POSTGRES_REQUIRED") == "1" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	dir, err := os.MkdirTemp("", "agentd-pgsrv-") // not t.TempDir: agentd-pg must reach it
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{bin: bin, dir: dir, settings: "-c listen_addresses='' -k " + dir + " -c max_connections=100 -c fsync=off -c synchronous_commit=off"}
+	t.Cleanup(s.remove)
+	return s
+}
+
+// errNoPrograms is startServer's error where PostgreSQL is not installed.
+var errNoPrograms = errors.New("initdb and pg_ctl not found (PATH, pg_config --bindir, /usr/lib/postgresql/*/bin)")
+
+// startServer makes a server with initdb in a temp dir and starts it,
+// listening on a unix socket in that dir only, with fsync and
+// synchronous_commit off and the settings given ("name=value") after
+// those. The caller removes it (remove).
+func startServer(settings ...string) (*Server, error) {
+	bin := pgBin()
+	if bin == "" {
+		return nil, errNoPrograms
+	}
+	dir, err := os.MkdirTemp("", "agentd-pgsrv-") // not t.TempDir: agentd-pg must reach it
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{bin: bin, dir: dir, settings: "-c listen_addresses='' -k " + dir + " -c fsync=off -c synchronous_commit=off"}
 	for _, kv := range settings {
 		s.settings += " -c " + kv
 	}
@@ -55,25 +75,29 @@ func NewServer(t testing.TB, settings ...string) *Server {
 		u, err := user.Lookup("agentd-pg")
 		if err != nil {
 			os.RemoveAll(dir)
-			t.Fatalf("pgtest: running as root needs the user agentd-pg (scripts/postgres.sh creates it): %v", err)
+			return nil, fmt.Errorf("pgtest: running as root needs the user agentd-pg (scripts/postgres.sh creates it): %v", err)
 		}
 		if out, err := osexec.Command("chown", u.Uid+":"+u.Gid, dir).CombinedOutput(); err != nil {
 			os.RemoveAll(dir)
-			t.Fatalf("pgtest: chown %s: %v %s", dir, err, out)
+			return nil, fmt.Errorf("pgtest: chown %s: %v %s", dir, err, out)
 		}
 	}
-	t.Cleanup(func() {
-		_ = s.pgCtl("-m", "immediate", "stop")
-		os.RemoveAll(dir)
-	})
 	if err := s.run("initdb", "-D", s.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
-		t.Fatal(err)
+		os.RemoveAll(dir)
+		return nil, err
 	}
 	if err := s.Start(); err != nil {
-		t.Fatal(err)
+		s.remove()
+		return nil, err
 	}
 	s.URL = "postgres:///postgres?host=" + dir + "&user=postgres&sslmode=disable"
-	return s
+	return s, nil
+}
+
+// remove stops the server at once and removes its folder.
+func (s *Server) remove() {
+	_ = s.pgCtl("-m", "immediate", "stop")
+	os.RemoveAll(s.dir)
 }
 
 // Restart restarts the server with pg_ctl restart -m fast: every
@@ -106,16 +130,23 @@ func (s *Server) pgCtl(args ...string) error {
 
 // run runs one of PostgreSQL's programs as the server's owner.
 func (s *Server) run(prog string, args ...string) error {
-	name := filepath.Join(s.bin, prog)
-	if os.Geteuid() == 0 {
-		args, name = append([]string{"-u", "agentd-pg", "--", name}, args...), "runuser"
-	}
-	cmd := osexec.Command(name, args...)
+	argv := s.command(prog, args...)
+	cmd := osexec.Command(argv[0], argv[1:]...)
 	cmd.Dir = "/"
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("pgtest: %s %s: %v\n%s", prog, strings.Join(args, " "), err, out)
 	}
 	return nil
+}
+
+// command is the argv that runs one of PostgreSQL's programs as the
+// server's owner: under root, the user agentd-pg, through runuser.
+func (s *Server) command(prog string, args ...string) []string {
+	name := filepath.Join(s.bin, prog)
+	if os.Geteuid() == 0 {
+		return append([]string{"runuser", "-u", "agentd-pg", "--", name}, args...)
+	}
+	return append([]string{name}, args...)
 }
 
 // pgBin returns the folder of initdb and pg_ctl, or "".

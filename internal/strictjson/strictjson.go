@@ -1,10 +1,18 @@
-// Package strictjson holds agentd's one rule for ambiguous JSON: a document
-// whose objects repeat a key, or hold two keys that differ only by case, is
-// refused, and so is one that is not valid UTF-8. Different JSON readers
-// disagree on which of two such keys wins (Go's encoding/json even matches
-// struct fields case-insensitively), so the value a check saw might not be the
-// value that is used. The HTTP API applies it to every request body; confirm
-// applies it to the arguments of connection calls.
+// Package strictjson is agentd's strict reading of JSON, in two parts.
+//
+// The one rule for ambiguous JSON (this file): a document whose objects
+// repeat a key, or hold two keys that differ only by case, is refused, and
+// so is one that is not valid UTF-8. Different JSON readers disagree on
+// which of two such keys wins (Go's encoding/json even matches struct fields
+// case-insensitively), so the value a check saw might not be the value that
+// is used. The HTTP API applies it to every request body; confirm applies it
+// to the arguments of connection calls.
+//
+// The configuration files' decoding (config.go): DecodeStrict rejects
+// unknown fields and trailing data, with errors (FieldError) that name the
+// field, or the line and column of a syntax error. project, tools,
+// connections, hooks, mcp, webhook, confirm's policies and the models' and
+// scripts' configuration share it.
 package strictjson
 
 import (
@@ -170,7 +178,7 @@ func exactKeys(val any, t reflect.Type, path string) error {
 				}
 				continue
 			}
-			if err := exactKeys(kv, ft, join(path, k)); err != nil {
+			if err := exactKeys(kv, ft, keyPath(path, k)); err != nil {
 				return err
 			}
 		}
@@ -185,7 +193,7 @@ func exactKeys(val any, t reflect.Type, path string) error {
 	case reflect.Map:
 		if m, ok := val.(map[string]any); ok {
 			for k, e := range m {
-				if err := exactKeys(e, t.Elem(), join(path, k)); err != nil {
+				if err := exactKeys(e, t.Elem(), keyPath(path, k)); err != nil {
 					return err
 				}
 			}
@@ -231,8 +239,9 @@ func fieldsOf(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-// join is the path of key k in the object at path.
-func join(path, k string) string {
+// keyPath is the path of key k in the object at path, for ExactKeys'
+// messages (unlike Join, an empty key keeps its dot).
+func keyPath(path, k string) string {
 	if path == "" {
 		return k
 	}

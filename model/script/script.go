@@ -19,7 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -109,19 +109,19 @@ var resultStatuses = []agentd.CallStatus{
 // to projectDir. Errors name the field, and the file when there is one.
 func New(model json.RawMessage, projectDir string) (*Model, error) {
 	var mf modelFile
-	if err := jsonconf.DecodeStrict(model, &mf, "model"); err != nil {
+	if err := strictjson.DecodeStrict(model, &mf, "model"); err != nil {
 		return nil, err
 	}
 	if mf.Provider != "script" {
-		return nil, jsonconf.FieldErr("model.provider", `must be "script", got %q`, mf.Provider)
+		return nil, strictjson.FieldErr("model.provider", `must be "script", got %q`, mf.Provider)
 	}
-	if jsonconf.IsNull(mf.Script) {
-		return nil, jsonconf.FieldErr("model.script", `required: the script object, or the path of a script file`)
+	if strictjson.IsNull(mf.Script) {
+		return nil, strictjson.FieldErr("model.script", `required: the script object, or the path of a script file`)
 	}
 	var path string
 	if err := json.Unmarshal(mf.Script, &path); err == nil {
 		if path == "" {
-			return nil, jsonconf.FieldErr("model.script", "empty path")
+			return nil, strictjson.FieldErr("model.script", "empty path")
 		}
 		full := path
 		if !filepath.IsAbs(full) {
@@ -148,12 +148,12 @@ func New(model json.RawMessage, projectDir string) (*Model, error) {
 
 func parse(data []byte, prefix string) (*Model, error) {
 	var sf scriptFile
-	if err := jsonconf.DecodeStrict(data, &sf, prefix); err != nil {
+	if err := strictjson.DecodeStrict(data, &sf, prefix); err != nil {
 		return nil, err
 	}
 	m := &Model{}
 	for i, raw := range sf.Rules {
-		r, err := parseRule(raw, jsonconf.Join(prefix, fmt.Sprintf("rules[%d]", i)))
+		r, err := parseRule(raw, strictjson.Join(prefix, fmt.Sprintf("rules[%d]", i)))
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func parse(data []byte, prefix string) (*Model, error) {
 
 func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 	var rf ruleFile
-	if err := jsonconf.DecodeStrict(raw, &rf, prefix); err != nil {
+	if err := strictjson.DecodeStrict(raw, &rf, prefix); err != nil {
 		return rule{}, err
 	}
 	var r rule
@@ -179,42 +179,42 @@ func parseRule(raw json.RawMessage, prefix string) (rule, error) {
 
 // parseWhen reads a rule's "when" (at field) into r.
 func parseWhen(raw json.RawMessage, field string, r *rule) error {
-	if jsonconf.IsNull(raw) {
-		return jsonconf.FieldErr(field, `required: {"user": REGEXP} or {"tool_result": TOOL, "status"?: STATUS}`)
+	if strictjson.IsNull(raw) {
+		return strictjson.FieldErr(field, `required: {"user": REGEXP} or {"tool_result": TOOL, "status"?: STATUS}`)
 	}
 	var w whenFile
-	if err := jsonconf.DecodeStrict(raw, &w, field); err != nil {
+	if err := strictjson.DecodeStrict(raw, &w, field); err != nil {
 		return err
 	}
 	switch {
 	case (w.User == nil) == (w.ToolResult == nil):
-		return jsonconf.FieldErr(field, `needs exactly one of "user" and "tool_result"`)
+		return strictjson.FieldErr(field, `needs exactly one of "user" and "tool_result"`)
 	case w.User != nil:
 		if w.Status != nil {
-			return jsonconf.FieldErr(field+".status", `only applies to "tool_result"`)
+			return strictjson.FieldErr(field+".status", `only applies to "tool_result"`)
 		}
 		if w.ResultsBelow != nil {
-			return jsonconf.FieldErr(field+".results_below", `only applies to "tool_result"`)
+			return strictjson.FieldErr(field+".results_below", `only applies to "tool_result"`)
 		}
 		re, err := regexp.Compile(*w.User)
 		if err != nil {
-			return jsonconf.FieldErr(field+".user", "%v", err)
+			return strictjson.FieldErr(field+".user", "%v", err)
 		}
 		r.user = re
 	default:
 		if *w.ToolResult == "" {
-			return jsonconf.FieldErr(field+".tool_result", "must name a tool")
+			return strictjson.FieldErr(field+".tool_result", "must name a tool")
 		}
 		r.toolName = *w.ToolResult
 		if w.Status != nil {
 			r.status = agentd.CallStatus(*w.Status)
 			if !validStatus(r.status) {
-				return jsonconf.FieldErr(field+".status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
+				return strictjson.FieldErr(field+".status", "must be one of completed, failed, denied, expired, refused, cancelled, got %q", *w.Status)
 			}
 		}
 		if w.ResultsBelow != nil {
 			if *w.ResultsBelow < 1 {
-				return jsonconf.FieldErr(field+".results_below", "must be at least 1, got %d", *w.ResultsBelow)
+				return strictjson.FieldErr(field+".results_below", "must be at least 1, got %d", *w.ResultsBelow)
 			}
 			r.below = *w.ResultsBelow
 		}
@@ -224,38 +224,38 @@ func parseWhen(raw json.RawMessage, field string, r *rule) error {
 
 // parseReply reads a rule's "reply" (at field) into r.
 func parseReply(raw json.RawMessage, field string, r *rule) error {
-	if jsonconf.IsNull(raw) {
-		return jsonconf.FieldErr(field, `required: {"text"?: TEXT, "tool_calls"?: [...]}`)
+	if strictjson.IsNull(raw) {
+		return strictjson.FieldErr(field, `required: {"text"?: TEXT, "tool_calls"?: [...]}`)
 	}
 	var rp replyFile
-	if err := jsonconf.DecodeStrict(raw, &rp, field); err != nil {
+	if err := strictjson.DecodeStrict(raw, &rp, field); err != nil {
 		return err
 	}
 	if rp.Text == "" && len(rp.ToolCalls) == 0 {
-		return jsonconf.FieldErr(field, `needs "text" or "tool_calls"`)
+		return strictjson.FieldErr(field, `needs "text" or "tool_calls"`)
 	}
 	r.text = rp.Text
 	if rp.DeltaInterval != "" {
 		d, err := time.ParseDuration(rp.DeltaInterval)
 		if err != nil || d <= 0 || d > MaxDeltaInterval {
-			return jsonconf.FieldErr(field+".delta_interval", "must be a positive Go duration of at most %s, got %q", MaxDeltaInterval, rp.DeltaInterval)
+			return strictjson.FieldErr(field+".delta_interval", "must be a positive Go duration of at most %s, got %q", MaxDeltaInterval, rp.DeltaInterval)
 		}
 		r.every = d
 	}
 	for i, raw := range rp.ToolCalls {
 		f := fmt.Sprintf("%s.tool_calls[%d]", field, i)
 		var cf callFile
-		if err := jsonconf.DecodeStrict(raw, &cf, f); err != nil {
+		if err := strictjson.DecodeStrict(raw, &cf, f); err != nil {
 			return err
 		}
 		if cf.Name == "" {
-			return jsonconf.FieldErr(f+".name", "required")
+			return strictjson.FieldErr(f+".name", "required")
 		}
 		args := json.RawMessage("{}")
-		if !jsonconf.IsNull(cf.Arguments) {
+		if !strictjson.IsNull(cf.Arguments) {
 			var obj map[string]json.RawMessage
 			if json.Unmarshal(cf.Arguments, &obj) != nil {
-				return jsonconf.FieldErr(f+".arguments", "must be an object")
+				return strictjson.FieldErr(f+".arguments", "must be an object")
 			}
 			args = compact(cf.Arguments)
 		}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/confirm"
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 	"github.com/agentd-dev/agentd/toolset"
 )
 
@@ -232,11 +232,11 @@ func (r *Registry) Toolset(names []string) (*Toolset, error) {
 		e, ok := snap.tools[name]
 		switch {
 		case !ok:
-			return nil, jsonconf.FieldErr(field, "unknown tool %q: no tool source defines it (sources: %s)", name, r.sourceList())
+			return nil, strictjson.FieldErr(field, "unknown tool %q: no tool source defines it (sources: %s)", name, r.sourceList())
 		case !e.def.LLMCallable:
-			return nil, jsonconf.FieldErr(field, "tool %q has llm_callable false, so the model cannot see it", name)
+			return nil, strictjson.FieldErr(field, "tool %q has llm_callable false, so the model cannot see it", name)
 		case seen[name]:
-			return nil, jsonconf.FieldErr(field, "tool %q is listed twice", name)
+			return nil, strictjson.FieldErr(field, "tool %q is listed twice", name)
 		}
 		seen[name] = true
 	}

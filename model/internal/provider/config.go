@@ -15,7 +15,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/agentd-dev/agentd/internal/jsonconf"
+	"github.com/agentd-dev/agentd/internal/strictjson"
 )
 
 // Defaults are what a provider package fixes about its "model" object.
@@ -66,62 +66,62 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // names the environment variable. No error ever contains the key.
 func Load(raw json.RawMessage, getenv func(string) string, d Defaults) (*Config, error) {
 	var f file
-	if err := jsonconf.DecodeStrict(raw, &f, "model"); err != nil {
+	if err := strictjson.DecodeStrict(raw, &f, "model"); err != nil {
 		return nil, err
 	}
 	if f.Provider != d.Provider {
-		return nil, jsonconf.FieldErr("model.provider", "must be %q, got %q", d.Provider, f.Provider)
+		return nil, strictjson.FieldErr("model.provider", "must be %q, got %q", d.Provider, f.Provider)
 	}
 	if f.Model == "" {
-		return nil, jsonconf.FieldErr("model.model", "required: the model name, e.g. %q", exampleModel(d.Provider))
+		return nil, strictjson.FieldErr("model.model", "required: the model name, e.g. %q", exampleModel(d.Provider))
 	}
 	c := &Config{Model: f.Model, APIKeyEnv: d.APIKeyEnv, MaxTokens: d.MaxTokens, MaxAttempts: DefaultMaxAttempts, Timeout: DefaultTimeout}
 
 	if f.BaseURL != "" {
 		u, err := url.Parse(f.BaseURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, jsonconf.FieldErr("model.base_url", "must be an http or https URL, got %q", redactURL(f.BaseURL))
+			return nil, strictjson.FieldErr("model.base_url", "must be an http or https URL, got %q", redactURL(f.BaseURL))
 		}
 		if u.User != nil {
-			return nil, jsonconf.FieldErr("model.base_url", "must not carry credentials; put the key in the environment variable named by api_key_env")
+			return nil, strictjson.FieldErr("model.base_url", "must not carry credentials; put the key in the environment variable named by api_key_env")
 		}
 		if u.RawQuery != "" || u.Fragment != "" {
-			return nil, jsonconf.FieldErr("model.base_url", "must not have a query or a fragment")
+			return nil, strictjson.FieldErr("model.base_url", "must not have a query or a fragment")
 		}
 		c.BaseURL = f.BaseURL
 	}
 	if f.APIKeyEnv != nil {
 		if !envName.MatchString(*f.APIKeyEnv) {
-			return nil, jsonconf.FieldErr("model.api_key_env", "must name an environment variable (letters, digits, _), got %q", *f.APIKeyEnv)
+			return nil, strictjson.FieldErr("model.api_key_env", "must name an environment variable (letters, digits, _), got %q", *f.APIKeyEnv)
 		}
 		c.APIKeyEnv = *f.APIKeyEnv
 	}
 	if f.MaxTokens != nil {
 		if *f.MaxTokens < 1 {
-			return nil, jsonconf.FieldErr("model.max_tokens", "must be at least 1, got %d", *f.MaxTokens)
+			return nil, strictjson.FieldErr("model.max_tokens", "must be at least 1, got %d", *f.MaxTokens)
 		}
 		c.MaxTokens = *f.MaxTokens
 	}
 	if f.Temperature != nil {
 		if *f.Temperature < 0 || *f.Temperature > d.MaxTemperature {
-			return nil, jsonconf.FieldErr("model.temperature", "must be between 0 and %g, got %g", d.MaxTemperature, *f.Temperature)
+			return nil, strictjson.FieldErr("model.temperature", "must be between 0 and %g, got %g", d.MaxTemperature, *f.Temperature)
 		}
 		t := *f.Temperature
 		c.Temperature = &t
 	}
 	if f.MaxAttempts != nil {
 		if *f.MaxAttempts < 1 || *f.MaxAttempts > MaxMaxAttempts {
-			return nil, jsonconf.FieldErr("model.max_attempts", "must be between 1 and %d, got %d", MaxMaxAttempts, *f.MaxAttempts)
+			return nil, strictjson.FieldErr("model.max_attempts", "must be between 1 and %d, got %d", MaxMaxAttempts, *f.MaxAttempts)
 		}
 		c.MaxAttempts = *f.MaxAttempts
 	}
 	if f.Timeout != "" {
 		t, err := time.ParseDuration(f.Timeout)
 		if err != nil {
-			return nil, jsonconf.FieldErr("model.timeout", "%v", err)
+			return nil, strictjson.FieldErr("model.timeout", "%v", err)
 		}
 		if t <= 0 {
-			return nil, jsonconf.FieldErr("model.timeout", "must be greater than zero, got %q", f.Timeout)
+			return nil, strictjson.FieldErr("model.timeout", "must be greater than zero, got %q", f.Timeout)
 		}
 		c.Timeout = t
 	}
@@ -130,7 +130,7 @@ func Load(raw json.RawMessage, getenv func(string) string, d Defaults) (*Config,
 		c.APIKey = getenv(c.APIKeyEnv)
 	}
 	if c.APIKey == "" && c.BaseURL == "" {
-		return nil, jsonconf.FieldErr("model.api_key_env", "the environment variable %s is not set; it must hold the %s API key (only a model with a base_url, such as a local server, may run without one)", c.APIKeyEnv, d.Provider)
+		return nil, strictjson.FieldErr("model.api_key_env", "the environment variable %s is not set; it must hold the %s API key (only a model with a base_url, such as a local server, may run without one)", c.APIKeyEnv, d.Provider)
 	}
 	return c, nil
 }

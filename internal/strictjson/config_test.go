@@ -1,4 +1,4 @@
-package jsonconf
+package strictjson
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package tools
+package process
 
 import "syscall"
 

@@ -1,7 +1,8 @@
-// Package jsonconf decodes agentd's JSON configuration files strictly (unknown
-// fields and trailing data are errors) with errors that name the field, or the
-// line and column of a syntax error. tools, project and model/script share it.
-package jsonconf
+package strictjson
+
+// This file decodes agentd's JSON configuration files strictly (unknown
+// fields and trailing data are errors) with errors that name the field, or
+// the line and column of a syntax error.
 
 import (
 	"bytes"
