@@ -666,7 +666,12 @@ func TestServeDrainsQueuedEventsIntoOneWrite(t *testing.T) {
 		hub.Publish(log.commit(testConv, agentd.EventMessage))
 	}
 	close(w.release)
-	tick <- time.Now() // the queued events were handled before this tick
+	// Serve may take a tick before the queued events (select picks either
+	// of two ready cases): wait for the events themselves, not for a tick.
+	deadline := time.Now().Add(10 * time.Second)
+	for eventsWritten(w.calls()) < 5 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Serve = %v", err)
@@ -685,6 +690,17 @@ func TestServeDrainsQueuedEventsIntoOneWrite(t *testing.T) {
 			t.Fatalf("second write %q lacks %q in order", writes[1], id)
 		}
 	}
+}
+
+// eventsWritten counts the events (their "id: " lines) in calls' writes.
+func eventsWritten(calls []string) int {
+	n := 0
+	for _, c := range calls {
+		if strings.HasPrefix(c, "write ") {
+			n += strings.Count(c, "id: ")
+		}
+	}
+	return n
 }
 
 // gatedWriter is a recordingWriter whose first write blocks until release
