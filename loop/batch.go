@@ -3,7 +3,6 @@ package loop
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -211,25 +210,4 @@ func (e *Engine) commitPlans(ctx context.Context, plans []*plannedDecision) ([]a
 		return evs, err
 	})
 	return updated, err
-}
-
-// commitMany is commit for a transaction that appends events to several
-// conversations: it takes their locks in id order (so two such commits
-// cannot deadlock), runs tx, and publishes the committed events.
-func (e *Engine) commitMany(convIDs []string, tx func() ([]agentd.Event, error)) error {
-	ids := slices.Clone(convIDs)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	for _, id := range ids {
-		unlock := e.convLocks.lock(id)
-		defer unlock()
-	}
-	evs, err := tx()
-	if err != nil {
-		return err
-	}
-	for _, ev := range evs {
-		e.pub.Publish(ev)
-	}
-	return nil
 }

@@ -81,14 +81,6 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 	return classified{d: d, prep: prep, hookAsked: asked}
 }
 
-// def returns the tool the model sees by that name, or nil.
-func (e *Engine) def(name string) *toolset.Tool {
-	if d, ok := e.tools.now().defs[name]; ok {
-		return &d
-	}
-	return nil
-}
-
 // recheck classifies an approved call again right before it runs (hooks
 // in phase execute, the tool's Prepare) and reports whether it may run as
 // approved. If not, the call is already handled: refused (a hook denies it

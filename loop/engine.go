@@ -107,25 +107,8 @@ type Options struct {
 
 // Engine runs the agent loop for every conversation of one agent.
 type Engine struct {
-	store Store
+	*core
 	owner string // of the run leases (Options.Owner)
-	pub   Publisher
-	agent *Agent
-	clock agentd.Clock
-	log   zerolog.Logger
-	opts  Options
-	obs   Observer
-	tr    *tracer // nil: traces off
-
-	// tools is the view of the tools the model sees (tools.go), rebuilt
-	// when the agent's toolset.Set lists others.
-	tools toolView
-
-	convLocks keyedMutex
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
 
 	mu   sync.Mutex
 	runs map[string]*runState // runs with a driver
@@ -211,11 +194,9 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 		opts.Histories = defaultHistories
 	}
 	e := &Engine{
-		store: store, owner: opts.Owner, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
-		runs: map[string]*runState{}, tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent),
-		histories: historySet{max: opts.Histories},
+		core: newCore(store, pub, agent, opts), owner: opts.Owner,
+		runs: map[string]*runState{}, histories: historySet{max: opts.Histories},
 	}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
 	return e
 }
 
@@ -256,33 +237,6 @@ func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
 	e.disarm()
-}
-
-// commit runs one store transaction that appends events for a conversation
-// under that conversation's lock, then publishes the committed events, so
-// the stream sees them in sequence order and only after they are durable.
-func (e *Engine) commit(convID string, tx func() ([]agentd.Event, error)) error {
-	return e.commitMany([]string{convID}, tx)
-}
-
-// event builds the draft of an event of convID, now on the engine's clock,
-// with p as its data. It panics if agentd.NewEventDraft refuses p: the loop
-// fills every required field of every payload from values it made itself
-// (ids, statuses, names of calls it classified), so a refusal is a bug in
-// the loop, which its tests catch — not something a run can cause.
-func (e *Engine) event(convID string, p agentd.EventPayload) agentd.EventDraft {
-	d, err := agentd.NewEventDraft(convID, e.clock.Now(), p)
-	if err != nil {
-		panic(fmt.Sprintf("loop: %v", err))
-	}
-	return d
-}
-
-// emit commits and publishes one event with p as its data.
-func (e *Engine) emit(ctx context.Context, convID string, p agentd.EventPayload) error {
-	return e.commit(convID, func() ([]agentd.Event, error) {
-		return e.store.AppendEvents(ctx, []agentd.EventDraft{e.event(convID, p)})
-	})
 }
 
 // ensureDriver returns the handle of a run, starting its driver if there
@@ -413,41 +367,6 @@ func (e *Engine) retireDriver(rs *runState) (exit, woken bool) {
 // are being moved on or have tools in flight. A run that waits only for
 // people has none.
 func (e *Engine) Drivers() int { return int(e.drivers.Load()) }
-
-// keyedMutex is a set of mutexes by key whose entries are freed when unused.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyedEntry{}
-	}
-	ent, ok := k.m[key]
-	if !ok {
-		ent = &keyedEntry{}
-		k.m[key] = ent
-	}
-	ent.n++
-	k.mu.Unlock()
-	ent.mu.Lock()
-	return func() {
-		ent.mu.Unlock()
-		k.mu.Lock()
-		ent.n--
-		if ent.n == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
-}
 
 // TierPerCall is the listed tier of the request tool: each call's
 // connection, method and endpoint decide it.

@@ -20,35 +20,6 @@ const MaxMessageBytes = 64 << 10
 // same message, so a 404 tells nothing about other tenants.
 func notFound(what string) error { return agentd.Errorf(agentd.ENOTFOUND, "%s not found", what) }
 
-// reach returns the conversation convID if p reaches it (agentd.Principal.Reaches),
-// else notFound(what): the object named what belongs to that conversation.
-func (e *Engine) reach(ctx context.Context, p agentd.Principal, convID, what string) (*agentd.Conversation, error) {
-	c, err := e.store.Conversation(ctx, convID)
-	switch {
-	case agentd.ErrorCode(err) == agentd.ENOTFOUND:
-		return nil, notFound(what)
-	case err != nil:
-		return nil, err
-	case !p.Reaches(c):
-		return nil, notFound(what)
-	}
-	return c, nil
-}
-
-// reachObject answers whether p reaches an object of (tenantID, projectID)
-// in conversation convID, reading the conversation only when p's role
-// limits it to the conversations it created.
-func (e *Engine) reachObject(ctx context.Context, p agentd.Principal, tenantID, projectID, convID, what string) error {
-	if p.TenantID != tenantID || p.ProjectID != projectID {
-		return notFound(what)
-	}
-	if p.SeesAll() {
-		return nil
-	}
-	_, err := e.reach(ctx, p, convID, what)
-	return err
-}
-
 // CreateConversation starts a conversation with the engine's agent. A
 // conversation created with a delegate-role key is delegated (SPEC §2.2).
 func (e *Engine) CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error) {
@@ -231,32 +202,6 @@ func (e *Engine) stopDriver(runID string) {
 	if rs, ok := e.runs[runID]; ok {
 		rs.cancel()
 	}
-}
-
-// ToolCall returns a call of a conversation the principal reaches, with
-// its decisions; ENOTFOUND otherwise.
-func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
-	if err := agentd.CheckID(agentd.PrefixToolCall, "tool call id", id); err != nil {
-		return nil, err
-	}
-	c, err := e.store.ToolCall(ctx, id)
-	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
-		return nil, notFound("tool call")
-	} else if err != nil {
-		return nil, err
-	}
-	if err := e.reachObject(ctx, p, c.TenantID, c.ProjectID, c.ConversationID, "tool call"); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.EventDraft {
-	return e.event(c.ConversationID, &agentd.ConfirmationResolvedPayload{
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Decision: d.Decision, Reason: d.Reason,
-		DecidedBy: d.DecidedBy, ArgumentsSHA256: d.ArgumentsSHA256,
-		EditedArgumentsSHA256: nilIfEmpty(d.EditedArgumentsSHA256), ApprovedBy: approvedBy(c, d),
-	})
 }
 
 // approvedBy is confirmation_resolved's approved_by: every key whose
@@ -484,4 +429,10 @@ func nilIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// ToolCall returns a call of a conversation the principal reaches, with
+// its decisions; ENOTFOUND otherwise.
+func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	return e.toolCall(ctx, p, id)
 }
