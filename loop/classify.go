@@ -179,6 +179,6 @@ func (e *Engine) repark(ctx context.Context, c agentd.ToolCall, cl classified, r
 		return
 	}
 	e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("call parked again: " + reason)
-	e.noteDeadline(deadline)
-	e.noteReminders(&next) // reminders are armed from the new deadline
+	e.timers.noteDeadline(deadline)
+	e.timers.noteReminders(&next) // reminders are armed from the new deadline
 }

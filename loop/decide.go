@@ -219,7 +219,7 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 // differs from the one the request names (ESTALE).
 func (e *Engine) stillDecidable(ctx context.Context, c *agentd.ToolCall, d *checkedDecision, now time.Time) error {
 	if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
-		if err := e.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+		if err := e.timers.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
 			return err
 		}
 		return agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", c.RequiresApprovalAt.UTC().Format(time.RFC3339))

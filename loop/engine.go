@@ -113,9 +113,8 @@ type Engine struct {
 	mu   sync.Mutex
 	runs map[string]*runState // runs with a driver
 	// drivers counts the driver goroutines alive (Drivers).
-	drivers   atomic.Int64
-	deadline  deadlineTimer
-	reminders reminderSet
+	drivers atomic.Int64
+	timers  *timers
 	// histories keeps the histories of conversations whose driver exited
 	// (history.go).
 	histories historySet
@@ -197,6 +196,7 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 		core: newCore(store, pub, agent, opts), owner: opts.Owner,
 		runs: map[string]*runState{}, histories: historySet{max: opts.Histories},
 	}
+	e.timers = &timers{core: e.core, wake: e.wakeRun, mayDecide: e.mayDecide}
 	return e
 }
 
@@ -216,18 +216,41 @@ func (e *Engine) ToolSpecs(tenantID string) []agentd.ToolSpec {
 func (e *Engine) Start(ctx context.Context) error {
 	expiry := e.opts.ExpireEvery >= 0
 	if expiry {
-		e.deadline.enable()
+		e.timers.deadline.enable()
 	}
 	if err := e.recover(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	if expiry {
-		e.startExpiry()
+		e.timers.startExpiry()
 	}
 	if e.leasing() {
 		e.startLeases()
 	}
 	return nil
+}
+
+// ExpireDue expires every parked call whose deadline has passed on the
+// engine's clock, a page of calls at a time, and returns how many it
+// expired (what the deadline timer does).
+func (e *Engine) ExpireDue(ctx context.Context) (int, error) { return e.timers.expireDue(ctx) }
+
+// RemindDue sends the reminders due on the engine's clock (what the
+// deadline timer does) and returns how many calls were reminded.
+func (e *Engine) RemindDue(ctx context.Context) (int, error) { return e.timers.remindPass(ctx) }
+
+// Extend moves the deadline of a parked call later by req.By (SPEC
+// §11.3): p must be a key that may decide the call, and the total of the
+// call's extensions may not exceed its rule's max_extension. It emits
+// confirmation_extended in the same commit and returns the call as
+// updated; reminders whose time the new deadline already passed are
+// recorded as sent.
+//
+// Errors: EFORBIDDEN (a delegate key), EINVALID (by not a positive Go
+// duration, a reason over agentd.MaxReasonBytes), ENOTFOUND, ECONFLICT (not pending,
+// or no deadline), EEXPIRED (the deadline passed), EEXTENSIONEXCEEDSMAX.
+func (e *Engine) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
+	return e.timers.extend(ctx, p, id, req)
 }
 
 // Close stops every run driver, tool process and the deadline timer, and
@@ -236,7 +259,7 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
-	e.disarm()
+	e.timers.disarm()
 }
 
 // ensureDriver returns the handle of a run, starting its driver if there

@@ -17,8 +17,8 @@ func SetRetireHook(e *Engine, f func(runID, stage string)) { e.retireHook = f }
 // reads the last span again (lookBack), and the pass runs, sending the
 // reminders due on e's clock; it returns how many calls were reminded.
 func SweepAndRemind(ctx context.Context, e *Engine, span time.Duration) (int, error) {
-	e.lookBack(span)
-	return e.remindPass(ctx)
+	e.timers.lookBack(span)
+	return e.timers.remindPass(ctx)
 }
 
 // ReminderWindows is reminderWindows.

@@ -85,8 +85,8 @@ func (e *Engine) startLeases() {
 			// reads the next reminder from the store, and reads the last
 			// tick's reminders again, for a call another replica parked
 			// after this engine's pass read past its reminder.
-			e.lookBack(every)
-			e.deadline.signal()
+			e.timers.lookBack(every)
+			e.timers.deadline.signal()
 		}
 	})
 }

@@ -347,8 +347,8 @@ func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
 	}
 	for _, c := range calls {
 		if c.Status == agentd.StatusRequiresConfirmation && c.RequiresApprovalAt != nil {
-			e.noteDeadline(*c.RequiresApprovalAt)
-			e.noteReminders(c)
+			e.timers.noteDeadline(*c.RequiresApprovalAt)
+			e.timers.noteReminders(c)
 		}
 	}
 }

@@ -214,63 +214,6 @@ func approvedBy(c agentd.ToolCall, d *agentd.Decision) []string {
 	return agentd.ApprovedBy(c.Approvals, d.DecidedBy)
 }
 
-// expire ends a parked call whose deadline passed: status expired, an
-// "expired" decision by system, confirmation_resolved; the run goes on.
-func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
-	const reason = "the approval request expired before anyone decided; nothing was done"
-	now := e.clock.Now()
-	dec := &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: agentd.DecisionExpired,
-		Reason: reason, DecidedBy: agentd.SystemKeyID, Via: agentd.ViaDeadline, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
-	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: c.CardRevision(),
-			Status: agentd.StatusExpired, Error: reason, Decision: dec, Now: now,
-		}, []agentd.EventDraft{e.resolvedEvent(c, dec)})
-		return evs, err
-	})
-	if err == nil {
-		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("approval expired")
-		e.obs.Decided(agentd.DecisionExpired, agentd.ViaDeadline, now.Sub(c.UpdatedAt))
-		e.tr.waitSpan(e.traceRun(ctx, c.RunID), c, agentd.DecisionExpired, dec.DecidedBy, agentd.ViaDeadline, now)
-		e.obs.ToolCallFinished(agentd.StatusExpired, c.Tier)
-		e.wakeRun(c.RunID)
-	}
-	return err
-}
-
-// expirePage is how many due calls ExpireDue reads at a time: however
-// many deadlines passed, a pass holds one page of calls.
-const expirePage = 100
-
-// ExpireDue expires every parked call whose deadline has passed on the
-// engine's clock, a page of calls at a time, and returns how many it
-// expired. It stops early (the deadline timer, armed to the earliest
-// deadline left, fires again at once) when a whole page changed
-// concurrently.
-func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
-	now := e.clock.Now()
-	n := 0
-	for {
-		due, err := e.store.DueToolCalls(ctx, now, expirePage)
-		if err != nil {
-			return n, err
-		}
-		expired := 0
-		for _, c := range due {
-			err := e.expire(ctx, c)
-			if err == nil {
-				expired++
-			} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
-				return n + expired, err
-			}
-		}
-		n += expired
-		if len(due) < expirePage || expired == 0 {
-			return n, nil
-		}
-	}
-}
-
 // recover restores what a previous process left (SPEC §8), doing only
 // what must happen now: calls that were executing are failed with "outcome
 // unknown" unless their tool is idempotent (then they run again);
