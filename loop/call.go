@@ -24,13 +24,13 @@ import (
 // twice. An executing call (an idempotent call interrupted by a restart,
 // which recovery re-runs) is run as it is.
 func (e *Engine) startCall(c agentd.ToolCall) {
-	e.goTool(c.RunID, func(rs *runState) {
+	e.drv.goTool(c.RunID, func(rs *runState) {
 		if e.ctx.Err() != nil {
 			return // shutting down: the next start finds it where it is
 		}
 		// With leases, hold the run's lease while the call runs when no
 		// live replica holds it (if one does, it covers the call).
-		_, _ = e.takeLease(rs.ctx, rs)
+		_, _ = e.leases.takeLease(rs.ctx, rs)
 		if c.Status == agentd.StatusApproved {
 			if !e.recheck(e.tr.under(rs.ctx, e.runTrace(rs, c.RunID)), c) {
 				return // refused or parked again: nothing runs on this approval

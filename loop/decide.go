@@ -263,7 +263,7 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	if updated.Status == agentd.StatusApproved || updated.Status == agentd.StatusExecuting {
 		e.startCall(*updated)
 	} else {
-		e.wakeRun(c.RunID)
+		e.drv.wakeRun(c.RunID)
 	}
 	// After the call is on its way: the span's read of the run is not on
 	// the path from the approval to the tool's start.

@@ -14,8 +14,6 @@ package loop
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -108,62 +106,13 @@ type Options struct {
 // Engine runs the agent loop for every conversation of one agent.
 type Engine struct {
 	*core
-	owner string // of the run leases (Options.Owner)
 
-	mu   sync.Mutex
-	runs map[string]*runState // runs with a driver
-	// drivers counts the driver goroutines alive (Drivers).
-	drivers atomic.Int64
-	timers  *timers
+	drv    *drivers
+	timers *timers
+	leases *leases
 	// histories keeps the histories of conversations whose driver exited
 	// (history.go).
 	histories historySet
-	// retireHook, when set (by tests), is called by a driver about to exit
-	// because its run waits only for people (stage "before", e.mu not
-	// held) and once it has left e.runs (stage "after").
-	retireHook func(runID, stage string)
-}
-
-// runState is the in-memory handle of a run with a driver: its context
-// (cancelled by Cancel, by shutdown, or when the driver exits), the wake-up
-// channel of its driver and the number of its tool goroutines.
-type runState struct {
-	id     string
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{}
-	// tools counts the goroutines that claim or run a call of this run
-	// under ctx (goTool); guarded by Engine.mu. While it is not 0 the
-	// driver does not exit to wait for people.
-	tools int
-	// delegated caches the conversation's delegated flag (immutable) once
-	// the driver or a tool goroutine has read it.
-	delegated atomic.Pointer[bool]
-	// hist is the conversation's history as the driver last read it
-	// (history.go); only the driver's goroutine uses it. It goes to
-	// Engine.histories when the driver exits, unless it is nil then.
-	hist *historyCache
-	// step is the calls of the run's current step as the driver last read
-	// them (stepCalls); only the driver's goroutine uses it.
-	step stepCache
-	// traced is the run as its tool spans read it once (its trace context
-	// is immutable): runTrace.
-	traceOnce sync.Once
-	traced    *agentd.Run
-	// leased: the engine holds the run's lease for this driver (lease.go);
-	// guarded by Engine.mu.
-	leased bool
-}
-
-// stepCache is the calls of one step of a run, by index: stepCalls reads
-// again only those not terminal (a terminal call never changes again).
-type stepCache struct {
-	step  int
-	known bool
-	calls []agentd.ToolCall
-	// read[i]: calls[i] is as the store returned it (not the copy the
-	// driver recorded).
-	read []bool
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -193,10 +142,15 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 		opts.Histories = defaultHistories
 	}
 	e := &Engine{
-		core: newCore(store, pub, agent, opts), owner: opts.Owner,
-		runs: map[string]*runState{}, histories: historySet{max: opts.Histories},
+		core:      newCore(store, pub, agent, opts),
+		histories: historySet{max: opts.Histories},
 	}
-	e.timers = &timers{core: e.core, wake: e.wakeRun, mayDecide: e.mayDecide}
+	e.drv = &drivers{core: e.core, runs: map[string]*runState{}, drive: e.drive, exited: func(rs *runState) {
+		e.leases.releaseLease(rs)
+		e.histories.put(rs.hist)
+	}}
+	e.timers = &timers{core: e.core, wake: e.drv.wakeRun, mayDecide: e.mayDecide}
+	e.leases = &leases{core: e.core, owner: opts.Owner, drv: e.drv, timers: e.timers, startCall: e.startCall}
 	return e
 }
 
@@ -218,14 +172,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	if expiry {
 		e.timers.deadline.enable()
 	}
-	if err := e.recover(ctx); err != nil {
+	if err := e.leases.recover(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	if expiry {
 		e.timers.startExpiry()
 	}
-	if e.leasing() {
-		e.startLeases()
+	if e.leases.leasing() {
+		e.leases.startLeases()
 	}
 	return nil
 }
@@ -262,134 +216,10 @@ func (e *Engine) Close() {
 	e.timers.disarm()
 }
 
-// ensureDriver returns the handle of a run, starting its driver if there
-// is none.
-func (e *Engine) ensureDriver(runID string) *runState {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rs, _ := e.driverLocked(runID, false)
-	return rs
-}
-
-// driverLocked returns the handle of a run and whether it is new: a run
-// without a driver gets one, which reads the store at once or, with
-// asleep, only once woken. e.mu must be held. A driver leaves e.runs when
-// it exits, under e.mu, so a handle found here belongs to a live driver.
-func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
-	if rs, ok := e.runs[runID]; ok {
-		return rs, false
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	rs := &runState{id: runID, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
-	e.runs[runID] = rs
-	e.wg.Add(1)
-	e.drivers.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.drivers.Add(-1)
-		defer func() {
-			e.mu.Lock()
-			if e.runs[runID] == rs {
-				delete(e.runs, runID)
-			}
-			e.mu.Unlock()
-			cancel()
-			e.releaseLease(rs)
-			e.histories.put(rs.hist)
-		}()
-		if asleep {
-			select {
-			case <-rs.wake:
-			case <-ctx.Done():
-				return
-			}
-		}
-		e.drive(rs)
-	}()
-	return rs, true
-}
-
-// wakeRun tells a run's driver that one of its calls changed, starting a
-// driver if the run has none (its driver exited while the run waited for
-// people).
-func (e *Engine) wakeRun(runID string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.wakeLocked(runID)
-}
-
-// wakeLocked is wakeRun with e.mu held.
-func (e *Engine) wakeLocked(runID string) {
-	rs, created := e.driverLocked(runID, false)
-	if created {
-		return // a new driver reads the store first anyway
-	}
-	select {
-	case rs.wake <- struct{}{}:
-	default:
-	}
-}
-
-// goTool runs fn in the background as a tool goroutine of run runID: the
-// run gets a driver if it has none, and that driver, counting fn among its
-// tools, keeps waiting (and its context, the one fn runs under, alive)
-// until fn has returned; then the driver is woken. Finding or starting the
-// driver and counting fn are one step under e.mu, so a driver that is
-// exiting either sees fn or is already gone (fn then gets a new one). A
-// driver started here sleeps until woken: nothing can move the run before
-// the tool ends, and the approval's fork is not kept waiting by its reads.
-func (e *Engine) goTool(runID string, fn func(rs *runState)) {
-	e.mu.Lock()
-	rs, _ := e.driverLocked(runID, true)
-	rs.tools++
-	e.wg.Add(1)
-	e.mu.Unlock()
-	go func() {
-		defer e.wg.Done()
-		defer func() {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			rs.tools--
-			if e.ctx.Err() == nil {
-				e.wakeLocked(runID)
-			}
-		}()
-		fn(rs)
-	}()
-}
-
-// retireDriver retires the driver of rs if its run waits only for people:
-// no tool goroutine of it is counted, and nothing woke it since it read the
-// store. exit reports that it did (the driver returns): rs left e.runs in
-// the same step, so a decision, an expiry or a cancel that comes after
-// finds no driver and starts one. woken reports that a wake-up arrived
-// (and was consumed): the driver must read the store again.
-func (e *Engine) retireDriver(rs *runState) (exit, woken bool) {
-	if e.retireHook != nil {
-		e.retireHook(rs.id, "before")
-	}
-	e.mu.Lock()
-	switch {
-	case rs.tools > 0:
-		e.mu.Unlock()
-		return false, false
-	case len(rs.wake) > 0:
-		<-rs.wake
-		e.mu.Unlock()
-		return false, true
-	}
-	delete(e.runs, rs.id)
-	e.mu.Unlock()
-	if e.retireHook != nil {
-		e.retireHook(rs.id, "after")
-	}
-	return true, false
-}
-
 // Drivers returns the number of run driver goroutines alive: the runs that
 // are being moved on or have tools in flight. A run that waits only for
 // people has none.
-func (e *Engine) Drivers() int { return int(e.drivers.Load()) }
+func (e *Engine) Drivers() int { return int(e.drv.count.Load()) }
 
 // TierPerCall is the listed tier of the request tool: each call's
 // connection, method and endpoint decide it.

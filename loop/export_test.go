@@ -11,7 +11,7 @@ import (
 // people: with stage "before" just before it takes the engine's lock to
 // decide whether to exit, and with stage "after" once it has left the
 // engine's runs and is about to return. Call it before e.Start.
-func SetRetireHook(e *Engine, f func(runID, stage string)) { e.retireHook = f }
+func SetRetireHook(e *Engine, f func(runID, stage string)) { e.drv.retireHook = f }
 
 // SweepAndRemind does what each lease tick does: the next reminder pass
 // reads the last span again (lookBack), and the pass runs, sending the

@@ -106,7 +106,7 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	}
 	e.log.Info().Str("conversation_id", conv.ID).Str("run_id", run.ID).Str("correlation_id", run.CorrelationID).Msg("run started")
 	e.obs.RunStarted()
-	e.ensureDriver(run.ID)
+	e.drv.ensureDriver(run.ID)
 	return run, nil
 }
 
@@ -167,7 +167,7 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 			// Under the conversation's lock, before run_finished is
 			// published: whatever commits after it (a subagent's next
 			// tool_call_started) finds the run's context done.
-			e.stopDriver(id)
+			e.drv.stopDriver(id)
 		}
 		return evs, err
 	})
@@ -194,16 +194,6 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 	return updated, nil
 }
 
-// stopDriver cancels the context of a run's driver, its model step and
-// its tools, if it has one.
-func (e *Engine) stopDriver(runID string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if rs, ok := e.runs[runID]; ok {
-		rs.cancel()
-	}
-}
-
 // approvedBy is confirmation_resolved's approved_by: every key whose
 // approval ran the call (the approvals of its quorum, then the last); nil
 // for any other decision.
@@ -212,37 +202,6 @@ func approvedBy(c agentd.ToolCall, d *agentd.Decision) []string {
 		return nil
 	}
 	return agentd.ApprovedBy(c.Approvals, d.DecidedBy)
-}
-
-// recover restores what a previous process left (SPEC §8), doing only
-// what must happen now: calls that were executing are failed with "outcome
-// unknown" unless their tool is idempotent (then they run again);
-// approved-but-unstarted calls (approved by a person, or auto calls not yet
-// claimed) run; the runs that must move on (Store.RunsToDrive: running, or
-// waiting with nothing parked at their step) get a driver. A run waiting
-// for a decision gets nothing: its calls keep their deadlines, which the
-// deadline timer covers, and a decision starts its driver.
-func (e *Engine) recover(ctx context.Context) error {
-	if e.leasing() {
-		return e.takeover(ctx) // only the runs no live replica holds
-	}
-	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
-	if err != nil {
-		return err
-	}
-	for _, c := range calls {
-		if err := e.recoverCall(ctx, c); err != nil {
-			return err
-		}
-	}
-	runs, err := e.store.RunsToDrive(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range runs {
-		e.wakeRun(r.ID) // also wakes a driver started above for a call
-	}
-	return nil
 }
 
 func isHex64(s string) bool {
