@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/toolset"
 )
 
@@ -134,28 +133,4 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 func hookCall(c agentd.ToolCall, phase string) toolset.HookCall {
 	return toolset.HookCall{ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
 		ConversationID: c.ConversationID, RunID: c.RunID, Tier: c.Tier, Phase: phase}
-}
-
-// toolCallStarted is the event of a claimed call; an approved request-tool
-// write runs, and says so, as a confirmed_write.
-func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
-	p := &agentd.ToolCallStartedPayload{
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
-	}
-	if s, om := c.Summarized(); om["arguments"] != (agentd.OmittedValue{}) {
-		// Not copied into the event: the call holds them.
-		p.Arguments, p.Omitted = s.Arguments, agentd.Omitted{"arguments": om["arguments"]}
-	}
-	if v := e.tools.now().visible(c.Name); c.Tier == agentd.TierConfirm && v != nil && v.Kind == confirm.KindRequest {
-		// The approved side of the handshake (SPEC §3): the same call,
-		// performed as a confirmed write.
-		p.Intent = confirm.IntentConfirmedWrite
-	}
-	if c.GrantedBy == nil {
-		return e.event(c.ConversationID, p)
-	}
-	p.GrantedBy = c.GrantedBy
-	d := e.event(c.ConversationID, p)
-	d.Audit = grantUse(c, e.clock.Now())
-	return d
 }

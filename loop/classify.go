@@ -154,7 +154,7 @@ func (e *Engine) repark(ctx context.Context, c agentd.ToolCall, cl classified, r
 	if len(allowed) == 0 {
 		allowed = []string{"approve", "deny"}
 	}
-	rule := e.ruleFor(cl.d) // the new card's rule, as at any park
+	rule := ruleFor(cl.d, e.agent.Approval) // the new card's rule, as at any park
 	allowed = allowedFor(allowed, rule)
 	next := c
 	next.Status = agentd.StatusRequiresConfirmation // its card is the one after c's decisions

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/toolset"
 	"github.com/rs/zerolog"
 )
@@ -206,4 +207,54 @@ func (k *keyedMutex) lock(key string) (unlock func()) {
 		}
 		k.mu.Unlock()
 	}
+}
+
+// confirmationRequired is the event of a parked call: the seed's fields
+// (endpoint, method, reason, escalated, timestamp, params, connection_name,
+// correlation_id) plus the SPEC §6 additions and its card.
+func (e *core) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
+	params, card, omitted := c.Announcement()
+	return e.event(c.ConversationID, &agentd.ConfirmationRequiredPayload{
+		Endpoint:           c.Endpoint,
+		Method:             c.Method,
+		Reason:             c.Reason,
+		Escalated:          c.Escalated,
+		Params:             params,
+		ConnectionName:     nilIfEmpty(c.ConnectionName),
+		CorrelationID:      c.CorrelationID,
+		ToolCallID:         c.ID,
+		ToolName:           c.Name,
+		ServerID:           c.ServerID,
+		RunID:              c.RunID,
+		ArgumentsSHA256:    c.ArgumentsSHA256,
+		RequiresApprovalAt: c.RequiresApprovalAt.UTC(),
+		AllowedDecisions:   c.AllowedDecisions,
+		Card:               card,
+		CardRevision:       c.ShownCardRevision(),
+		Omitted:            omitted,
+	})
+}
+
+// toolCallStarted is the event of a claimed call; an approved request-tool
+// write runs, and says so, as a confirmed_write.
+func (e *core) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
+	p := &agentd.ToolCallStartedPayload{
+		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
+	}
+	if s, om := c.Summarized(); om["arguments"] != (agentd.OmittedValue{}) {
+		// Not copied into the event: the call holds them.
+		p.Arguments, p.Omitted = s.Arguments, agentd.Omitted{"arguments": om["arguments"]}
+	}
+	if v := e.tools.now().visible(c.Name); c.Tier == agentd.TierConfirm && v != nil && v.Kind == confirm.KindRequest {
+		// The approved side of the handshake (SPEC §3): the same call,
+		// performed as a confirmed write.
+		p.Intent = confirm.IntentConfirmedWrite
+	}
+	if c.GrantedBy == nil {
+		return e.event(c.ConversationID, p)
+	}
+	p.GrantedBy = c.GrantedBy
+	d := e.event(c.ConversationID, p)
+	d.Audit = grantUse(c, e.clock.Now())
+	return d
 }

@@ -107,9 +107,10 @@ type Options struct {
 type Engine struct {
 	*core
 
-	drv    *drivers
-	timers *timers
-	leases *leases
+	drv     *drivers
+	timers  *timers
+	leases  *leases
+	decider *decider
 	// histories keeps the histories of conversations whose driver exited
 	// (history.go).
 	histories historySet
@@ -149,7 +150,9 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 		e.leases.releaseLease(rs)
 		e.histories.put(rs.hist)
 	}}
-	e.timers = &timers{core: e.core, wake: e.drv.wakeRun, mayDecide: e.mayDecide}
+	e.decider = &decider{core: e.core, drv: e.drv, startCall: e.startCall}
+	e.timers = &timers{core: e.core, wake: e.drv.wakeRun, mayDecide: e.decider.mayDecide}
+	e.decider.timers = e.timers
 	e.leases = &leases{core: e.core, owner: opts.Owner, drv: e.drv, timers: e.timers, startCall: e.startCall}
 	return e
 }
@@ -240,4 +243,86 @@ func (e *Engine) ToolTier(name string) (agentd.Tier, string) {
 		return t.OperationTier(), t.ServerID
 	}
 	return confirm.ExposureTier(t.Exposure), t.ServerID
+}
+
+// DecideBatch applies bulk decisions (POST /v1/approvals): every item as
+// Decide would apply it alone (the same rules, through the same steps in
+// decide.go), with Via "bulk", and one result per item in request order.
+//
+// Without atomic each item is decided on its own and its result says how
+// it went: applied (now, or an idempotent repeat) or failed with the error
+// the single route would answer. With atomic the items are planned first
+// and committed together in one store transaction: if any item fails,
+// nothing of the batch is applied, the failed items say why and every
+// other says not_applied. (An item past its deadline is expired while it is
+// planned, as the single route does, whatever the batch does.)
+//
+// Errors of the whole batch: EFORBIDDEN for a delegate key; EINVALID for no
+// items, more than agentd.MaxBatchDecisions, or a tool call named twice.
+func (e *Engine) DecideBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem, atomic bool) ([]agentd.BatchDecisionResult, error) {
+	return e.decider.decideBatch(ctx, p, items, atomic)
+}
+
+// DecideAll applies the decisions of one chat-protocol request all or
+// nothing: every decision is checked and planned against the calls as
+// stored (each as Decide would apply it alone, its ConversationID
+// included) and the plans are committed in one transaction, as an atomic
+// DecideBatch does. If any decision fails, nothing is applied; the results,
+// one per decision in order, say which failed and why (the others
+// not_applied). With expiredIsAnswer a decision on a call whose deadline
+// passed (EEXPIRED; the call is expired while it is planned) is answered
+// in its result and does not stop the others.
+//
+// Errors of the whole request: EFORBIDDEN for a delegate key; EINVALID for
+// no decisions, more than agentd.MaxBatchDecisions, or a call named twice.
+func (e *Engine) DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
+	return e.decider.decideAll(ctx, p, ds, expiredIsAnswer)
+}
+
+// Decide applies an approval decision to a parked call (SPEC §5 "Approval
+// rules"). It returns the stored decision: every repeat of the same
+// decision returns the same record. An approval starts the same call with
+// the same arguments; the model is not called in between.
+//
+// The decision answers one card of the call (cardOf): an answer to a card
+// that was answered before the call was parked again is never a decision
+// on its current card.
+//
+// Errors: EFORBIDDEN (a delegate key, or edited arguments that were
+// refused: the call is then refused), EINVALID (bad decision, edited
+// arguments the card does not allow, a card_revision below 1), ENOTFOUND
+// (also for a call not of req.ConversationID, when set), ECONFLICT (decided
+// otherwise, not awaiting confirmation, or a card the call never showed),
+// EEXPIRED (deadline passed), ESTALE (digest differs, also on a repeat; a
+// card the call was parked again after).
+func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
+	return e.decider.decide(ctx, p, id, req)
+}
+
+// Grants returns a page (limit 1..100, 0 = 50) of the live grants p may
+// see — a client's or delegate's: those made in conversations it created;
+// an operator's or admin's: every one of its tenant and project — after
+// cursor (a grant id), and the next cursor ("" at the end).
+func (e *Engine) Grants(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.Grant, string, error) {
+	return e.decider.grants(ctx, p, cursor, limit)
+}
+
+// RevokeGrant revokes grant id (SPEC §11.2) and announces grant_revoked on
+// the stream of the conversation it was made in, in one commit: its
+// creator, an operator or an admin may; another key that sees it gets
+// EFORBIDDEN; a grant of another tenant or project, or of a conversation
+// a client does not reach, is ENOTFOUND. A revoked grant is answered as
+// it is (a repeat changes nothing).
+func (e *Engine) RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error) {
+	return e.decider.revokeGrant(ctx, p, id)
+}
+
+// MayDecideNow returns call id as p reaches it when p may decide it now
+// (SPEC §11.4: a decision link is minted only by a key that may decide):
+// the rules of planDecision's first step (agentd.MayDecideCall), and the
+// call pending before its deadline. Errors: EFORBIDDEN (a delegate key),
+// EAPPROVERNOTALLOWED, EREQUESTERMAYNOTAPPROVE, ENOTFOUND, ECONFLICT (not
+// awaiting confirmation), EEXPIRED.
+func (e *Engine) MayDecideNow(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	return e.decider.mayDecideNow(ctx, p, id)
 }

@@ -383,8 +383,8 @@ func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 			Tier: c.Tier, Reason: c.Reason, Escalated: c.Escalated,
 		})}
 	case d.Tier == agentd.TierConfirm:
-		c.Approval = e.ruleFor(d)
-		if ref := e.grantFor(ctx, run, c, cl.hookAsked, now); ref != nil {
+		c.Approval = ruleFor(d, e.agent.Approval)
+		if ref := e.decider.grantFor(ctx, run, c, cl.hookAsked, now); ref != nil {
 			// A remembered grant answers the card (SPEC §11.2): cleared to
 			// run as an approved call is, started by startCall.
 			c.Status, c.GrantedBy = agentd.StatusApproved, ref
@@ -401,32 +401,6 @@ func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 		c.Status = agentd.StatusApproved
 		return c, nil
 	}
-}
-
-// confirmationRequired is the event of a parked call: the seed's fields
-// (endpoint, method, reason, escalated, timestamp, params, connection_name,
-// correlation_id) plus the SPEC §6 additions and its card.
-func (e *Engine) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
-	params, card, omitted := c.Announcement()
-	return e.event(c.ConversationID, &agentd.ConfirmationRequiredPayload{
-		Endpoint:           c.Endpoint,
-		Method:             c.Method,
-		Reason:             c.Reason,
-		Escalated:          c.Escalated,
-		Params:             params,
-		ConnectionName:     nilIfEmpty(c.ConnectionName),
-		CorrelationID:      c.CorrelationID,
-		ToolCallID:         c.ID,
-		ToolName:           c.Name,
-		ServerID:           c.ServerID,
-		RunID:              c.RunID,
-		ArgumentsSHA256:    c.ArgumentsSHA256,
-		RequiresApprovalAt: c.RequiresApprovalAt.UTC(),
-		AllowedDecisions:   c.AllowedDecisions,
-		Card:               card,
-		CardRevision:       c.ShownCardRevision(),
-		Omitted:            omitted,
-	})
 }
 
 // toolResultText is what the model reads for a resolved call.

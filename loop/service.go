@@ -256,7 +256,7 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 		f.CreatedBy = p.KeyID // client and delegate keys: their own conversations
 	}
 	if q.Decidable {
-		calls, next, err := e.decidable(ctx, p, f, limit)
+		calls, next, err := e.decider.decidable(ctx, p, f, limit)
 		if calls == nil && err == nil {
 			calls = []agentd.ToolCall{}
 		}
