@@ -22,7 +22,7 @@ import (
 // executing — recovery reports the outcome unknown: at most once, never
 // twice. An executing call (an idempotent call interrupted by a restart,
 // which recovery re-runs) is run as it is.
-func (e *Engine) startCall(c agentd.ToolCall) {
+func (e *runner) startCall(c agentd.ToolCall) {
 	e.drv.goTool(c.RunID, func(rs *runState) {
 		if e.ctx.Err() != nil {
 			return // shutting down: the next start finds it where it is
@@ -47,7 +47,7 @@ func (e *Engine) startCall(c agentd.ToolCall) {
 // claim moves an approved call to executing with its tool_call_started.
 // It reports false when the call is no longer approved (cancelled, claimed
 // elsewhere) or the store failed (logged).
-func (e *Engine) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
+func (e *runner) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 	var claimed *agentd.ToolCall
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
@@ -68,7 +68,7 @@ func (e *Engine) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 // runCall runs an executing call's tool and records its result; goTool then
 // wakes the driver. On shutdown the call is left executing for recovery to
 // report honestly.
-func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
+func (e *runner) runCall(rs *runState, c agentd.ToolCall) {
 	t := e.agent.Tools
 	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
 	var result json.RawMessage

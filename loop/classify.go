@@ -44,7 +44,7 @@ type classified struct {
 // arguments and confirm's classification again with their verdict, then
 // the tool source's Prepare of the effective arguments of a call that may
 // run.
-func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
+func (e *runner) classify(ctx context.Context, in classifyIn) classified {
 	call := confirm.Call{Name: in.name, Arguments: in.args, Delegated: in.delegated, TenantID: in.tenant}
 	if in.def != nil && in.def.ForTenant(in.tenant) {
 		call.Tool = in.def.Confirm // a tool the tenant does not see is unknown to it
@@ -88,7 +88,7 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 // state it was approved against, or its tier (a hook asks now for a call
 // no person approved) changed — the earlier decision stays in the call's
 // history and nothing runs on it.
-func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
+func (e *runner) recheck(ctx context.Context, c agentd.ToolCall) bool {
 	def := e.def(c.Name)
 	if def == nil || (e.agent.Hooks == nil && def.Prepare == nil) {
 		return true // an unknown tool fails in Execute, as before
@@ -130,7 +130,7 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 }
 
 // refuseApproved ends an approved call that may not run after all.
-func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
+func (e *runner) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
 			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRefused, Error: d.Reason, Now: e.clock.Now(),
@@ -147,7 +147,7 @@ func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confir
 // repark parks an approved call again with its new classification and a
 // new deadline, and announces it with a new confirmation_required, in one
 // commit (approved → requires_confirmation).
-func (e *Engine) repark(ctx context.Context, c agentd.ToolCall, cl classified, reason string, escalated bool) {
+func (e *runner) repark(ctx context.Context, c agentd.ToolCall, cl classified, reason string, escalated bool) {
 	now := e.clock.Now()
 	deadline := cl.d.Deadline(now, e.agent.ApprovalTimeout).UTC()
 	allowed := cl.d.AllowedDecisions

@@ -111,9 +111,7 @@ type Engine struct {
 	timers  *timers
 	leases  *leases
 	decider *decider
-	// histories keeps the histories of conversations whose driver exited
-	// (history.go).
-	histories historySet
+	runner  *runner
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -142,18 +140,16 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	if opts.Histories == 0 {
 		opts.Histories = defaultHistories
 	}
-	e := &Engine{
-		core:      newCore(store, pub, agent, opts),
-		histories: historySet{max: opts.Histories},
-	}
-	e.drv = &drivers{core: e.core, runs: map[string]*runState{}, drive: e.drive, exited: func(rs *runState) {
-		e.leases.releaseLease(rs)
-		e.histories.put(rs.hist)
-	}}
-	e.decider = &decider{core: e.core, drv: e.drv, startCall: e.startCall}
-	e.timers = &timers{core: e.core, wake: e.drv.wakeRun, mayDecide: e.decider.mayDecide}
-	e.decider.timers = e.timers
-	e.leases = &leases{core: e.core, owner: opts.Owner, drv: e.drv, timers: e.timers, startCall: e.startCall}
+	c := newCore(store, pub, agent, opts)
+	drv := &drivers{core: c, runs: map[string]*runState{}}
+	tm := &timers{core: c, wake: drv.wakeRun}
+	ls := &leases{core: c, owner: opts.Owner, drv: drv, timers: tm}
+	dc := &decider{core: c, drv: drv, timers: tm}
+	rn := &runner{core: c, drv: drv, leases: ls, timers: tm, decider: dc, histories: historySet{max: opts.Histories}}
+	drv.drive, drv.exited = rn.drive, rn.exited
+	tm.mayDecide = dc.mayDecide
+	ls.startCall, dc.startCall = rn.startCall, rn.startCall
+	e := &Engine{core: c, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn}
 	return e
 }
 

@@ -34,5 +34,5 @@ func ColdHistory(ctx context.Context, e *Engine, tenant, conv string) ([]agentd.
 	if err := h.refresh(ctx, e.store, nil); err != nil {
 		return nil, err
 	}
-	return e.modelMessages(h), nil
+	return e.runner.modelMessages(h), nil
 }

@@ -260,7 +260,7 @@ const (
 // A store error is retried after a pause (retryAfter); a lease another
 // replica holds retires the driver (yieldDriver), or, while a tool of the
 // run runs here, makes it wait for that tool.
-func (e *Engine) driveLease(rs *runState, log zerolog.Logger, failures *int) leaseStep {
+func (e *runner) driveLease(rs *runState, log zerolog.Logger, failures *int) leaseStep {
 	if rs.ctx.Err() != nil {
 		return leaseExit
 	}
@@ -290,7 +290,7 @@ func (e *Engine) driveLease(rs *runState, log zerolog.Logger, failures *int) lea
 // lease (it found this engine's and left the run to it) is seen now, and
 // the driver goes on (woken) instead of leaving the run with no driver
 // anywhere. A decision committed after the release finds the lease free.
-func (e *Engine) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
+func (e *runner) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
 	if !e.leases.leasing() {
 		return e.drv.retireDriver(rs)
 	}

@@ -197,7 +197,7 @@ func (tr *tracer) waitSpan(run *agentd.Run, c agentd.ToolCall, decision, decided
 
 // runTrace is traceRun read once per driver of the run: its calls' spans
 // share the read.
-func (e *Engine) runTrace(rs *runState, runID string) *agentd.Run {
+func (e *runner) runTrace(rs *runState, runID string) *agentd.Run {
 	if e.tr == nil {
 		return nil
 	}
