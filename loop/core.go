@@ -19,7 +19,7 @@ import (
 // each behind its own lock. Its methods commit and publish events and
 // read what every part reads.
 type core struct {
-	store Store
+	store coreStore
 	pub   Publisher
 	agent *Agent
 	clock agentd.Clock
@@ -40,7 +40,7 @@ type core struct {
 }
 
 // newCore returns the core of an engine whose defaults New has filled.
-func newCore(store Store, pub Publisher, agent *Agent, opts Options) *core {
+func newCore(store coreStore, pub Publisher, agent *Agent, opts Options) *core {
 	c := &core{store: store, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
 		tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())

@@ -53,6 +53,7 @@ func (d *deadlineTimer) signal() {
 // reminderWindows and confirm.CheckExtension.
 type timers struct {
 	*core
+	store     timerStore
 	deadline  deadlineTimer
 	reminders reminderSet
 	// wake tells a run's driver that one of its calls changed (the

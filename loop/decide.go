@@ -21,6 +21,7 @@ import (
 // grantApplies, answerResolved and package confirm's.
 type decider struct {
 	*core
+	store  decisionStore
 	drv    *drivers
 	timers *timers
 	// startCall runs a call a decision approved (the runner's).

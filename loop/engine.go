@@ -106,6 +106,7 @@ type Options struct {
 // Engine runs the agent loop for every conversation of one agent.
 type Engine struct {
 	*core
+	store serviceStore
 
 	drv     *drivers
 	timers  *timers
@@ -142,14 +143,14 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	}
 	c := newCore(store, pub, agent, opts)
 	drv := &drivers{core: c, runs: map[string]*runState{}}
-	tm := &timers{core: c, wake: drv.wakeRun}
-	ls := &leases{core: c, owner: opts.Owner, drv: drv, timers: tm}
-	dc := &decider{core: c, drv: drv, timers: tm}
-	rn := &runner{core: c, drv: drv, leases: ls, timers: tm, decider: dc, histories: historySet{max: opts.Histories}}
+	tm := &timers{core: c, store: store, wake: drv.wakeRun}
+	ls := &leases{core: c, store: store, owner: opts.Owner, drv: drv, timers: tm}
+	dc := &decider{core: c, store: store, drv: drv, timers: tm}
+	rn := &runner{core: c, store: store, drv: drv, leases: ls, timers: tm, decider: dc, histories: historySet{max: opts.Histories}}
 	drv.drive, drv.exited = rn.drive, rn.exited
 	tm.mayDecide = dc.mayDecide
 	ls.startCall, dc.startCall = rn.startCall, rn.startCall
-	e := &Engine{core: c, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn}
+	e := &Engine{core: c, store: store, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn}
 	return e
 }
 

@@ -31,7 +31,7 @@ const ExpirePage = expirePage
 // cached history builds it: the whole conversation read at once.
 func ColdHistory(ctx context.Context, e *Engine, tenant, conv string) ([]agentd.ModelMessage, error) {
 	h := newHistoryCache(tenant, conv)
-	if err := h.refresh(ctx, e.store, nil); err != nil {
+	if err := h.refresh(ctx, e.runner.store, nil); err != nil {
 		return nil, err
 	}
 	return e.runner.modelMessages(h), nil

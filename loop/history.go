@@ -102,7 +102,7 @@ func (s *stepCache) final() []agentd.ToolCall {
 // first), and again the calls of the messages with an open call. known,
 // when not nil, is the calls of one message as the driver has just read
 // them, all terminal: that message's calls are taken from it.
-func (h *historyCache) refresh(ctx context.Context, st Store, known []agentd.ToolCall) error {
+func (h *historyCache) refresh(ctx context.Context, st historyStore, known []agentd.ToolCall) error {
 	after := ""
 	if len(h.msgs) > 0 {
 		after = h.msgs[len(h.msgs)-1].ID

@@ -22,6 +22,7 @@ import (
 // (runState.leased).
 type leases struct {
 	*core
+	store  leaseStore
 	owner  string // of the run leases (Options.Owner)
 	drv    *drivers
 	timers *timers

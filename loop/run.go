@@ -20,6 +20,7 @@ import (
 // history caches are its own goroutine's.
 type runner struct {
 	*core
+	store   runnerStore
 	drv     *drivers
 	leases  *leases
 	timers  *timers
