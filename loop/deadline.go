@@ -64,6 +64,12 @@ type timers struct {
 	mayDecide func(ctx context.Context, p agentd.Principal, c *agentd.ToolCall) error
 }
 
+// enable turns the background expiry on with one pass pending (Start).
+func (e *timers) enable() { e.deadline.enable() }
+
+// signal asks for an expiry pass; it never blocks.
+func (e *timers) signal() { e.deadline.signal() }
+
 // startExpiry starts the one goroutine of the background expiry: it runs a
 // pass each time the timer fires (and once at start) until the engine
 // closes, and leaves no timer armed when it returns.

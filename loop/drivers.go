@@ -72,6 +72,9 @@ type stepCache struct {
 	read []bool
 }
 
+// alive returns the number of driver goroutines alive.
+func (e *drivers) alive() int { return int(e.count.Load()) }
+
 // ensureDriver returns the handle of a run, starting its driver if there
 // is none.
 func (e *drivers) ensureDriver(runID string) *runState {

@@ -170,7 +170,7 @@ func (e *Engine) ToolSpecs(tenantID string) []agentd.ToolSpec {
 func (e *Engine) Start(ctx context.Context) error {
 	expiry := e.opts.ExpireEvery >= 0
 	if expiry {
-		e.timers.deadline.enable()
+		e.timers.enable()
 	}
 	if err := e.leases.recover(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -219,7 +219,7 @@ func (e *Engine) Close() {
 // Drivers returns the number of run driver goroutines alive: the runs that
 // are being moved on or have tools in flight. A run that waits only for
 // people has none.
-func (e *Engine) Drivers() int { return int(e.drv.count.Load()) }
+func (e *Engine) Drivers() int { return e.drv.alive() }
 
 // TierPerCall is the listed tier of the request tool: each call's
 // connection, method and endpoint decide it.

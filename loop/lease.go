@@ -97,7 +97,7 @@ func (e *leases) startLeases() {
 			// tick's reminders again, for a call another replica parked
 			// after this engine's pass read past its reminder.
 			e.timers.lookBack(every)
-			e.timers.deadline.signal()
+			e.timers.signal()
 		}
 	})
 }
