@@ -103,7 +103,13 @@ type Options struct {
 	Keys confirm.Keys
 }
 
-// Engine runs the agent loop for every conversation of one agent.
+// Engine runs the agent loop for every conversation of one agent. It is
+// the facade of the engine's parts (docs/architecture.md, "The engine"):
+// the drivers and the runner drive runs, the decider decides parked
+// calls, the timers keep their deadlines and reminders, the leases own
+// run leases and recovery. Its own methods serve conversations, runs and
+// the lists (service.go); the others forward to the part that does the
+// work. It holds no state of its own.
 type Engine struct {
 	*core
 	store serviceStore
@@ -150,8 +156,7 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	drv.drive, drv.exited = rn.drive, rn.exited
 	tm.mayDecide = dc.mayDecide
 	ls.startCall, dc.startCall = rn.startCall, rn.startCall
-	e := &Engine{core: c, store: store, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn}
-	return e
+	return &Engine{core: c, store: store, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn}
 }
 
 // ToolSpecs returns the tools the model of a tenant's conversations sees
