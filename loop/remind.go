@@ -384,12 +384,7 @@ func (e *timers) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 		return agentd.CallUpdate{}, nil, err
 	}
 	next := prev.Add(by).UTC()
-	var skipped []agentd.Reminder
-	for i, off := range rule.ReminderOffsets() {
-		if !next.Add(-off).After(now) {
-			skipped = append(skipped, agentd.Reminder{Deadline: next, Offset: rule.Reminders[i]})
-		}
-	}
+	skipped := skippedReminders(rule, next, now)
 	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation,
 		Card: c.CardRevision(), Governance: &agentd.GovernanceUpdate{Deadline: prev, RemindedBefore: len(c.Reminded), Reminded: skipped,
 			NewDeadline: next, Extended: total}}
@@ -399,4 +394,17 @@ func (e *timers) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 		KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role, Reason: req.Reason, Outcome: req.By, Tier: c.Tier,
 		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	return u, []agentd.EventDraft{draft}, nil
+}
+
+// skippedReminders are the reminders of rule that an extension to the
+// deadline next skips: those whose time (next minus the offset) is at or
+// before now, recorded as sent for next so that none is sent late.
+func skippedReminders(rule agentd.ApprovalRule, next, now time.Time) []agentd.Reminder {
+	var skipped []agentd.Reminder
+	for i, off := range rule.ReminderOffsets() {
+		if !next.Add(-off).After(now) {
+			skipped = append(skipped, agentd.Reminder{Deadline: next, Offset: rule.Reminders[i]})
+		}
+	}
+	return skipped
 }
