@@ -13,6 +13,8 @@ import (
 // (docs/scale-out.md): with Options.Lease set, a driver holds its run's
 // lease in the store while it works, and the engine takes over the runs
 // whose lease expired. Without it (SQLite, one process) nothing here runs.
+// It holds the leases part and the two steps a driver takes about its
+// run's lease (the runner's driveLease and retire).
 
 // leases is the part of the engine that owns run leases and takeover:
 // it takes, renews and frees the leases of the runs this engine drives,
