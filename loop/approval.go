@@ -15,14 +15,14 @@ import (
 // approvals of a quorum (planPartial).
 
 // ruleFor is the approval rule of a call classified as d: the endpoint's
-// or the tool's, else the agent's, else the default.
-func (e *Engine) ruleFor(d confirm.Classification) *agentd.ApprovalRule {
+// or the tool's, else agent (the agent's), else the default.
+func ruleFor(d confirm.Classification, agent *agentd.ApprovalRule) *agentd.ApprovalRule {
 	r := agentd.DefaultApprovalRule()
 	switch {
 	case d.Approval != nil:
 		r = *d.Approval
-	case e.agent.Approval != nil:
-		r = *e.agent.Approval
+	case agent != nil:
+		r = *agent
 	}
 	return &r
 }
@@ -44,7 +44,7 @@ func allowedFor(allowed []string, r *agentd.ApprovalRule) []string {
 // mayDecide is agentd.MayDecideCall for p on c (which p reaches), reading
 // the conversation only when the rule's owner entry is what could let p
 // decide, and the run only when the requester may not approve.
-func (e *Engine) mayDecide(ctx context.Context, p agentd.Principal, c *agentd.ToolCall) error {
+func (e *decider) mayDecide(ctx context.Context, p agentd.Principal, c *agentd.ToolCall) error {
 	return e.mayDecideWith(ctx, p, c, nil)
 }
 
@@ -55,7 +55,7 @@ type ruleReads struct {
 	requesters map[string]string
 }
 
-func (e *Engine) mayDecideWith(ctx context.Context, p agentd.Principal, c *agentd.ToolCall, rr *ruleReads) error {
+func (e *decider) mayDecideWith(ctx context.Context, p agentd.Principal, c *agentd.ToolCall, rr *ruleReads) error {
 	r := c.ApprovalOf()
 	var conv *agentd.Conversation
 	if !r.Covers(p, nil) && slices.Contains(r.Approvers, agentd.ApproverOwner) {
@@ -102,7 +102,7 @@ const decidableScan = 20
 // keeps those p may decide now (mayDecideWith, and not approved by p
 // already) until it has limit+1 of them or read decidableScan pages. next
 // is the cursor of the following page ("" at the end).
-func (e *Engine) decidable(ctx context.Context, p agentd.Principal, f agentd.PendingFilter, limit int) (kept []agentd.ToolCall, next string, err error) {
+func (e *decider) decidable(ctx context.Context, p agentd.Principal, f agentd.PendingFilter, limit int) (kept []agentd.ToolCall, next string, err error) {
 	rr := &ruleReads{convs: map[string]*agentd.Conversation{}, requesters: map[string]string{}}
 	for range decidableScan {
 		calls, err := e.store.PendingToolCalls(ctx, f)
@@ -158,7 +158,7 @@ func repeatedApproval(c *agentd.ToolCall, r agentd.ApprovalRule, key string) *ag
 // count of approvals seen, so concurrent approvals each count once),
 // announced by confirmation_progress and audited, and the call stays
 // parked. c.Approvals are those that still count (liveApprovals).
-func (e *Engine) planPartial(c *agentd.ToolCall, d *checkedDecision, r agentd.ApprovalRule, card, stored int, now time.Time) *plannedDecision {
+func (e *decider) planPartial(c *agentd.ToolCall, d *checkedDecision, r agentd.ApprovalRule, card, stored int, now time.Time) *plannedDecision {
 	mine := agentd.Approval{KeyID: d.by.KeyID, Role: d.by.Role, Via: d.via, At: now.UTC()}
 	after := append(slices.Clone(c.Approvals), mine)
 	draft := e.event(c.ConversationID, &agentd.ConfirmationProgressPayload{
@@ -182,7 +182,7 @@ func (e *Engine) planPartial(c *agentd.ToolCall, d *checkedDecision, r agentd.Ap
 // towards its quorum under rule (confirm.LiveApprovals: the key still
 // exists, per Options.Keys, and could still decide c), reading c's
 // conversation and run for it. Without Options.Keys every approval counts.
-func (e *Engine) liveApprovals(ctx context.Context, c *agentd.ToolCall, rule agentd.ApprovalRule) error {
+func (e *decider) liveApprovals(ctx context.Context, c *agentd.ToolCall, rule agentd.ApprovalRule) error {
 	if e.opts.Keys == nil || len(c.Approvals) == 0 {
 		return nil
 	}

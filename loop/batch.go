@@ -3,26 +3,12 @@ package loop
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/agentd-dev/agentd"
 )
 
-// DecideBatch applies bulk decisions (POST /v1/approvals): every item as
-// Decide would apply it alone (the same rules, through the same steps in
-// decide.go), with Via "bulk", and one result per item in request order.
-//
-// Without atomic each item is decided on its own and its result says how
-// it went: applied (now, or an idempotent repeat) or failed with the error
-// the single route would answer. With atomic the items are planned first
-// and committed together in one store transaction: if any item fails,
-// nothing of the batch is applied, the failed items say why and every
-// other says not_applied. (An item past its deadline is expired while it is
-// planned, as the single route does, whatever the batch does.)
-//
-// Errors of the whole batch: EFORBIDDEN for a delegate key; EINVALID for no
-// items, more than agentd.MaxBatchDecisions, or a tool call named twice.
-func (e *Engine) DecideBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem, atomic bool) ([]agentd.BatchDecisionResult, error) {
+// decideBatch is Engine.DecideBatch.
+func (e *decider) decideBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem, atomic bool) ([]agentd.BatchDecisionResult, error) {
 	if !p.MayDecide() {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	}
@@ -38,25 +24,14 @@ func (e *Engine) DecideBatch(ctx context.Context, p agentd.Principal, items []ag
 	}
 	out := make([]agentd.BatchDecisionResult, len(items))
 	for i, d := range ds {
-		dec, err := e.Decide(ctx, p, d.ToolCallID, d.Request)
+		dec, err := e.decide(ctx, p, d.ToolCallID, d.Request)
 		out[i] = itemResult(d.ToolCallID, dec, err)
 	}
 	return out, nil
 }
 
-// DecideAll applies the decisions of one chat-protocol request all or
-// nothing: every decision is checked and planned against the calls as
-// stored (each as Decide would apply it alone, its ConversationID
-// included) and the plans are committed in one transaction, as an atomic
-// DecideBatch does. If any decision fails, nothing is applied; the results,
-// one per decision in order, say which failed and why (the others
-// not_applied). With expiredIsAnswer a decision on a call whose deadline
-// passed (EEXPIRED; the call is expired while it is planned) is answered
-// in its result and does not stop the others.
-//
-// Errors of the whole request: EFORBIDDEN for a delegate key; EINVALID for
-// no decisions, more than agentd.MaxBatchDecisions, or a call named twice.
-func (e *Engine) DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
+// decideAll is Engine.DecideAll.
+func (e *decider) decideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
 	if !p.MayDecide() {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	}
@@ -109,7 +84,7 @@ func itemResult(id string, dec *agentd.Decision, err error) agentd.BatchDecision
 // of the calls, the transaction applies nothing and the batch is planned
 // again (the call is then resolved: answerResolved). With expiredIsAnswer an
 // expired item is not a failure of the batch.
-func (e *Engine) decideAtomic(ctx context.Context, p agentd.Principal, items []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
+func (e *decider) decideAtomic(ctx context.Context, p agentd.Principal, items []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
 	for range decideRetries {
 		out, plans, ok := e.planBatch(ctx, p, items, expiredIsAnswer)
 		if !ok {
@@ -135,7 +110,7 @@ func (e *Engine) decideAtomic(ctx context.Context, p agentd.Principal, items []a
 // decision to be committed. ok is false when an item failed — an edit
 // that would be refused counts as a failure, since committing it would
 // apply the refusal; an expired item is not, with expiredIsAnswer.
-func (e *Engine) planBatch(ctx context.Context, p agentd.Principal, items []agentd.CallDecision, expiredIsAnswer bool) (out []agentd.BatchDecisionResult, plans []*plannedDecision, ok bool) {
+func (e *decider) planBatch(ctx context.Context, p agentd.Principal, items []agentd.CallDecision, expiredIsAnswer bool) (out []agentd.BatchDecisionResult, plans []*plannedDecision, ok bool) {
 	out = make([]agentd.BatchDecisionResult, len(items))
 	ok = true
 	for i, it := range items {
@@ -158,7 +133,7 @@ func (e *Engine) planBatch(ctx context.Context, p agentd.Principal, items []agen
 }
 
 // planItem is Decide's checks and plan for one item, without a commit.
-func (e *Engine) planItem(ctx context.Context, p agentd.Principal, it agentd.CallDecision) (*plannedDecision, *agentd.Decision, error) {
+func (e *decider) planItem(ctx context.Context, p agentd.Principal, it agentd.CallDecision) (*plannedDecision, *agentd.Decision, error) {
 	d, err := checkDecision(p, it.Request)
 	if err != nil {
 		return nil, nil, err
@@ -192,7 +167,7 @@ func notApplied(out []agentd.BatchDecisionResult) []agentd.BatchDecisionResult {
 
 // commitPlans commits plans in one store transaction under the locks of
 // every conversation they touch, and publishes the events.
-func (e *Engine) commitPlans(ctx context.Context, plans []*plannedDecision) ([]agentd.ToolCall, error) {
+func (e *decider) commitPlans(ctx context.Context, plans []*plannedDecision) ([]agentd.ToolCall, error) {
 	if len(plans) == 0 {
 		return nil, nil
 	}
@@ -211,25 +186,4 @@ func (e *Engine) commitPlans(ctx context.Context, plans []*plannedDecision) ([]a
 		return evs, err
 	})
 	return updated, err
-}
-
-// commitMany is commit for a transaction that appends events to several
-// conversations: it takes their locks in id order (so two such commits
-// cannot deadlock), runs tx, and publishes the committed events.
-func (e *Engine) commitMany(convIDs []string, tx func() ([]agentd.Event, error)) error {
-	ids := slices.Clone(convIDs)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	for _, id := range ids {
-		unlock := e.convLocks.lock(id)
-		defer unlock()
-	}
-	evs, err := tx()
-	if err != nil {
-		return err
-	}
-	for _, ev := range evs {
-		e.pub.Publish(ev)
-	}
-	return nil
 }

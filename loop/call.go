@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
-	"github.com/agentd-dev/agentd/confirm"
 	"github.com/agentd-dev/agentd/toolset"
 )
 
@@ -23,14 +22,14 @@ import (
 // executing — recovery reports the outcome unknown: at most once, never
 // twice. An executing call (an idempotent call interrupted by a restart,
 // which recovery re-runs) is run as it is.
-func (e *Engine) startCall(c agentd.ToolCall) {
-	e.goTool(c.RunID, func(rs *runState) {
+func (e *runner) startCall(c agentd.ToolCall) {
+	e.drv.goTool(c.RunID, func(rs *runState) {
 		if e.ctx.Err() != nil {
 			return // shutting down: the next start finds it where it is
 		}
 		// With leases, hold the run's lease while the call runs when no
 		// live replica holds it (if one does, it covers the call).
-		_, _ = e.takeLease(rs.ctx, rs)
+		_, _ = e.leases.takeLease(rs.ctx, rs)
 		if c.Status == agentd.StatusApproved {
 			if !e.recheck(e.tr.under(rs.ctx, e.runTrace(rs, c.RunID)), c) {
 				return // refused or parked again: nothing runs on this approval
@@ -48,7 +47,7 @@ func (e *Engine) startCall(c agentd.ToolCall) {
 // claim moves an approved call to executing with its tool_call_started.
 // It reports false when the call is no longer approved (cancelled, claimed
 // elsewhere) or the store failed (logged).
-func (e *Engine) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
+func (e *runner) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 	var claimed *agentd.ToolCall
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
@@ -69,7 +68,7 @@ func (e *Engine) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 // runCall runs an executing call's tool and records its result; goTool then
 // wakes the driver. On shutdown the call is left executing for recovery to
 // report honestly.
-func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
+func (e *runner) runCall(rs *runState, c agentd.ToolCall) {
 	t := e.agent.Tools
 	log := e.log.With().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Str("conversation_id", c.ConversationID).Logger()
 	var result json.RawMessage
@@ -134,28 +133,4 @@ func (e *Engine) runCall(rs *runState, c agentd.ToolCall) {
 func hookCall(c agentd.ToolCall, phase string) toolset.HookCall {
 	return toolset.HookCall{ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
 		ConversationID: c.ConversationID, RunID: c.RunID, Tier: c.Tier, Phase: phase}
-}
-
-// toolCallStarted is the event of a claimed call; an approved request-tool
-// write runs, and says so, as a confirmed_write.
-func (e *Engine) toolCallStarted(c *agentd.ToolCall) agentd.EventDraft {
-	p := &agentd.ToolCallStartedPayload{
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Arguments: c.Arguments,
-	}
-	if s, om := c.Summarized(); om["arguments"] != (agentd.OmittedValue{}) {
-		// Not copied into the event: the call holds them.
-		p.Arguments, p.Omitted = s.Arguments, agentd.Omitted{"arguments": om["arguments"]}
-	}
-	if v := e.tools.now().visible(c.Name); c.Tier == agentd.TierConfirm && v != nil && v.Kind == confirm.KindRequest {
-		// The approved side of the handshake (SPEC §3): the same call,
-		// performed as a confirmed write.
-		p.Intent = confirm.IntentConfirmedWrite
-	}
-	if c.GrantedBy == nil {
-		return e.event(c.ConversationID, p)
-	}
-	p.GrantedBy = c.GrantedBy
-	d := e.event(c.ConversationID, p)
-	d.Audit = grantUse(c, e.clock.Now())
-	return d
 }

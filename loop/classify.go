@@ -44,7 +44,7 @@ type classified struct {
 // arguments and confirm's classification again with their verdict, then
 // the tool source's Prepare of the effective arguments of a call that may
 // run.
-func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
+func (e *runner) classify(ctx context.Context, in classifyIn) classified {
 	call := confirm.Call{Name: in.name, Arguments: in.args, Delegated: in.delegated, TenantID: in.tenant}
 	if in.def != nil && in.def.ForTenant(in.tenant) {
 		call.Tool = in.def.Confirm // a tool the tenant does not see is unknown to it
@@ -81,14 +81,6 @@ func (e *Engine) classify(ctx context.Context, in classifyIn) classified {
 	return classified{d: d, prep: prep, hookAsked: asked}
 }
 
-// def returns the tool the model sees by that name, or nil.
-func (e *Engine) def(name string) *toolset.Tool {
-	if d, ok := e.tools.now().defs[name]; ok {
-		return &d
-	}
-	return nil
-}
-
 // recheck classifies an approved call again right before it runs (hooks
 // in phase execute, the tool's Prepare) and reports whether it may run as
 // approved. If not, the call is already handled: refused (a hook denies it
@@ -96,7 +88,7 @@ func (e *Engine) def(name string) *toolset.Tool {
 // state it was approved against, or its tier (a hook asks now for a call
 // no person approved) changed — the earlier decision stays in the call's
 // history and nothing runs on it.
-func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
+func (e *runner) recheck(ctx context.Context, c agentd.ToolCall) bool {
 	def := e.def(c.Name)
 	if def == nil || (e.agent.Hooks == nil && def.Prepare == nil) {
 		return true // an unknown tool fails in Execute, as before
@@ -138,7 +130,7 @@ func (e *Engine) recheck(ctx context.Context, c agentd.ToolCall) bool {
 }
 
 // refuseApproved ends an approved call that may not run after all.
-func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
+func (e *runner) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
 			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRefused, Error: d.Reason, Now: e.clock.Now(),
@@ -155,14 +147,14 @@ func (e *Engine) refuseApproved(ctx context.Context, c agentd.ToolCall, d confir
 // repark parks an approved call again with its new classification and a
 // new deadline, and announces it with a new confirmation_required, in one
 // commit (approved → requires_confirmation).
-func (e *Engine) repark(ctx context.Context, c agentd.ToolCall, cl classified, reason string, escalated bool) {
+func (e *runner) repark(ctx context.Context, c agentd.ToolCall, cl classified, reason string, escalated bool) {
 	now := e.clock.Now()
 	deadline := cl.d.Deadline(now, e.agent.ApprovalTimeout).UTC()
 	allowed := cl.d.AllowedDecisions
 	if len(allowed) == 0 {
 		allowed = []string{"approve", "deny"}
 	}
-	rule := e.ruleFor(cl.d) // the new card's rule, as at any park
+	rule := ruleFor(cl.d, e.agent.Approval) // the new card's rule, as at any park
 	allowed = allowedFor(allowed, rule)
 	next := c
 	next.Status = agentd.StatusRequiresConfirmation // its card is the one after c's decisions
@@ -187,6 +179,6 @@ func (e *Engine) repark(ctx context.Context, c agentd.ToolCall, cl classified, r
 		return
 	}
 	e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("call parked again: " + reason)
-	e.noteDeadline(deadline)
-	e.noteReminders(&next) // reminders are armed from the new deadline
+	e.timers.noteDeadline(deadline)
+	e.timers.noteReminders(&next) // reminders are armed from the new deadline
 }

@@ -11,6 +11,23 @@ import (
 	"github.com/agentd-dev/agentd/confirm"
 )
 
+// decider is the part of the engine that decides parked calls: single and
+// bulk decisions, approvals towards a quorum, edits, and the remembered
+// grants that answer a call as an approval would (SPEC §11). It holds no
+// state between calls: everything it decides on is read from the store and
+// committed with one conditional update, so concurrent deciders (in this
+// engine or another replica) agree. Its rules are pure functions over
+// data: checkDecision, approvalAnswer, repeatedApproval, planGrant,
+// grantApplies, answerResolved and package confirm's.
+type decider struct {
+	*core
+	store  decisionStore
+	drv    *drivers
+	timers *timers
+	// startCall runs a call a decision approved (the runner's).
+	startCall func(c agentd.ToolCall)
+}
+
 // This file decides parked calls (SPEC §5 "Approval rules"), one at a time
 // (Decide) or in bulk (DecideBatch). Both go through the same steps, so
 // every rule is written once:
@@ -137,7 +154,7 @@ func (pd *plannedDecision) result() *agentd.Decision {
 // expires the call and answers EEXPIRED; a digest that differs is ESTALE;
 // edited arguments that are not valid, or that the card does not allow,
 // are EINVALID.
-func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checkedDecision) (*plannedDecision, *agentd.Decision, error) {
+func (e *decider) planDecision(ctx context.Context, c *agentd.ToolCall, d *checkedDecision) (*plannedDecision, *agentd.Decision, error) {
 	if err := e.mayDecide(ctx, d.p, c); err != nil {
 		return nil, nil, err
 	}
@@ -217,9 +234,9 @@ func (e *Engine) planDecision(ctx context.Context, c *agentd.ToolCall, d *checke
 // stillDecidable refuses a decision on a pending call whose deadline
 // passed at now (it expires the call and answers EEXPIRED) or whose digest
 // differs from the one the request names (ESTALE).
-func (e *Engine) stillDecidable(ctx context.Context, c *agentd.ToolCall, d *checkedDecision, now time.Time) error {
+func (e *decider) stillDecidable(ctx context.Context, c *agentd.ToolCall, d *checkedDecision, now time.Time) error {
 	if c.RequiresApprovalAt != nil && !now.Before(*c.RequiresApprovalAt) {
-		if err := e.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+		if err := e.timers.expire(ctx, *c); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
 			return err
 		}
 		return agentd.Errorf(agentd.EEXPIRED, "the approval deadline passed at %s; nothing was done", c.RequiresApprovalAt.UTC().Format(time.RFC3339))
@@ -238,14 +255,14 @@ func (e *Engine) stillDecidable(ctx context.Context, c *agentd.ToolCall, d *chec
 // and nothing is checked between approval and start (no hooks, no
 // Prepare: recheck would pass it as it is). Every other call keeps the
 // two commits that make "approved but certainly not started" exact.
-func (e *Engine) startsOnDecision(c *agentd.ToolCall) bool {
+func (e *decider) startsOnDecision(c *agentd.ToolCall) bool {
 	def := e.def(c.Name)
 	return def != nil && def.Idempotent && e.agent.Hooks == nil && def.Prepare == nil
 }
 
 // decided is what follows a committed decision: the log line, the
 // metrics, and the call's execution (approved) or its run's next step.
-func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
+func (e *decider) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	c, dec := pd.call, pd.u.Decision
 	if dec == nil { // an approval short of the quorum: the call stays parked
 		a := pd.answer
@@ -263,7 +280,7 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 	if updated.Status == agentd.StatusApproved || updated.Status == agentd.StatusExecuting {
 		e.startCall(*updated)
 	} else {
-		e.wakeRun(c.RunID)
+		e.drv.wakeRun(c.RunID)
 	}
 	// After the call is on its way: the span's read of the run is not on
 	// the path from the approval to the tool's start.
@@ -274,23 +291,8 @@ func (e *Engine) decided(pd *plannedDecision, updated *agentd.ToolCall) {
 // a race to another decision of the same call.
 const decideRetries = 5
 
-// Decide applies an approval decision to a parked call (SPEC §5 "Approval
-// rules"). It returns the stored decision: every repeat of the same
-// decision returns the same record. An approval starts the same call with
-// the same arguments; the model is not called in between.
-//
-// The decision answers one card of the call (cardOf): an answer to a card
-// that was answered before the call was parked again is never a decision
-// on its current card.
-//
-// Errors: EFORBIDDEN (a delegate key, or edited arguments that were
-// refused: the call is then refused), EINVALID (bad decision, edited
-// arguments the card does not allow, a card_revision below 1), ENOTFOUND
-// (also for a call not of req.ConversationID, when set), ECONFLICT (decided
-// otherwise, not awaiting confirmation, or a card the call never showed),
-// EEXPIRED (deadline passed), ESTALE (digest differs, also on a repeat; a
-// card the call was parked again after).
-func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
+// decide is Engine.Decide.
+func (e *decider) decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
 	d, err := checkDecision(p, req)
 	if err != nil {
 		return nil, err
@@ -326,8 +328,8 @@ func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req 
 
 // callOf is the call id as p reaches it; ENOTFOUND also for a call not of
 // conversation conv, when set (a chat protocol's thread names its calls).
-func (e *Engine) callOf(ctx context.Context, p agentd.Principal, id, conv string) (*agentd.ToolCall, error) {
-	c, err := e.ToolCall(ctx, p, id)
+func (e *decider) callOf(ctx context.Context, p agentd.Principal, id, conv string) (*agentd.ToolCall, error) {
+	c, err := e.toolCall(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}
@@ -343,7 +345,7 @@ func (e *Engine) callOf(ctx context.Context, p agentd.Principal, id, conv string
 // (or that the policy refuses) makes the call refused, not run: u then
 // records the approval and the refusal, and refusal is the EFORBIDDEN the
 // approver gets.
-func (e *Engine) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMessage, u *agentd.CallUpdate, drafts *[]agentd.EventDraft) (refusal error, err error) {
+func (e *decider) edit(ctx context.Context, c *agentd.ToolCall, args json.RawMessage, u *agentd.CallUpdate, drafts *[]agentd.EventDraft) (refusal error, err error) {
 	if !slices.Contains(c.AllowedDecisions, "edit") {
 		return nil, agentd.Errorf(agentd.EINVALID, "this call does not allow editing its arguments")
 	}
@@ -393,7 +395,7 @@ func editRefused(reason string) error {
 // effectiveDigest is the digest an approval's edited arguments would run
 // with ("" without arguments; "-" for arguments that are not valid), so a
 // repeat compares like with like.
-func (e *Engine) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) string {
+func (e *decider) effectiveDigest(c *agentd.ToolCall, args json.RawMessage) string {
 	if len(args) == 0 {
 		return ""
 	}

@@ -23,7 +23,7 @@ const maxDeltaAppend = 128
 // on the same goroutine; flush returns once every delta added is committed
 // and published (or failed), so the step's own events come after them.
 type deltaWriter struct {
-	e                *Engine
+	e                *core
 	ctx              context.Context
 	conv, run, msgID string
 
@@ -33,8 +33,8 @@ type deltaWriter struct {
 	wg      sync.WaitGroup
 }
 
-func (e *Engine) newDeltaWriter(ctx context.Context, run *agentd.Run, msgID string) *deltaWriter {
-	return &deltaWriter{e: e, ctx: ctx, conv: run.ConversationID, run: run.ID, msgID: msgID}
+func (e *runner) newDeltaWriter(ctx context.Context, run *agentd.Run, msgID string) *deltaWriter {
+	return &deltaWriter{e: e.core, ctx: ctx, conv: run.ConversationID, run: run.ID, msgID: msgID}
 }
 
 // add queues delta and starts a drain when none is running.

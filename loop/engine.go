@@ -14,8 +14,6 @@ package loop
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -105,83 +103,22 @@ type Options struct {
 	Keys confirm.Keys
 }
 
-// Engine runs the agent loop for every conversation of one agent.
+// Engine runs the agent loop for every conversation of one agent. It is
+// the facade of the engine's parts (docs/architecture.md, "The engine"):
+// the drivers and the runner drive runs, the decider decides parked
+// calls, the timers keep their deadlines and reminders, the leases own
+// run leases and recovery. Its own methods serve conversations, runs and
+// the lists (service.go); the others forward to the part that does the
+// work. It holds no state of its own.
 type Engine struct {
-	store Store
-	owner string // of the run leases (Options.Owner)
-	pub   Publisher
-	agent *Agent
-	clock agentd.Clock
-	log   zerolog.Logger
-	opts  Options
-	obs   Observer
-	tr    *tracer // nil: traces off
+	*core
+	store serviceStore
 
-	// tools is the view of the tools the model sees (tools.go), rebuilt
-	// when the agent's toolset.Set lists others.
-	tools toolView
-
-	convLocks keyedMutex
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu   sync.Mutex
-	runs map[string]*runState // runs with a driver
-	// drivers counts the driver goroutines alive (Drivers).
-	drivers   atomic.Int64
-	deadline  deadlineTimer
-	reminders reminderSet
-	// histories keeps the histories of conversations whose driver exited
-	// (history.go).
-	histories historySet
-	// retireHook, when set (by tests), is called by a driver about to exit
-	// because its run waits only for people (stage "before", e.mu not
-	// held) and once it has left e.runs (stage "after").
-	retireHook func(runID, stage string)
-}
-
-// runState is the in-memory handle of a run with a driver: its context
-// (cancelled by Cancel, by shutdown, or when the driver exits), the wake-up
-// channel of its driver and the number of its tool goroutines.
-type runState struct {
-	id     string
-	ctx    context.Context
-	cancel context.CancelFunc
-	wake   chan struct{}
-	// tools counts the goroutines that claim or run a call of this run
-	// under ctx (goTool); guarded by Engine.mu. While it is not 0 the
-	// driver does not exit to wait for people.
-	tools int
-	// delegated caches the conversation's delegated flag (immutable) once
-	// the driver or a tool goroutine has read it.
-	delegated atomic.Pointer[bool]
-	// hist is the conversation's history as the driver last read it
-	// (history.go); only the driver's goroutine uses it. It goes to
-	// Engine.histories when the driver exits, unless it is nil then.
-	hist *historyCache
-	// step is the calls of the run's current step as the driver last read
-	// them (stepCalls); only the driver's goroutine uses it.
-	step stepCache
-	// traced is the run as its tool spans read it once (its trace context
-	// is immutable): runTrace.
-	traceOnce sync.Once
-	traced    *agentd.Run
-	// leased: the engine holds the run's lease for this driver (lease.go);
-	// guarded by Engine.mu.
-	leased bool
-}
-
-// stepCache is the calls of one step of a run, by index: stepCalls reads
-// again only those not terminal (a terminal call never changes again).
-type stepCache struct {
-	step  int
-	known bool
-	calls []agentd.ToolCall
-	// read[i]: calls[i] is as the store returned it (not the copy the
-	// driver recorded).
-	read []bool
+	drv     *drivers
+	timers  *timers
+	leases  *leases
+	decider *decider
+	runner  *runner
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -210,13 +147,16 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	if opts.Histories == 0 {
 		opts.Histories = defaultHistories
 	}
-	e := &Engine{
-		store: store, owner: opts.Owner, pub: pub, agent: agent, clock: opts.Clock, log: opts.Logger, opts: opts, obs: opts.Observer,
-		runs: map[string]*runState{}, tools: toolView{set: agent.Tools}, tr: newTracer(opts.Tracer, opts.TraceContent),
-		histories: historySet{max: opts.Histories},
-	}
-	e.ctx, e.cancel = context.WithCancel(context.Background())
-	return e
+	c := newCore(store, pub, agent, opts)
+	drv := &drivers{core: c, runs: map[string]*runState{}}
+	tm := &timers{core: c, store: store, wake: drv.wakeRun}
+	ls := &leases{core: c, store: store, owner: opts.Owner, drv: drv, timers: tm}
+	dc := &decider{core: c, store: store, drv: drv, timers: tm}
+	rn := &runner{core: c, store: store, drv: drv, leases: ls, timers: tm, decider: dc, histories: historySet{max: opts.Histories}}
+	drv.drive, drv.exited = rn.drive, rn.exited
+	tm.mayDecide = dc.mayDecide
+	ls.startCall, dc.startCall = rn.startCall, rn.startCall
+	return &Engine{core: c, store: store, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn}
 }
 
 // ToolSpecs returns the tools the model of a tenant's conversations sees
@@ -235,18 +175,41 @@ func (e *Engine) ToolSpecs(tenantID string) []agentd.ToolSpec {
 func (e *Engine) Start(ctx context.Context) error {
 	expiry := e.opts.ExpireEvery >= 0
 	if expiry {
-		e.deadline.enable()
+		e.timers.enable()
 	}
-	if err := e.recover(ctx); err != nil {
+	if err := e.leases.recover(ctx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	if expiry {
-		e.startExpiry()
+		e.timers.startExpiry()
 	}
-	if e.leasing() {
-		e.startLeases()
+	if e.leases.leasing() {
+		e.leases.startLeases()
 	}
 	return nil
+}
+
+// ExpireDue expires every parked call whose deadline has passed on the
+// engine's clock, a page of calls at a time, and returns how many it
+// expired (what the deadline timer does).
+func (e *Engine) ExpireDue(ctx context.Context) (int, error) { return e.timers.expireDue(ctx) }
+
+// RemindDue sends the reminders due on the engine's clock (what the
+// deadline timer does) and returns how many calls were reminded.
+func (e *Engine) RemindDue(ctx context.Context) (int, error) { return e.timers.remindPass(ctx) }
+
+// Extend moves the deadline of a parked call later by req.By (SPEC
+// §11.3): p must be a key that may decide the call, and the total of the
+// call's extensions may not exceed its rule's max_extension. It emits
+// confirmation_extended in the same commit and returns the call as
+// updated; reminders whose time the new deadline already passed are
+// recorded as sent.
+//
+// Errors: EFORBIDDEN (a delegate key), EINVALID (by not a positive Go
+// duration, a reason over agentd.MaxReasonBytes), ENOTFOUND, ECONFLICT (not pending,
+// or no deadline), EEXPIRED (the deadline passed), EEXTENSIONEXCEEDSMAX.
+func (e *Engine) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
+	return e.timers.extend(ctx, p, id, req)
 }
 
 // Close stops every run driver, tool process and the deadline timer, and
@@ -255,199 +218,13 @@ func (e *Engine) Start(ctx context.Context) error {
 func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
-	e.disarm()
-}
-
-// commit runs one store transaction that appends events for a conversation
-// under that conversation's lock, then publishes the committed events, so
-// the stream sees them in sequence order and only after they are durable.
-func (e *Engine) commit(convID string, tx func() ([]agentd.Event, error)) error {
-	return e.commitMany([]string{convID}, tx)
-}
-
-// event builds the draft of an event of convID, now on the engine's clock,
-// with p as its data. It panics if agentd.NewEventDraft refuses p: the loop
-// fills every required field of every payload from values it made itself
-// (ids, statuses, names of calls it classified), so a refusal is a bug in
-// the loop, which its tests catch — not something a run can cause.
-func (e *Engine) event(convID string, p agentd.EventPayload) agentd.EventDraft {
-	d, err := agentd.NewEventDraft(convID, e.clock.Now(), p)
-	if err != nil {
-		panic(fmt.Sprintf("loop: %v", err))
-	}
-	return d
-}
-
-// emit commits and publishes one event with p as its data.
-func (e *Engine) emit(ctx context.Context, convID string, p agentd.EventPayload) error {
-	return e.commit(convID, func() ([]agentd.Event, error) {
-		return e.store.AppendEvents(ctx, []agentd.EventDraft{e.event(convID, p)})
-	})
-}
-
-// ensureDriver returns the handle of a run, starting its driver if there
-// is none.
-func (e *Engine) ensureDriver(runID string) *runState {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rs, _ := e.driverLocked(runID, false)
-	return rs
-}
-
-// driverLocked returns the handle of a run and whether it is new: a run
-// without a driver gets one, which reads the store at once or, with
-// asleep, only once woken. e.mu must be held. A driver leaves e.runs when
-// it exits, under e.mu, so a handle found here belongs to a live driver.
-func (e *Engine) driverLocked(runID string, asleep bool) (*runState, bool) {
-	if rs, ok := e.runs[runID]; ok {
-		return rs, false
-	}
-	ctx, cancel := context.WithCancel(e.ctx)
-	rs := &runState{id: runID, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
-	e.runs[runID] = rs
-	e.wg.Add(1)
-	e.drivers.Add(1)
-	go func() {
-		defer e.wg.Done()
-		defer e.drivers.Add(-1)
-		defer func() {
-			e.mu.Lock()
-			if e.runs[runID] == rs {
-				delete(e.runs, runID)
-			}
-			e.mu.Unlock()
-			cancel()
-			e.releaseLease(rs)
-			e.histories.put(rs.hist)
-		}()
-		if asleep {
-			select {
-			case <-rs.wake:
-			case <-ctx.Done():
-				return
-			}
-		}
-		e.drive(rs)
-	}()
-	return rs, true
-}
-
-// wakeRun tells a run's driver that one of its calls changed, starting a
-// driver if the run has none (its driver exited while the run waited for
-// people).
-func (e *Engine) wakeRun(runID string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.wakeLocked(runID)
-}
-
-// wakeLocked is wakeRun with e.mu held.
-func (e *Engine) wakeLocked(runID string) {
-	rs, created := e.driverLocked(runID, false)
-	if created {
-		return // a new driver reads the store first anyway
-	}
-	select {
-	case rs.wake <- struct{}{}:
-	default:
-	}
-}
-
-// goTool runs fn in the background as a tool goroutine of run runID: the
-// run gets a driver if it has none, and that driver, counting fn among its
-// tools, keeps waiting (and its context, the one fn runs under, alive)
-// until fn has returned; then the driver is woken. Finding or starting the
-// driver and counting fn are one step under e.mu, so a driver that is
-// exiting either sees fn or is already gone (fn then gets a new one). A
-// driver started here sleeps until woken: nothing can move the run before
-// the tool ends, and the approval's fork is not kept waiting by its reads.
-func (e *Engine) goTool(runID string, fn func(rs *runState)) {
-	e.mu.Lock()
-	rs, _ := e.driverLocked(runID, true)
-	rs.tools++
-	e.wg.Add(1)
-	e.mu.Unlock()
-	go func() {
-		defer e.wg.Done()
-		defer func() {
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			rs.tools--
-			if e.ctx.Err() == nil {
-				e.wakeLocked(runID)
-			}
-		}()
-		fn(rs)
-	}()
-}
-
-// retireDriver retires the driver of rs if its run waits only for people:
-// no tool goroutine of it is counted, and nothing woke it since it read the
-// store. exit reports that it did (the driver returns): rs left e.runs in
-// the same step, so a decision, an expiry or a cancel that comes after
-// finds no driver and starts one. woken reports that a wake-up arrived
-// (and was consumed): the driver must read the store again.
-func (e *Engine) retireDriver(rs *runState) (exit, woken bool) {
-	if e.retireHook != nil {
-		e.retireHook(rs.id, "before")
-	}
-	e.mu.Lock()
-	switch {
-	case rs.tools > 0:
-		e.mu.Unlock()
-		return false, false
-	case len(rs.wake) > 0:
-		<-rs.wake
-		e.mu.Unlock()
-		return false, true
-	}
-	delete(e.runs, rs.id)
-	e.mu.Unlock()
-	if e.retireHook != nil {
-		e.retireHook(rs.id, "after")
-	}
-	return true, false
+	e.timers.disarm()
 }
 
 // Drivers returns the number of run driver goroutines alive: the runs that
 // are being moved on or have tools in flight. A run that waits only for
 // people has none.
-func (e *Engine) Drivers() int { return int(e.drivers.Load()) }
-
-// keyedMutex is a set of mutexes by key whose entries are freed when unused.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (k *keyedMutex) lock(key string) (unlock func()) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyedEntry{}
-	}
-	ent, ok := k.m[key]
-	if !ok {
-		ent = &keyedEntry{}
-		k.m[key] = ent
-	}
-	ent.n++
-	k.mu.Unlock()
-	ent.mu.Lock()
-	return func() {
-		ent.mu.Unlock()
-		k.mu.Lock()
-		ent.n--
-		if ent.n == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
-}
+func (e *Engine) Drivers() int { return e.drv.alive() }
 
 // TierPerCall is the listed tier of the request tool: each call's
 // connection, method and endpoint decide it.
@@ -468,4 +245,86 @@ func (e *Engine) ToolTier(name string) (agentd.Tier, string) {
 		return t.OperationTier(), t.ServerID
 	}
 	return confirm.ExposureTier(t.Exposure), t.ServerID
+}
+
+// DecideBatch applies bulk decisions (POST /v1/approvals): every item as
+// Decide would apply it alone (the same rules, through the same steps in
+// decide.go), with Via "bulk", and one result per item in request order.
+//
+// Without atomic each item is decided on its own and its result says how
+// it went: applied (now, or an idempotent repeat) or failed with the error
+// the single route would answer. With atomic the items are planned first
+// and committed together in one store transaction: if any item fails,
+// nothing of the batch is applied, the failed items say why and every
+// other says not_applied. (An item past its deadline is expired while it is
+// planned, as the single route does, whatever the batch does.)
+//
+// Errors of the whole batch: EFORBIDDEN for a delegate key; EINVALID for no
+// items, more than agentd.MaxBatchDecisions, or a tool call named twice.
+func (e *Engine) DecideBatch(ctx context.Context, p agentd.Principal, items []agentd.BatchDecisionItem, atomic bool) ([]agentd.BatchDecisionResult, error) {
+	return e.decider.decideBatch(ctx, p, items, atomic)
+}
+
+// DecideAll applies the decisions of one chat-protocol request all or
+// nothing: every decision is checked and planned against the calls as
+// stored (each as Decide would apply it alone, its ConversationID
+// included) and the plans are committed in one transaction, as an atomic
+// DecideBatch does. If any decision fails, nothing is applied; the results,
+// one per decision in order, say which failed and why (the others
+// not_applied). With expiredIsAnswer a decision on a call whose deadline
+// passed (EEXPIRED; the call is expired while it is planned) is answered
+// in its result and does not stop the others.
+//
+// Errors of the whole request: EFORBIDDEN for a delegate key; EINVALID for
+// no decisions, more than agentd.MaxBatchDecisions, or a call named twice.
+func (e *Engine) DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error) {
+	return e.decider.decideAll(ctx, p, ds, expiredIsAnswer)
+}
+
+// Decide applies an approval decision to a parked call (SPEC §5 "Approval
+// rules"). It returns the stored decision: every repeat of the same
+// decision returns the same record. An approval starts the same call with
+// the same arguments; the model is not called in between.
+//
+// The decision answers one card of the call (cardOf): an answer to a card
+// that was answered before the call was parked again is never a decision
+// on its current card.
+//
+// Errors: EFORBIDDEN (a delegate key, or edited arguments that were
+// refused: the call is then refused), EINVALID (bad decision, edited
+// arguments the card does not allow, a card_revision below 1), ENOTFOUND
+// (also for a call not of req.ConversationID, when set), ECONFLICT (decided
+// otherwise, not awaiting confirmation, or a card the call never showed),
+// EEXPIRED (deadline passed), ESTALE (digest differs, also on a repeat; a
+// card the call was parked again after).
+func (e *Engine) Decide(ctx context.Context, p agentd.Principal, id string, req agentd.DecisionRequest) (*agentd.Decision, error) {
+	return e.decider.decide(ctx, p, id, req)
+}
+
+// Grants returns a page (limit 1..100, 0 = 50) of the live grants p may
+// see — a client's or delegate's: those made in conversations it created;
+// an operator's or admin's: every one of its tenant and project — after
+// cursor (a grant id), and the next cursor ("" at the end).
+func (e *Engine) Grants(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.Grant, string, error) {
+	return e.decider.grants(ctx, p, cursor, limit)
+}
+
+// RevokeGrant revokes grant id (SPEC §11.2) and announces grant_revoked on
+// the stream of the conversation it was made in, in one commit: its
+// creator, an operator or an admin may; another key that sees it gets
+// EFORBIDDEN; a grant of another tenant or project, or of a conversation
+// a client does not reach, is ENOTFOUND. A revoked grant is answered as
+// it is (a repeat changes nothing).
+func (e *Engine) RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error) {
+	return e.decider.revokeGrant(ctx, p, id)
+}
+
+// MayDecideNow returns call id as p reaches it when p may decide it now
+// (SPEC §11.4: a decision link is minted only by a key that may decide):
+// the rules of planDecision's first step (agentd.MayDecideCall), and the
+// call pending before its deadline. Errors: EFORBIDDEN (a delegate key),
+// EAPPROVERNOTALLOWED, EREQUESTERMAYNOTAPPROVE, ENOTFOUND, ECONFLICT (not
+// awaiting confirmation), EEXPIRED.
+func (e *Engine) MayDecideNow(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	return e.decider.mayDecideNow(ctx, p, id)
 }

@@ -11,14 +11,14 @@ import (
 // people: with stage "before" just before it takes the engine's lock to
 // decide whether to exit, and with stage "after" once it has left the
 // engine's runs and is about to return. Call it before e.Start.
-func SetRetireHook(e *Engine, f func(runID, stage string)) { e.retireHook = f }
+func SetRetireHook(e *Engine, f func(runID, stage string)) { e.drv.retireHook = f }
 
 // SweepAndRemind does what each lease tick does: the next reminder pass
 // reads the last span again (lookBack), and the pass runs, sending the
 // reminders due on e's clock; it returns how many calls were reminded.
 func SweepAndRemind(ctx context.Context, e *Engine, span time.Duration) (int, error) {
-	e.lookBack(span)
-	return e.remindPass(ctx)
+	e.timers.lookBack(span)
+	return e.timers.remindPass(ctx)
 }
 
 // ReminderWindows is reminderWindows.
@@ -31,8 +31,8 @@ const ExpirePage = expirePage
 // cached history builds it: the whole conversation read at once.
 func ColdHistory(ctx context.Context, e *Engine, tenant, conv string) ([]agentd.ModelMessage, error) {
 	h := newHistoryCache(tenant, conv)
-	if err := h.refresh(ctx, e.store, nil); err != nil {
+	if err := h.refresh(ctx, e.runner.store, nil); err != nil {
 		return nil, err
 	}
-	return e.modelMessages(h), nil
+	return e.runner.modelMessages(h), nil
 }

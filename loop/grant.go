@@ -61,7 +61,7 @@ func planGrant(c *agentd.ToolCall, d *checkedDecision, rule agentd.ApprovalRule,
 }
 
 // grantCreated is the event of a grant made on call c.
-func (e *Engine) grantCreated(g *agentd.Grant) agentd.EventDraft {
+func (e *decider) grantCreated(g *agentd.Grant) agentd.EventDraft {
 	return e.event(g.ConversationID, &agentd.GrantCreatedPayload{GrantID: g.ID, Scope: g.Scope, ToolName: g.ToolName,
 		ExpiresAt: g.ExpiresAt, ToolCallID: g.ToolCallID, CreatedBy: g.CreatedBy})
 }
@@ -103,11 +103,11 @@ func grantApplies(g *agentd.Grant, c *agentd.ToolCall, now time.Time) bool {
 // of tier confirm, with its rule as configured now in c.Approval) run
 // without a card, or nil: never when a hook asked, and only a grant that
 // applies (grantApplies) where confirm.GrantAnswers holds for c's rule
-// and the grant's creator as it is now (Engine.creator) — the rule still
+// and the grant's creator as it is now (decider.creator) — the rule still
 // allows remembering with a quorum of 1, and the creator could decide c
 // itself. A store error is logged and means no grant (the call gets its
 // card).
-func (e *Engine) grantFor(ctx context.Context, run *agentd.Run, c *agentd.ToolCall, hookAsked bool, now time.Time) *agentd.GrantRef {
+func (e *decider) grantFor(ctx context.Context, run *agentd.Run, c *agentd.ToolCall, hookAsked bool, now time.Time) *agentd.GrantRef {
 	if hookAsked || c.Tier != agentd.TierConfirm || c.Approval == nil {
 		return nil
 	}
@@ -144,7 +144,7 @@ func (e *Engine) grantFor(ctx context.Context, run *agentd.Run, c *agentd.ToolCa
 // configured now (Options.Keys; false when the key no longer exists or
 // moved to another tenant or project), or, without Options.Keys, the
 // creator as it was when it approved.
-func (e *Engine) creator(g *agentd.Grant) (agentd.Principal, bool) {
+func (e *decider) creator(g *agentd.Grant) (agentd.Principal, bool) {
 	if e.opts.Keys == nil {
 		return g.Creator(), true
 	}
@@ -159,11 +159,8 @@ func grantUse(c *agentd.ToolCall, now time.Time) *agentd.AuditEntry {
 		Reason: "grant " + c.GrantedBy.GrantID, CreatedAt: now.UTC()}
 }
 
-// Grants returns a page (limit 1..100, 0 = 50) of the live grants p may
-// see — a client's or delegate's: those made in conversations it created;
-// an operator's or admin's: every one of its tenant and project — after
-// cursor (a grant id), and the next cursor ("" at the end).
-func (e *Engine) Grants(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.Grant, string, error) {
+// grants is Engine.Grants.
+func (e *decider) grants(ctx context.Context, p agentd.Principal, cursor string, limit int) ([]agentd.Grant, string, error) {
 	if limit == 0 {
 		limit = 50
 	}
@@ -193,13 +190,8 @@ func (e *Engine) Grants(ctx context.Context, p agentd.Principal, cursor string, 
 	return gs, next, nil
 }
 
-// RevokeGrant revokes grant id (SPEC §11.2) and announces grant_revoked on
-// the stream of the conversation it was made in, in one commit: its
-// creator, an operator or an admin may; another key that sees it gets
-// EFORBIDDEN; a grant of another tenant or project, or of a conversation
-// a client does not reach, is ENOTFOUND. A revoked grant is answered as
-// it is (a repeat changes nothing).
-func (e *Engine) RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error) {
+// revokeGrant is Engine.RevokeGrant.
+func (e *decider) revokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error) {
 	if err := agentd.CheckID(agentd.PrefixGrant, "grant id", id); err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func newHistoryCache(tenant, conv string) *historyCache {
 // message is followed by exactly one tool message per call it made. It
 // reads the store incrementally through rs's cache, which it takes from
 // the engine's histories on the driver's first step.
-func (e *Engine) history(ctx context.Context, rs *runState, run *agentd.Run) ([]agentd.ModelMessage, error) {
+func (e *runner) history(ctx context.Context, rs *runState, run *agentd.Run) ([]agentd.ModelMessage, error) {
 	if rs.hist == nil {
 		rs.hist = e.histories.take(run.TenantID, run.ConversationID)
 	}
@@ -65,12 +65,19 @@ func (e *Engine) history(ctx context.Context, rs *runState, run *agentd.Run) ([]
 	return e.modelMessages(rs.hist), nil
 }
 
+// exited is what a driver's exit leaves: the run's lease freed
+// (releaseLease) and its history kept for the conversation's next driver.
+func (e *runner) exited(rs *runState) {
+	e.leases.releaseLease(rs)
+	e.histories.put(rs.hist)
+}
+
 // keepHistory hands the history of rs's driver to the engine's histories
 // before the driver finishes its run: the conversation's next run, which
 // can start as soon as this one's end is committed, finds it there. Were
 // the driver to need it again (the end was not committed), history takes
 // it back.
-func (e *Engine) keepHistory(rs *runState) {
+func (e *runner) keepHistory(rs *runState) {
 	e.histories.put(rs.hist)
 	rs.hist = nil
 }
@@ -95,7 +102,7 @@ func (s *stepCache) final() []agentd.ToolCall {
 // first), and again the calls of the messages with an open call. known,
 // when not nil, is the calls of one message as the driver has just read
 // them, all terminal: that message's calls are taken from it.
-func (h *historyCache) refresh(ctx context.Context, st Store, known []agentd.ToolCall) error {
+func (h *historyCache) refresh(ctx context.Context, st historyStore, known []agentd.ToolCall) error {
 	after := ""
 	if len(h.msgs) > 0 {
 		after = h.msgs[len(h.msgs)-1].ID
@@ -166,7 +173,7 @@ func (h *historyCache) replace(ids []string, calls []agentd.ToolCall) {
 // of its final prefix as built before, extended, and the rest built anew.
 // The slice shares the prefix with the cache (clipped, so that appending
 // to it copies); a model reads its request's messages, never writes them.
-func (e *Engine) modelMessages(h *historyCache) []agentd.ModelMessage {
+func (e *runner) modelMessages(h *historyCache) []agentd.ModelMessage {
 	for h.final < len(h.msgs) && !h.open[h.msgs[h.final].ID] {
 		h.model = e.appendModel(h.model, h.msgs[h.final], h.calls[h.msgs[h.final].ID])
 		h.final++
@@ -181,7 +188,7 @@ func (e *Engine) modelMessages(h *historyCache) []agentd.ModelMessage {
 // appendModel appends to out the model messages of m and its calls: a
 // user message, or an assistant message followed by one tool message per
 // call.
-func (e *Engine) appendModel(out []agentd.ModelMessage, m agentd.Message, calls []agentd.ToolCall) []agentd.ModelMessage {
+func (e *runner) appendModel(out []agentd.ModelMessage, m agentd.Message, calls []agentd.ToolCall) []agentd.ModelMessage {
 	if m.Role == agentd.RoleUser {
 		return append(out, agentd.ModelMessage{Role: agentd.ModelRoleUser, Content: m.Content})
 	}

@@ -13,13 +13,31 @@ import (
 // (docs/scale-out.md): with Options.Lease set, a driver holds its run's
 // lease in the store while it works, and the engine takes over the runs
 // whose lease expired. Without it (SQLite, one process) nothing here runs.
+// It holds the leases part and the two steps a driver takes about its
+// run's lease (the runner's driveLease and retire).
+
+// leases is the part of the engine that owns run leases and takeover:
+// it takes, renews and frees the leases of the runs this engine drives,
+// and takes over (recovers) the runs whose lease expired or that a
+// previous process left. It keeps no state of its own besides its owner
+// name: whether a driver holds its run's lease is on the driver's handle
+// (runState.leased).
+type leases struct {
+	*core
+	store  leaseStore
+	owner  string // of the run leases (Options.Owner)
+	drv    *drivers
+	timers *timers
+	// startCall runs an approved or interrupted call (the runner's).
+	startCall func(c agentd.ToolCall)
+}
 
 // leasing reports whether the engine takes run leases.
-func (e *Engine) leasing() bool { return e.opts.Lease > 0 }
+func (e *leases) leasing() bool { return e.opts.Lease > 0 }
 
 // takeLease takes or renews this engine's lease of rs's run (LeaseRun) and
 // records on rs whether it holds it. Without leasing it reports true.
-func (e *Engine) takeLease(ctx context.Context, rs *runState) (bool, error) {
+func (e *leases) takeLease(ctx context.Context, rs *runState) (bool, error) {
 	if !e.leasing() {
 		return true, nil
 	}
@@ -27,14 +45,12 @@ func (e *Engine) takeLease(ctx context.Context, rs *runState) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	e.mu.Lock()
-	rs.leased = ok
-	e.mu.Unlock()
+	rs.leased.Store(ok)
 	return ok, nil
 }
 
 // leaseRun takes or renews this engine's lease of a run for Options.Lease.
-func (e *Engine) leaseRun(ctx context.Context, runID string) (bool, error) {
+func (e *leases) leaseRun(ctx context.Context, runID string) (bool, error) {
 	now := e.clock.Now()
 	return e.store.LeaseRun(ctx, runID, e.owner, now, now.Add(e.opts.Lease))
 }
@@ -42,11 +58,8 @@ func (e *Engine) leaseRun(ctx context.Context, runID string) (bool, error) {
 // releaseLease frees rs's lease when its driver exits, unless a newer
 // driver of the run has started in this engine (it holds the lease under
 // the same owner).
-func (e *Engine) releaseLease(rs *runState) {
-	e.mu.Lock()
-	_, newer := e.runs[rs.id]
-	held := rs.leased && !newer
-	e.mu.Unlock()
+func (e *leases) releaseLease(rs *runState) {
+	held := rs.leased.Load() && !e.drv.driving(rs.id)
 	if !held {
 		return
 	}
@@ -64,7 +77,7 @@ func (e *Engine) releaseLease(rs *runState) {
 // over the runs whose owner's lease expired (takeover), has the next
 // reminder pass read the last Lease/3 again (lookBack) and asks for an
 // expiry pass.
-func (e *Engine) startLeases() {
+func (e *leases) startLeases() {
 	every := e.opts.Lease / 3
 	e.wg.Go(func() {
 		t := time.NewTicker(every)
@@ -85,26 +98,17 @@ func (e *Engine) startLeases() {
 			// reads the next reminder from the store, and reads the last
 			// tick's reminders again, for a call another replica parked
 			// after this engine's pass read past its reminder.
-			e.lookBack(every)
-			e.deadline.signal()
+			e.timers.lookBack(every)
+			e.timers.signal()
 		}
 	})
 }
 
 // renewLeases renews the lease of every run with a driver that holds one,
 // and wakes every driver.
-func (e *Engine) renewLeases() {
-	e.mu.Lock()
-	live := make([]*runState, 0, len(e.runs))
-	for _, rs := range e.runs {
-		live = append(live, rs)
-	}
-	e.mu.Unlock()
-	for _, rs := range live {
-		e.mu.Lock()
-		leased := rs.leased
-		e.mu.Unlock()
-		if leased {
+func (e *leases) renewLeases() {
+	for _, rs := range e.drv.live() {
+		if rs.leased.Load() {
 			ok, err := e.takeLease(e.ctx, rs)
 			if err != nil {
 				e.log.Warn().Err(err).Str("run_id", rs.id).Msg("renew run lease")
@@ -125,7 +129,7 @@ func (e *Engine) renewLeases() {
 // work and whose lease is free or expired, one by one, taking each one's
 // lease first: with leasing, at start and every Lease/3. Runs this engine
 // drives and runs another owner holds are left alone.
-func (e *Engine) takeover(ctx context.Context) error {
+func (e *leases) takeover(ctx context.Context) error {
 	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
 	if err != nil {
 		return err
@@ -149,10 +153,7 @@ func (e *Engine) takeover(ctx context.Context) error {
 		}
 	}
 	for _, id := range ids {
-		e.mu.Lock()
-		_, driven := e.runs[id]
-		e.mu.Unlock()
-		if driven {
+		if e.drv.driving(id) {
 			continue
 		}
 		ok, err := e.leaseRun(ctx, id)
@@ -166,29 +167,16 @@ func (e *Engine) takeover(ctx context.Context) error {
 				return err
 			}
 		}
-		e.wakeLeased(id)
+		e.drv.wakeLeased(id)
 	}
 	return nil
-}
-
-// wakeLeased wakes (or starts) the driver of a run whose lease this engine
-// has just taken, marking its handle as holding it.
-func (e *Engine) wakeLeased(runID string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	rs, _ := e.driverLocked(runID, false)
-	rs.leased = true
-	select {
-	case rs.wake <- struct{}{}:
-	default:
-	}
 }
 
 // recoverCall recovers one call found approved or executing with no
 // process running it: an approved call starts (its claim is conditional),
 // an idempotent executing call runs again, any other executing call fails
 // as "outcome unknown" — at most once, never twice (SPEC §8).
-func (e *Engine) recoverCall(ctx context.Context, c agentd.ToolCall) error {
+func (e *leases) recoverCall(ctx context.Context, c agentd.ToolCall) error {
 	switch {
 	case c.Status == agentd.StatusApproved:
 		e.startCall(c)
@@ -215,19 +203,48 @@ func (e *Engine) recoverCall(ctx context.Context, c agentd.ToolCall) error {
 	return nil
 }
 
-// yieldDriver retires the driver of rs, whose run another replica's lease
-// holds, unless a tool goroutine of the run runs in this engine (it keeps
-// the driver, and rs's context, alive). As in retireDriver, rs leaves
-// e.runs in the same step, so a call started after finds no driver and
-// starts one.
-func (e *Engine) yieldDriver(rs *runState) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if rs.tools > 0 {
-		return false
+// recover restores what a previous process left (SPEC §8), doing only
+// what must happen now: calls that were executing are failed with "outcome
+// unknown" unless their tool is idempotent (then they run again);
+// approved-but-unstarted calls (approved by a person, or auto calls not yet
+// claimed) run; the runs that must move on (Store.RunsToDrive: running, or
+// waiting with nothing parked at their step) get a driver. A run waiting
+// for a decision gets nothing: its calls keep their deadlines, which the
+// deadline timer covers, and a decision starts its driver.
+func (e *leases) recover(ctx context.Context) error {
+	if e.leasing() {
+		return e.takeover(ctx) // only the runs no live replica holds
 	}
-	if e.runs[rs.id] == rs {
-		delete(e.runs, rs.id)
+	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
+	if err != nil {
+		return err
+	}
+	for _, c := range calls {
+		if err := e.recoverCall(ctx, c); err != nil {
+			return err
+		}
+	}
+	runs, err := e.store.RunsToDrive(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		e.drv.wakeRun(r.ID) // also wakes a driver started above for a call
+	}
+	return nil
+}
+
+// letGo frees rs's lease before its driver retires because its run waits
+// for people (retire), and reports false when the lease is still held:
+// the store failed (say, shutdown cancelled rs.ctx), and the driver's
+// next turn takes it again, or its exit releases it (releaseLease).
+func (e *leases) letGo(rs *runState) bool {
+	if !rs.leased.Swap(false) {
+		return true
+	}
+	if err := e.store.ReleaseRun(rs.ctx, rs.id, e.owner); err != nil {
+		rs.leased.Store(true)
+		return false
 	}
 	return true
 }
@@ -246,11 +263,11 @@ const (
 // A store error is retried after a pause (retryAfter); a lease another
 // replica holds retires the driver (yieldDriver), or, while a tool of the
 // run runs here, makes it wait for that tool.
-func (e *Engine) driveLease(rs *runState, log zerolog.Logger, failures *int) leaseStep {
+func (e *runner) driveLease(rs *runState, log zerolog.Logger, failures *int) leaseStep {
 	if rs.ctx.Err() != nil {
 		return leaseExit
 	}
-	ok, err := e.takeLease(rs.ctx, rs)
+	ok, err := e.leases.takeLease(rs.ctx, rs)
 	switch {
 	case err != nil:
 		if !e.retryAfter(rs, log, err, failures) {
@@ -259,7 +276,7 @@ func (e *Engine) driveLease(rs *runState, log zerolog.Logger, failures *int) lea
 		return leaseRetry
 	case ok:
 		return leaseHeld
-	case e.yieldDriver(rs):
+	case e.drv.yieldDriver(rs):
 		return leaseExit
 	}
 	select {
@@ -276,23 +293,12 @@ func (e *Engine) driveLease(rs *runState, log zerolog.Logger, failures *int) lea
 // lease (it found this engine's and left the run to it) is seen now, and
 // the driver goes on (woken) instead of leaving the run with no driver
 // anywhere. A decision committed after the release finds the lease free.
-func (e *Engine) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
-	if !e.leasing() {
-		return e.retireDriver(rs)
+func (e *runner) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
+	if !e.leases.leasing() {
+		return e.drv.retireDriver(rs)
 	}
-	e.mu.Lock()
-	held := rs.leased
-	rs.leased = false
-	e.mu.Unlock()
-	if held {
-		if err := e.store.ReleaseRun(rs.ctx, rs.id, e.owner); err != nil {
-			// Still held (say, shutdown cancelled rs.ctx): the top takes it
-			// again, or the driver's exit releases it (releaseLease).
-			e.mu.Lock()
-			rs.leased = true
-			e.mu.Unlock()
-			return false, true
-		}
+	if !e.leases.letGo(rs) {
+		return false, true
 	}
 	calls, err := e.stepCalls(rs, run)
 	if err != nil {
@@ -310,5 +316,5 @@ func (e *Engine) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
 	if parked == 0 {
 		return false, true
 	}
-	return e.retireDriver(rs)
+	return e.drv.retireDriver(rs)
 }

@@ -7,17 +7,12 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// MayDecideNow returns call id as p reaches it when p may decide it now
-// (SPEC §11.4: a decision link is minted only by a key that may decide):
-// the rules of planDecision's first step (agentd.MayDecideCall), and the
-// call pending before its deadline. Errors: EFORBIDDEN (a delegate key),
-// EAPPROVERNOTALLOWED, EREQUESTERMAYNOTAPPROVE, ENOTFOUND, ECONFLICT (not
-// awaiting confirmation), EEXPIRED.
-func (e *Engine) MayDecideNow(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+// mayDecideNow is Engine.MayDecideNow.
+func (e *decider) mayDecideNow(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
 	if !p.MayDecide() {
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	}
-	c, err := e.ToolCall(ctx, p, id)
+	c, err := e.toolCall(ctx, p, id)
 	if err != nil {
 		return nil, err
 	}

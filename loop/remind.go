@@ -45,7 +45,7 @@ type reminderSet struct {
 // current deadline and due at now, and the instant the next unsent one is
 // due (zero: none). A reminder due before the call was made had passed
 // when its deadline was armed (SPEC §11.3: skipped); an extension records
-// the ones it skips as sent (Extend).
+// the ones it skips as sent (extend).
 func dueReminders(c *agentd.ToolCall, now time.Time) (due []string, next time.Time) {
 	if c.Status != agentd.StatusRequiresConfirmation || c.RequiresApprovalAt == nil || c.Approval == nil {
 		return nil, time.Time{}
@@ -76,7 +76,7 @@ func dueReminders(c *agentd.ToolCall, now time.Time) (due []string, next time.Ti
 // is due), after c was committed: parked, extended or reminded. A
 // reminder at or before the instant a pass has read to is read again by
 // the next pass (low).
-func (e *Engine) noteReminders(c *agentd.ToolCall) {
+func (e *timers) noteReminders(c *agentd.ToolCall) {
 	now := e.clock.Now()
 	due, next := dueReminders(c, now)
 	if len(due) > 0 {
@@ -109,17 +109,11 @@ func (r *reminderSet) lowerLocked(at time.Time) {
 // span: with replicas, each lease tick does (startLeases), so a call
 // another replica parked after this engine's pass read past its reminder,
 // the other replica gone, is reminded here at most one tick late.
-func (e *Engine) lookBack(span time.Duration) {
+func (e *timers) lookBack(span time.Duration) {
 	r := &e.reminders
 	r.mu.Lock()
 	r.lowerLocked(e.clock.Now().Add(-span))
 	r.mu.Unlock()
-}
-
-// RemindDue sends the reminders due on the engine's clock (what the
-// deadline timer does) and returns how many calls were reminded.
-func (e *Engine) RemindDue(ctx context.Context) (int, error) {
-	return e.remindPass(ctx)
 }
 
 // remindPass sends every reminder that came due since the previous pass
@@ -127,7 +121,7 @@ func (e *Engine) RemindDue(ctx context.Context) (int, error) {
 // the next; it returns how many calls were reminded. It reads nothing when
 // no approval rule has reminders. On a store error the range is read
 // again by the next pass.
-func (e *Engine) remindPass(ctx context.Context) (int, error) {
+func (e *timers) remindPass(ctx context.Context) (int, error) {
 	offsets := e.reminderOffsets()
 	if len(offsets) == 0 {
 		return 0, nil
@@ -166,7 +160,7 @@ func (e *Engine) remindPass(ctx context.Context) (int, error) {
 // remindBetween sends the reminders due in (from, now] (from zero: every
 // one due) of the calls whose deadline is ahead, and returns how many
 // calls it reminded.
-func (e *Engine) remindBetween(ctx context.Context, offsets []time.Duration, from, now time.Time) (int, error) {
+func (e *timers) remindBetween(ctx context.Context, offsets []time.Duration, from, now time.Time) (int, error) {
 	n := 0
 	for _, w := range reminderWindows(offsets, from, now) {
 		calls, err := e.store.ToolCallsDueBetween(ctx, w[0], w[1])
@@ -193,7 +187,7 @@ func (e *Engine) remindBetween(ctx context.Context, offsets []time.Duration, fro
 // nextReminder is the earliest instant after now at which a reminder at
 // one of offsets is due: per offset o, the earliest deadline after now+o,
 // minus o (one index entry each); zero when there is none.
-func (e *Engine) nextReminder(ctx context.Context, offsets []time.Duration, now time.Time) (time.Time, error) {
+func (e *timers) nextReminder(ctx context.Context, offsets []time.Duration, now time.Time) (time.Time, error) {
 	var next time.Time
 	for _, off := range offsets {
 		d, err := e.store.NextDeadline(ctx, now.Add(off))
@@ -234,7 +228,7 @@ func reminderWindows(offsets []time.Duration, from, now time.Time) [][2]time.Tim
 // reminderOffsets is every reminder offset an approval rule can have here:
 // those of the agent's rule, of every tool's and of every endpoint of the
 // connections the tools reach, and of the calls noted so far.
-func (e *Engine) reminderOffsets() []time.Duration {
+func (e *timers) reminderOffsets() []time.Duration {
 	set := map[time.Duration]bool{}
 	add := func(rule *agentd.ApprovalRule) {
 		if rule != nil {
@@ -276,7 +270,7 @@ func (e *Engine) reminderOffsets() []time.Duration {
 // remind sends c's due reminders in one conditional update (a concurrent
 // reminder, extension or decision wins: c is read again) and notes the
 // next.
-func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err error) {
+func (e *timers) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err error) {
 	for range decideRetries {
 		now := e.clock.Now()
 		due, _ := dueReminders(c, now)
@@ -315,7 +309,7 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 	return false, agentd.Errorf(agentd.ECONFLICT, "the call changed concurrently; its reminder waits for the next pass")
 }
 
-// Extend moves the deadline of a parked call later by by (SPEC §11.3): p
+// extend moves the deadline of a parked call later by by (SPEC §11.3): p
 // must be a key that may decide the call (mayDecide: 403 with the rule's
 // code otherwise), and the total of the call's extensions may not exceed
 // its rule's max_extension (EEXTENSIONEXCEEDSMAX; 0, the default, turns
@@ -327,7 +321,7 @@ func (e *Engine) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 // Errors: EFORBIDDEN (a delegate key), EINVALID (by not a positive Go
 // duration, a reason over agentd.MaxReasonBytes), ENOTFOUND, ECONFLICT (not pending,
 // or no deadline), EEXPIRED (the deadline passed).
-func (e *Engine) Extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
+func (e *timers) extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
 	by, err := time.ParseDuration(req.By)
 	switch {
 	case !p.MayDecide():
@@ -338,7 +332,7 @@ func (e *Engine) Extend(ctx context.Context, p agentd.Principal, id string, req 
 		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than %d bytes", agentd.MaxReasonBytes)
 	}
 	for range decideRetries {
-		c, err := e.ToolCall(ctx, p, id)
+		c, err := e.toolCall(ctx, p, id)
 		if err != nil {
 			return nil, err
 		}
@@ -367,7 +361,7 @@ func (e *Engine) Extend(ctx context.Context, p agentd.Principal, id string, req 
 
 // planExtend checks an extension of c by p against the call as read now
 // and returns its update and event.
-func (e *Engine) planExtend(ctx context.Context, p agentd.Principal, c *agentd.ToolCall, by time.Duration, req agentd.ExtendRequest) (agentd.CallUpdate, []agentd.EventDraft, error) {
+func (e *timers) planExtend(ctx context.Context, p agentd.Principal, c *agentd.ToolCall, by time.Duration, req agentd.ExtendRequest) (agentd.CallUpdate, []agentd.EventDraft, error) {
 	if err := e.mayDecide(ctx, p, c); err != nil {
 		return agentd.CallUpdate{}, nil, err
 	}
@@ -390,12 +384,7 @@ func (e *Engine) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 		return agentd.CallUpdate{}, nil, err
 	}
 	next := prev.Add(by).UTC()
-	var skipped []agentd.Reminder
-	for i, off := range rule.ReminderOffsets() {
-		if !next.Add(-off).After(now) {
-			skipped = append(skipped, agentd.Reminder{Deadline: next, Offset: rule.Reminders[i]})
-		}
-	}
+	skipped := skippedReminders(rule, next, now)
 	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation,
 		Card: c.CardRevision(), Governance: &agentd.GovernanceUpdate{Deadline: prev, RemindedBefore: len(c.Reminded), Reminded: skipped,
 			NewDeadline: next, Extended: total}}
@@ -405,4 +394,17 @@ func (e *Engine) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 		KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role, Reason: req.Reason, Outcome: req.By, Tier: c.Tier,
 		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	return u, []agentd.EventDraft{draft}, nil
+}
+
+// skippedReminders are the reminders of rule that an extension to the
+// deadline next skips: those whose time (next minus the offset) is at or
+// before now, recorded as sent for next so that none is sent late.
+func skippedReminders(rule agentd.ApprovalRule, next, now time.Time) []agentd.Reminder {
+	var skipped []agentd.Reminder
+	for i, off := range rule.ReminderOffsets() {
+		if !next.Add(-off).After(now) {
+			skipped = append(skipped, agentd.Reminder{Deadline: next, Offset: rule.Reminders[i]})
+		}
+	}
+	return skipped
 }

@@ -12,6 +12,24 @@ import (
 	"github.com/rs/zerolog"
 )
 
+// runner is the part of the engine that drives runs, one step at a time:
+// a driver's loop (drive), the model's steps, the classification of each
+// call and the execution of the calls that may run. Its one piece of state
+// beyond the drivers' handles is the histories kept for conversations'
+// next drivers (historySet, behind its own lock); each driver's step and
+// history caches are its own goroutine's.
+type runner struct {
+	*core
+	store   runnerStore
+	drv     *drivers
+	leases  *leases
+	timers  *timers
+	decider *decider
+	// histories keeps the histories of conversations whose driver exited
+	// (history.go).
+	histories historySet
+}
+
 // drive is the one goroutine that advances a run: it calls the model when
 // every call of the current step is resolved, and otherwise waits to be
 // woken while a tool of the run is in flight. When every unresolved call is
@@ -19,7 +37,7 @@ import (
 // waiting and returns (retireDriver): the decision or expiry that moves it starts a
 // new driver (a cancel finishes the run in the store and needs none). It
 // also returns when the run is no longer active or its context ends.
-func (e *Engine) drive(rs *runState) {
+func (e *runner) drive(rs *runState) {
 	log := e.log.With().Str("run_id", rs.id).Logger()
 	failures := 0
 	for {
@@ -100,7 +118,7 @@ func (e *Engine) drive(rs *runState) {
 // endOf returns why a run whose step's calls are all resolved ends now:
 // model_stop for a step without calls (only seen after a crash), max_turns
 // at the agent's limit; "" when the model is asked for another step.
-func (e *Engine) endOf(run *agentd.Run, calls []agentd.ToolCall) string {
+func (e *runner) endOf(run *agentd.Run, calls []agentd.ToolCall) string {
 	switch {
 	case len(calls) == 0:
 		return "model_stop"
@@ -113,7 +131,7 @@ func (e *Engine) endOf(run *agentd.Run, calls []agentd.ToolCall) string {
 // retryAfter logs a store error and waits before the driver tries again
 // (backing off up to 5s); it reports false when the run's context ended.
 // A store hiccup must not strand a run or kill its tools.
-func (e *Engine) retryAfter(rs *runState, log zerolog.Logger, err error, failures *int) bool {
+func (e *runner) retryAfter(rs *runState, log zerolog.Logger, err error, failures *int) bool {
 	if rs.ctx.Err() != nil {
 		return false
 	}
@@ -139,7 +157,7 @@ func (e *Engine) retryAfter(rs *runState, log zerolog.Logger, err error, failure
 // recorded the step itself, only the step's calls that were not terminal
 // are read again, each by its id. Reading the run's calls at every step
 // grew with the run (docs/performance.md §26).
-func (e *Engine) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, error) {
+func (e *runner) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, error) {
 	if !rs.step.known || rs.step.step != run.Step {
 		all, err := e.store.RunToolCalls(rs.ctx, run.ID)
 		if err != nil {
@@ -170,7 +188,7 @@ func (e *Engine) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, er
 	return slices.Clone(rs.step.calls), nil
 }
 
-func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []string) {
+func (e *runner) markWaiting(ctx context.Context, run *agentd.Run, pending []string) {
 	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning}, Status: agentd.RunWaiting, Now: e.clock.Now(),
@@ -187,7 +205,7 @@ func (e *Engine) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 // finish ends an active run with a run_finished event. reason is one
 // word — model_stop, max_turns or error; errMsg is a failed run's message,
 // in the event's "error" (the stored run's reason reads "error: <message>").
-func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason, errMsg string) {
+func (e *runner) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason, errMsg string) {
 	p := &agentd.RunFinishedPayload{RunID: run.ID, CorrelationID: run.CorrelationID, Status: status, Reason: reason,
 		Usage: run.Usage, StopReason: run.StopReason, Error: errMsg}
 	if errMsg != "" {
@@ -209,7 +227,7 @@ func (e *Engine) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 }
 
 // fail ends a run after an error the model or the store reported.
-func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
+func (e *runner) fail(ctx context.Context, run *agentd.Run, cause error) {
 	// Clients see the safe message of an *agentd.Error (a provider's own
 	// words, say); anything else stays in the log.
 	msg := agentd.ErrorMessage(cause)
@@ -224,7 +242,7 @@ func (e *Engine) fail(ctx context.Context, run *agentd.Run, cause error) {
 
 // modelStep asks the model for the next step of run and records it with its
 // calls atomically; then it starts the auto calls.
-func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
+func (e *runner) modelStep(rs *runState, run *agentd.Run) error {
 	ctx := rs.ctx
 	conv := run.ConversationID
 	history, err := e.history(ctx, rs, run)
@@ -277,7 +295,7 @@ func (e *Engine) modelStep(rs *runState, run *agentd.Run) error {
 // delegated reports whether the conversation conv of the run rs drives is
 // delegated, reading it from the store only until one goroutine of the
 // run has (the driver's and its tools' alike).
-func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
+func (e *runner) delegated(rs *runState, conv string) (bool, error) {
 	if d := rs.delegated.Load(); d != nil {
 		return *d, nil
 	}
@@ -293,7 +311,7 @@ func (e *Engine) delegated(rs *runState, conv string) (bool, error) {
 // each text delta as a text_delta event of message msgID as it arrives
 // (deltaWriter: the model does not wait for their commits, and deltas that
 // arrive during one share the next), and observes how long the model took.
-func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
+func (e *runner) generate(ctx context.Context, run *agentd.Run, history []agentd.ModelMessage, msgID string) (*agentd.ModelResponse, error) {
 	began := time.Now()
 	ctx, span := e.tr.chatSpan(ctx, run, cmp.Or(e.agent.ModelName, agentd.ModelName(e.agent.Model)))
 	deltas := e.newDeltaWriter(ctx, run, msgID)
@@ -312,7 +330,7 @@ func (e *Engine) generate(ctx context.Context, run *agentd.Run, history []agentd
 // stepOf turns the model's response into what step records: the assistant
 // message (nil when the model said nothing and called nothing), the
 // classified calls, and the events that announce them.
-func (e *Engine) stepOf(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step int, resp *agentd.ModelResponse, now time.Time) (*agentd.Message, []*agentd.ToolCall, []agentd.EventDraft) {
+func (e *runner) stepOf(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step int, resp *agentd.ModelResponse, now time.Time) (*agentd.Message, []*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
 	var msg *agentd.Message
 	var drafts []agentd.EventDraft
@@ -336,7 +354,7 @@ func (e *Engine) stepOf(ctx context.Context, run *agentd.Run, delegated bool, ms
 // stepRecorded acts on a committed step: it starts the auto calls, counts
 // the refused ones as finished, and notes the approval deadline of each
 // parked one.
-func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
+func (e *runner) stepRecorded(auto, calls []*agentd.ToolCall) {
 	for _, c := range auto {
 		e.startCall(*c)
 	}
@@ -347,8 +365,8 @@ func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
 	}
 	for _, c := range calls {
 		if c.Status == agentd.StatusRequiresConfirmation && c.RequiresApprovalAt != nil {
-			e.noteDeadline(*c.RequiresApprovalAt)
-			e.noteReminders(c)
+			e.timers.noteDeadline(*c.RequiresApprovalAt)
+			e.timers.noteReminders(c)
 		}
 	}
 }
@@ -358,7 +376,7 @@ func (e *Engine) stepRecorded(auto, calls []*agentd.ToolCall) {
 // tool_call_refused (review, never, unknown, invalid, denied by a hook).
 // Auto calls are stored approved and announced by startCall's
 // tool_call_started.
-func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
+func (e *runner) newCall(ctx context.Context, run *agentd.Run, delegated bool, msgID string, step, index int, mc agentd.ModelToolCall, now time.Time) (*agentd.ToolCall, []agentd.EventDraft) {
 	conv := run.ConversationID
 	id := agentd.NewID(agentd.PrefixToolCall)
 	cl := e.classify(ctx, classifyIn{id: id, name: mc.Name, conv: conv, run: run.ID, tenant: run.TenantID,
@@ -383,8 +401,8 @@ func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 			Tier: c.Tier, Reason: c.Reason, Escalated: c.Escalated,
 		})}
 	case d.Tier == agentd.TierConfirm:
-		c.Approval = e.ruleFor(d)
-		if ref := e.grantFor(ctx, run, c, cl.hookAsked, now); ref != nil {
+		c.Approval = ruleFor(d, e.agent.Approval)
+		if ref := e.decider.grantFor(ctx, run, c, cl.hookAsked, now); ref != nil {
 			// A remembered grant answers the card (SPEC §11.2): cleared to
 			// run as an approved call is, started by startCall.
 			c.Status, c.GrantedBy = agentd.StatusApproved, ref
@@ -403,34 +421,8 @@ func (e *Engine) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 	}
 }
 
-// confirmationRequired is the event of a parked call: the seed's fields
-// (endpoint, method, reason, escalated, timestamp, params, connection_name,
-// correlation_id) plus the SPEC §6 additions and its card.
-func (e *Engine) confirmationRequired(c *agentd.ToolCall) agentd.EventDraft {
-	params, card, omitted := c.Announcement()
-	return e.event(c.ConversationID, &agentd.ConfirmationRequiredPayload{
-		Endpoint:           c.Endpoint,
-		Method:             c.Method,
-		Reason:             c.Reason,
-		Escalated:          c.Escalated,
-		Params:             params,
-		ConnectionName:     nilIfEmpty(c.ConnectionName),
-		CorrelationID:      c.CorrelationID,
-		ToolCallID:         c.ID,
-		ToolName:           c.Name,
-		ServerID:           c.ServerID,
-		RunID:              c.RunID,
-		ArgumentsSHA256:    c.ArgumentsSHA256,
-		RequiresApprovalAt: c.RequiresApprovalAt.UTC(),
-		AllowedDecisions:   c.AllowedDecisions,
-		Card:               card,
-		CardRevision:       c.ShownCardRevision(),
-		Omitted:            omitted,
-	})
-}
-
 // toolResultText is what the model reads for a resolved call.
-func (e *Engine) toolResultText(c agentd.ToolCall) (content, reason string) {
+func (e *runner) toolResultText(c agentd.ToolCall) (content, reason string) {
 	switch c.Status {
 	case agentd.StatusCompleted:
 		content = string(c.Result)

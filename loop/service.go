@@ -20,35 +20,6 @@ const MaxMessageBytes = 64 << 10
 // same message, so a 404 tells nothing about other tenants.
 func notFound(what string) error { return agentd.Errorf(agentd.ENOTFOUND, "%s not found", what) }
 
-// reach returns the conversation convID if p reaches it (agentd.Principal.Reaches),
-// else notFound(what): the object named what belongs to that conversation.
-func (e *Engine) reach(ctx context.Context, p agentd.Principal, convID, what string) (*agentd.Conversation, error) {
-	c, err := e.store.Conversation(ctx, convID)
-	switch {
-	case agentd.ErrorCode(err) == agentd.ENOTFOUND:
-		return nil, notFound(what)
-	case err != nil:
-		return nil, err
-	case !p.Reaches(c):
-		return nil, notFound(what)
-	}
-	return c, nil
-}
-
-// reachObject answers whether p reaches an object of (tenantID, projectID)
-// in conversation convID, reading the conversation only when p's role
-// limits it to the conversations it created.
-func (e *Engine) reachObject(ctx context.Context, p agentd.Principal, tenantID, projectID, convID, what string) error {
-	if p.TenantID != tenantID || p.ProjectID != projectID {
-		return notFound(what)
-	}
-	if p.SeesAll() {
-		return nil
-	}
-	_, err := e.reach(ctx, p, convID, what)
-	return err
-}
-
 // CreateConversation starts a conversation with the engine's agent. A
 // conversation created with a delegate-role key is delegated (SPEC §2.2).
 func (e *Engine) CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error) {
@@ -135,7 +106,7 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	}
 	e.log.Info().Str("conversation_id", conv.ID).Str("run_id", run.ID).Str("correlation_id", run.CorrelationID).Msg("run started")
 	e.obs.RunStarted()
-	e.ensureDriver(run.ID)
+	e.drv.ensureDriver(run.ID)
 	return run, nil
 }
 
@@ -196,7 +167,7 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 			// Under the conversation's lock, before run_finished is
 			// published: whatever commits after it (a subagent's next
 			// tool_call_started) finds the run's context done.
-			e.stopDriver(id)
+			e.drv.stopDriver(id)
 		}
 		return evs, err
 	})
@@ -223,42 +194,6 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 	return updated, nil
 }
 
-// stopDriver cancels the context of a run's driver, its model step and
-// its tools, if it has one.
-func (e *Engine) stopDriver(runID string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if rs, ok := e.runs[runID]; ok {
-		rs.cancel()
-	}
-}
-
-// ToolCall returns a call of a conversation the principal reaches, with
-// its decisions; ENOTFOUND otherwise.
-func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
-	if err := agentd.CheckID(agentd.PrefixToolCall, "tool call id", id); err != nil {
-		return nil, err
-	}
-	c, err := e.store.ToolCall(ctx, id)
-	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
-		return nil, notFound("tool call")
-	} else if err != nil {
-		return nil, err
-	}
-	if err := e.reachObject(ctx, p, c.TenantID, c.ProjectID, c.ConversationID, "tool call"); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func (e *Engine) resolvedEvent(c agentd.ToolCall, d *agentd.Decision) agentd.EventDraft {
-	return e.event(c.ConversationID, &agentd.ConfirmationResolvedPayload{
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Decision: d.Decision, Reason: d.Reason,
-		DecidedBy: d.DecidedBy, ArgumentsSHA256: d.ArgumentsSHA256,
-		EditedArgumentsSHA256: nilIfEmpty(d.EditedArgumentsSHA256), ApprovedBy: approvedBy(c, d),
-	})
-}
-
 // approvedBy is confirmation_resolved's approved_by: every key whose
 // approval ran the call (the approvals of its quorum, then the last); nil
 // for any other decision.
@@ -267,94 +202,6 @@ func approvedBy(c agentd.ToolCall, d *agentd.Decision) []string {
 		return nil
 	}
 	return agentd.ApprovedBy(c.Approvals, d.DecidedBy)
-}
-
-// expire ends a parked call whose deadline passed: status expired, an
-// "expired" decision by system, confirmation_resolved; the run goes on.
-func (e *Engine) expire(ctx context.Context, c agentd.ToolCall) error {
-	const reason = "the approval request expired before anyone decided; nothing was done"
-	now := e.clock.Now()
-	dec := &agentd.Decision{ID: agentd.NewID(agentd.PrefixDecision), ToolCallID: c.ID, Decision: agentd.DecisionExpired,
-		Reason: reason, DecidedBy: agentd.SystemKeyID, Via: agentd.ViaDeadline, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
-	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: c.CardRevision(),
-			Status: agentd.StatusExpired, Error: reason, Decision: dec, Now: now,
-		}, []agentd.EventDraft{e.resolvedEvent(c, dec)})
-		return evs, err
-	})
-	if err == nil {
-		e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("approval expired")
-		e.obs.Decided(agentd.DecisionExpired, agentd.ViaDeadline, now.Sub(c.UpdatedAt))
-		e.tr.waitSpan(e.traceRun(ctx, c.RunID), c, agentd.DecisionExpired, dec.DecidedBy, agentd.ViaDeadline, now)
-		e.obs.ToolCallFinished(agentd.StatusExpired, c.Tier)
-		e.wakeRun(c.RunID)
-	}
-	return err
-}
-
-// expirePage is how many due calls ExpireDue reads at a time: however
-// many deadlines passed, a pass holds one page of calls.
-const expirePage = 100
-
-// ExpireDue expires every parked call whose deadline has passed on the
-// engine's clock, a page of calls at a time, and returns how many it
-// expired. It stops early (the deadline timer, armed to the earliest
-// deadline left, fires again at once) when a whole page changed
-// concurrently.
-func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
-	now := e.clock.Now()
-	n := 0
-	for {
-		due, err := e.store.DueToolCalls(ctx, now, expirePage)
-		if err != nil {
-			return n, err
-		}
-		expired := 0
-		for _, c := range due {
-			err := e.expire(ctx, c)
-			if err == nil {
-				expired++
-			} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
-				return n + expired, err
-			}
-		}
-		n += expired
-		if len(due) < expirePage || expired == 0 {
-			return n, nil
-		}
-	}
-}
-
-// recover restores what a previous process left (SPEC §8), doing only
-// what must happen now: calls that were executing are failed with "outcome
-// unknown" unless their tool is idempotent (then they run again);
-// approved-but-unstarted calls (approved by a person, or auto calls not yet
-// claimed) run; the runs that must move on (Store.RunsToDrive: running, or
-// waiting with nothing parked at their step) get a driver. A run waiting
-// for a decision gets nothing: its calls keep their deadlines, which the
-// deadline timer covers, and a decision starts its driver.
-func (e *Engine) recover(ctx context.Context) error {
-	if e.leasing() {
-		return e.takeover(ctx) // only the runs no live replica holds
-	}
-	calls, err := e.store.ToolCallsByStatus(ctx, agentd.StatusExecuting, agentd.StatusApproved)
-	if err != nil {
-		return err
-	}
-	for _, c := range calls {
-		if err := e.recoverCall(ctx, c); err != nil {
-			return err
-		}
-	}
-	runs, err := e.store.RunsToDrive(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range runs {
-		e.wakeRun(r.ID) // also wakes a driver started above for a call
-	}
-	return nil
 }
 
 func isHex64(s string) bool {
@@ -409,7 +256,7 @@ func (e *Engine) PendingApprovals(ctx context.Context, p agentd.Principal, q age
 		f.CreatedBy = p.KeyID // client and delegate keys: their own conversations
 	}
 	if q.Decidable {
-		calls, next, err := e.decidable(ctx, p, f, limit)
+		calls, next, err := e.decider.decidable(ctx, p, f, limit)
 		if calls == nil && err == nil {
 			calls = []agentd.ToolCall{}
 		}
@@ -484,4 +331,10 @@ func nilIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// ToolCall returns a call of a conversation the principal reaches, with
+// its decisions; ENOTFOUND otherwise.
+func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
+	return e.toolCall(ctx, p, id)
 }

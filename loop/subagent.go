@@ -90,7 +90,7 @@ func taskArgs(raw json.RawMessage) (task, error) {
 
 // subagentRun is one subagent's loop inside a parent's task call.
 type subagentRun struct {
-	e      *Engine
+	e      *runner
 	parent agentd.ToolCall
 	sa     *Subagent
 	defs   map[string]toolset.Tool
@@ -106,7 +106,7 @@ type subagentRun struct {
 // calls run; review and never are refused as usual. A cancel of the
 // parent's run ends it (ctx). A crash leaves the task call executing, which
 // recovery reports as failed, outcome unknown: nothing runs twice.
-func (e *Engine) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.RawMessage, error) {
+func (e *runner) runSubagent(ctx context.Context, parent agentd.ToolCall) (json.RawMessage, error) {
 	a, err := taskArgs(parent.Arguments)
 	if err != nil {
 		return nil, err

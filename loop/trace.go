@@ -195,24 +195,9 @@ func (tr *tracer) waitSpan(run *agentd.Run, c agentd.ToolCall, decision, decided
 	span.End(trace.WithTimestamp(end))
 }
 
-// traceRun reads the run a span joins, only when traces are on; nil when
-// they are off or the store failed (the span is then not recorded: a trace
-// never fails a run).
-func (e *Engine) traceRun(ctx context.Context, runID string) *agentd.Run {
-	if e.tr == nil {
-		return nil
-	}
-	run, err := e.store.Run(context.WithoutCancel(ctx), runID)
-	if err != nil {
-		e.log.Warn().Err(err).Str("run_id", runID).Msg("trace: read run")
-		return nil
-	}
-	return run
-}
-
 // runTrace is traceRun read once per driver of the run: its calls' spans
 // share the read.
-func (e *Engine) runTrace(rs *runState, runID string) *agentd.Run {
+func (e *runner) runTrace(rs *runState, runID string) *agentd.Run {
 	if e.tr == nil {
 		return nil
 	}
