@@ -35,7 +35,7 @@ type Agent struct {
 	System string
 	Model  agentd.Model
 	// Tools are the tools the model sees, in the order it sees them, and
-	// run the calls: cmd/agentd passes the project's tool registry
+	// run the calls: package server passes the project's tool registry
 	// (tools/registry), which applies llm_callable and agent.json's list.
 	// Nil means no tools.
 	Tools           toolset.Set

@@ -15,7 +15,7 @@ import (
 // store methods that part calls (methods of the root's ConversationStore,
 // RunStore, ToolCallStore, EventLog, AuditLog and GrantStore). It does not
 // bind threads, deliver webhooks or answer readiness.
-// A store backend (sqlite, postgres) implements it; cmd/agentd passes one
+// A store backend (sqlite, postgres) implements it; package server passes one
 // to New.
 type Store interface {
 	serviceStore

@@ -15,7 +15,7 @@ import (
 // OpenTelemetry GenAI conventions: invoke_agent (the run), chat (a model
 // step), execute_tool (a call's execution) and await_approval (a parked
 // call's wait, from park to decision). The loop speaks the trace API only;
-// cmd/agentd configures the SDK and its exporter.
+// package server configures the SDK and its exporter (server/otel.go).
 //
 // A parked run holds nothing in memory (house practice 14), so no span is
 // kept open across a wait: the run's IDs are drawn when it starts and kept
@@ -23,7 +23,7 @@ import (
 // parent, the wait's span is recorded when the decision commits with the
 // call's park time as its start, and the run's own span is recorded when
 // the run finishes, from its start time and with its stored IDs
-// (tracing.WithIDs, honoured by the ID generator cmd/agentd installs).
+// (tracing.WithIDs, honoured by the ID generator package server installs).
 // Whichever process finishes a run, its spans join one trace.
 
 const tracerName = "github.com/agentd-dev/agentd/loop"
