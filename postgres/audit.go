@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -82,19 +81,6 @@ func (tx *txn) queueDecision(d *agentd.Decision, at, edited any, c *agentd.ToolC
 		tenant: c.TenantID, project: c.ProjectID}})
 }
 
-// storedDecision is d as a read of its row returns it.
-func storedDecision(d *agentd.Decision, at, edited any) agentd.Decision {
-	out := *d
-	out.CreatedAt, out.EditedArguments = time.Time{}, nil
-	if n, ok := at.(int64); ok {
-		out.CreatedAt = decTime(&n)
-	}
-	if s, ok := edited.(string); ok {
-		out.EditedArguments = decJSON(&s)
-	}
-	return out
-}
-
 // flushAudit writes the queued audit entries and decisions of tx, in the
 // order they were queued.
 func (tx *txn) flushAudit(ctx context.Context) error {
@@ -118,13 +104,6 @@ func (tx *txn) flushAudit(ctx context.Context) error {
 	return nil
 }
 
-// callEntry is an entry about call c, of kind, at c's UpdatedAt.
-func callEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
-	return &agentd.AuditEntry{Kind: kind, TenantID: c.TenantID, ProjectID: c.ProjectID, ConversationID: c.ConversationID,
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Tier: c.Tier, Escalated: c.Escalated,
-		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: c.UpdatedAt}
-}
-
 // auditDraft records the entry an appended event draft carries (a
 // subagent's refusal), in the event's conversation, tenant and project.
 func (db *DB) auditDraft(ctx context.Context, tx *txn, d agentd.EventDraft, tenant, project string) error {
@@ -138,27 +117,6 @@ func (db *DB) auditDraft(ctx context.Context, tx *txn, d agentd.EventDraft, tena
 	}
 	_, err := tx.insertAudit(ctx, &e)
 	return err
-}
-
-// auditCall records that call c, as now stored, was refused or parked
-// escalated; any other state records nothing.
-func (db *DB) auditCall(ctx context.Context, tx *txn, c *agentd.ToolCall) error {
-	var e *agentd.AuditEntry
-	switch {
-	case c.Status == agentd.StatusRefused:
-		e = callEntry(agentd.AuditRefusal, c)
-		e.Reason = c.Error
-		if e.Reason == "" {
-			e.Reason = c.Reason
-		}
-	case c.Status == agentd.StatusRequiresConfirmation && c.Escalated:
-		e = callEntry(agentd.AuditEscalation, c)
-		e.Reason = c.Reason
-	default:
-		return nil
-	}
-	e.KeyID = agentd.SystemKeyID
-	return tx.queueAudit(e)
 }
 
 // AppendAudit implements agentd.Store.AppendAudit.

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -110,6 +111,9 @@ func WithReconnectWait(d time.Duration) Option {
 // DB is an agentd.Store on one PostgreSQL database. It is safe for
 // concurrent use, and several processes may use one database at once.
 type DB struct {
+	// The roles written once for every SQL backend (package sqlstore).
+	*sqlstore.ToolCallStore
+
 	pool *pgxpool.Pool
 	// conn is the pool's connection configuration, for the connection of
 	// its own that ListenEvents holds.
@@ -142,6 +146,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	db := &DB{pool: pool, conn: cfg.ConnConfig, reconnect: o.reconnect}
+	db.ToolCallStore = sqlstore.NewToolCallStore(backend{db}, sqlstore.Postgres, db.messageExists)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)

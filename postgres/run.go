@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -303,11 +304,11 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 				return agentd.Errorf(agentd.EINVALID, "tool call %q: conversation %q differs from run conversation %q", c.ID, c.ConversationID, run.ConversationID)
 			}
 			cp.RunID = run.ID
-			args, err := toolCallArgs(&cp)
+			args, err := sqlstore.ToolCallArgs(&cp)
 			if err != nil {
 				return err
 			}
-			if err := db.insertToolCalls(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
+			if err := db.ToolCallStore.Insert(ctx, write{query{tx}, db}, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
 				return err
 			}
 		}
@@ -346,7 +347,7 @@ func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated
 		if c != nil && c.RunID != "" && c.RunID != r.RunID {
 			return nil, nil, agentd.Errorf(agentd.EINVALID, "tool call %q: run %q differs from step run %q", c.ID, c.RunID, r.RunID)
 		}
-		if _, err := toolCallArgs(c); err != nil {
+		if _, err := sqlstore.ToolCallArgs(c); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -385,7 +386,7 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", runID, run.Status)
 		}
-		calls, err := queryToolCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
+		calls, err := db.ToolCallStore.Select(ctx, query{tx}, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
 		if err != nil {
 			return err
 		}

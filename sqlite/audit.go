@@ -62,13 +62,6 @@ func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e *agentd.AuditEntry)
 	return res.LastInsertId()
 }
 
-// callEntry is an entry about call c, of kind, at c's UpdatedAt.
-func callEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
-	return &agentd.AuditEntry{Kind: kind, TenantID: c.TenantID, ProjectID: c.ProjectID, ConversationID: c.ConversationID,
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Tier: c.Tier, Escalated: c.Escalated,
-		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: c.UpdatedAt}
-}
-
 // auditDraft records the entry an appended event draft carries (a
 // subagent's refusal), in the event's conversation, tenant and project.
 func (db *DB) auditDraft(ctx context.Context, tx *sql.Tx, d agentd.EventDraft, tenant, project string) error {
@@ -81,28 +74,6 @@ func (db *DB) auditDraft(ctx context.Context, tx *sql.Tx, d agentd.EventDraft, t
 		return agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
 	}
 	_, err := db.insertAudit(ctx, tx, &e)
-	return err
-}
-
-// auditCall records that call c, as now stored, was refused or parked
-// escalated; any other state records nothing.
-func (db *DB) auditCall(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall) error {
-	var e *agentd.AuditEntry
-	switch {
-	case c.Status == agentd.StatusRefused:
-		e = callEntry(agentd.AuditRefusal, c)
-		e.Reason = c.Error
-		if e.Reason == "" {
-			e.Reason = c.Reason
-		}
-	case c.Status == agentd.StatusRequiresConfirmation && c.Escalated:
-		e = callEntry(agentd.AuditEscalation, c)
-		e.Reason = c.Reason
-	default:
-		return nil
-	}
-	e.KeyID = agentd.SystemKeyID
-	_, err := db.insertAudit(ctx, tx, e)
 	return err
 }
 

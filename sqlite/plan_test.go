@@ -32,13 +32,13 @@ func TestQueryPlans(t *testing.T) {
 		return q
 	}
 	pending := func(f agentd.PendingFilter) string {
-		w, args := pendingWhere(f)
-		return inline(`SELECT `+toolCallColumns+` FROM tool_calls WHERE `+w+` LIMIT ?`, args)
+		return inline(db.PendingQuery(f))
 	}
 	audit := func(f agentd.AuditFilter) string {
 		w, args := auditWhere(f)
 		return inline(`SELECT `+auditColumns+` FROM audit WHERE `+w+` ORDER BY id LIMIT ?`, args)
 	}
+	calls := db.PlanQueries()
 	decided := func(f agentd.AuditFilter) string {
 		q, args, _ := decisionEntries(f, 0)
 		return inline(q, args)
@@ -50,7 +50,7 @@ func TestQueryPlans(t *testing.T) {
 		// GET /v1/approvals: each filter reads its own index of parked
 		// calls, in id order, so a first page costs a page however many
 		// calls are parked.
-		{"ParkedCount", parkedCountQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
+		{"ParkedCount", calls["ParkedCount"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"Pending", pending(agentd.PendingFilter{}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
 		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool"}},
 		{"Pending/server_id+tool_name", pending(agentd.PendingFilter{ServerID: "x", ToolName: "y"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool (tenant_id=? AND project_id=? AND server_id=? AND id>?)"}},
@@ -91,18 +91,18 @@ func TestQueryPlans(t *testing.T) {
 		{"MessagesAfter", messagesAfterQuery, []string{
 			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
 			"SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"}},
-		{"MessageToolCalls", selectToolCalls + callsOfMessages, []string{
+		{"MessageToolCalls", calls["MessageToolCalls"], []string{
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
 		// A history read after a cursor (issue 29): the messages after the
 		// cursor's rid from the conversation's index, their calls from
 		// tool_calls_message; never all of the conversation's calls.
-		{"ToolCallsAfter", selectToolCalls + callsAfterMessage, []string{
+		{"ToolCallsAfter", calls["ToolCallsAfter"], []string{
 			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
-		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
+		{"NextDeadline", calls["NextDeadline"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
 		// The reminder sweep of every lease tick (loop/remind.go): a range
 		// of deadlines, however many calls are parked.
-		{"ToolCallsDueBetween", `SELECT ` + toolCallColumns + ` FROM tool_calls WHERE ` + dueBetweenWhere,
+		{"ToolCallsDueBetween", calls["ToolCallsDueBetween"],
 			[]string{"SEARCH tool_calls USING INDEX tool_calls_status (status=? AND requires_approval_at>? AND requires_approval_at<?)"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},

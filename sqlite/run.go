@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 const runColumns = `id, conversation_id, tenant_id, project_id, correlation_id, status, step, reason,
@@ -311,11 +312,11 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 				return agentd.Errorf(agentd.EINVALID, "tool call %q: conversation %q differs from run conversation %q", c.ID, c.ConversationID, run.ConversationID)
 			}
 			cp.RunID = run.ID
-			args, err := toolCallArgs(&cp)
+			args, err := sqlstore.ToolCallArgs(&cp)
 			if err != nil {
 				return err
 			}
-			if err := db.insertToolCalls(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
+			if err := db.ToolCallStore.Insert(ctx, &wtx{q, db}, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
 				return err
 			}
 		}
@@ -354,7 +355,7 @@ func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated
 		if c != nil && c.RunID != "" && c.RunID != r.RunID {
 			return nil, nil, agentd.Errorf(agentd.EINVALID, "tool call %q: run %q differs from step run %q", c.ID, c.RunID, r.RunID)
 		}
-		if _, err := toolCallArgs(c); err != nil {
+		if _, err := sqlstore.ToolCallArgs(c); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -393,7 +394,7 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", runID, run.Status)
 		}
-		calls, err := queryToolCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
+		calls, err := db.ToolCallStore.Select(ctx, db.w(tx), `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
 		if err != nil {
 			return err
 		}

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -131,6 +132,9 @@ func WithReadPool(maxOpen, maxIdle int, maxIdleTime time.Duration) Option {
 //   - foreign_keys=ON: references between conversations, runs, messages,
 //     tool calls, decisions and events are enforced.
 type DB struct {
+	// The roles written once for every SQL backend (package sqlstore).
+	*sqlstore.ToolCallStore
+
 	path   string
 	writer *sql.DB
 	reader *sql.DB
@@ -179,6 +183,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=temp_store(2)"
 
 	db := &DB{path: abs}
+	db.ToolCallStore = sqlstore.NewToolCallStore(backend{db}, sqlstore.SQLite, db.messageExists)
 	// The writer is opened first: it sets WAL mode (persistent in the file)
 	// and migrates before any reader connects.
 	db.writer, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")

@@ -1,0 +1,75 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
+	"github.com/jackc/pgx/v5"
+)
+
+// backend runs the shared store's transactions (sqlstore.Backend) with
+// runTx: a read on one repeatable-read snapshot, a write read-committed
+// with its row locks, each tried again when its connection was lost.
+type backend struct{ db *DB }
+
+func (b backend) Read(ctx context.Context, fn func(q sqlstore.Q) error) error {
+	return b.db.readTx(ctx, func(tx *txn) error { return fn(query{tx}) })
+}
+
+func (b backend) Write(ctx context.Context, fn func(ctx context.Context, tx sqlstore.Tx) error) error {
+	return b.db.writeTx(ctx, func(tx *txn) error { return fn(ctx, write{query{tx}, b.db}) })
+}
+
+func (b backend) Err(err error) error { return storeErr(err) }
+
+// query is a transaction as the shared store runs statements in it
+// (sqlstore.Q).
+type query struct{ t *txn }
+
+func (q query) Exec(ctx context.Context, s string, args ...any) (sqlstore.Result, error) {
+	return q.t.Exec(ctx, s, args...)
+}
+
+func (q query) Query(ctx context.Context, s string, args ...any) (sqlstore.Rows, error) {
+	rows, err := q.t.Query(ctx, s, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rowsOf{rows}, nil
+}
+
+func (q query) QueryRow(ctx context.Context, s string, args ...any) sqlstore.Row {
+	return q.t.QueryRow(ctx, s, args...)
+}
+
+// rowsOf is pgx's rows read as database/sql's (sqlstore.Rows).
+type rowsOf struct{ pgx.Rows }
+
+func (r rowsOf) Close() error {
+	r.Rows.Close()
+	return nil
+}
+
+// write is a write transaction as the shared store sees it (sqlstore.Tx):
+// audit entries and decisions are queued and written under the feed lock
+// when the transaction appends its events or commits (flushAudit).
+type write struct {
+	query
+	db *DB
+}
+
+func (w write) AppendEvents(ctx context.Context, drafts []agentd.EventDraft) ([]agentd.Event, error) {
+	return w.db.appendEvents(ctx, w.t, drafts)
+}
+
+func (w write) Audit(_ context.Context, e *agentd.AuditEntry) error { return w.t.queueAudit(e) }
+
+func (w write) Decide(_ context.Context, d *agentd.Decision, at, edited any, c *agentd.ToolCall) error {
+	w.t.queueDecision(d, at, edited, c)
+	return nil
+}
+
+func (w write) InsertGrant(ctx context.Context, g *agentd.Grant, by agentd.Actor) error {
+	return w.db.insertGrant(ctx, w.t, g, by)
+}

@@ -1,0 +1,53 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
+)
+
+// backend runs the shared store's transactions (sqlstore.Backend): reads
+// on the read pool, writes through the group commit (group.go), each with
+// the registered statements prepared (stmt.go).
+type backend struct{ db *DB }
+
+func (b backend) Read(ctx context.Context, fn func(q sqlstore.Q) error) error {
+	return b.db.readTx(ctx, func(tx *sql.Tx) error {
+		return fn(b.db.r(tx))
+	})
+}
+
+func (b backend) Write(ctx context.Context, fn func(ctx context.Context, tx sqlstore.Tx) error) error {
+	return b.db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		return fn(ctx, &wtx{b.db.w(tx), b.db})
+	})
+}
+
+func (b backend) Err(err error) error { return storeErr(err) }
+
+// wtx is a write transaction of the group commit as the shared store sees
+// it (sqlstore.Tx): audit entries and decisions are written at once, each
+// taking the next audit id (the single writer orders them).
+type wtx struct {
+	stmtTx
+	db *DB
+}
+
+func (t *wtx) AppendEvents(ctx context.Context, drafts []agentd.EventDraft) ([]agentd.Event, error) {
+	return t.db.appendEvents(ctx, t.tx, drafts)
+}
+
+func (t *wtx) Audit(ctx context.Context, e *agentd.AuditEntry) error {
+	_, err := t.db.insertAudit(ctx, t.tx, e)
+	return err
+}
+
+func (t *wtx) Decide(ctx context.Context, d *agentd.Decision, at, edited any, _ *agentd.ToolCall) error {
+	return insertDecision(ctx, t.stmtTx, d, at, edited)
+}
+
+func (t *wtx) InsertGrant(ctx context.Context, g *agentd.Grant, by agentd.Actor) error {
+	return t.db.insertGrant(ctx, t.tx, g, by)
+}
