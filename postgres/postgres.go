@@ -113,6 +113,8 @@ func WithReconnectWait(d time.Duration) Option {
 type DB struct {
 	// The roles written once for every SQL backend (package sqlstore).
 	*sqlstore.ToolCallStore
+	*sqlstore.WebhookStore
+	*sqlstore.FeedStore
 
 	pool *pgxpool.Pool
 	// conn is the pool's connection configuration, for the connection of
@@ -147,6 +149,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	}
 	db := &DB{pool: pool, conn: cfg.ConnConfig, reconnect: o.reconnect}
 	db.ToolCallStore = sqlstore.NewToolCallStore(backend{db}, sqlstore.Postgres, db.messageExists)
+	db.WebhookStore = sqlstore.NewWebhookStore(backend{db}, sqlstore.Postgres)
+	db.FeedStore = sqlstore.NewFeedStore(backend{db})
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)

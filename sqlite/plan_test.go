@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // TestQueryPlans pins the indexes of the queries whose cost must not grow
@@ -32,13 +33,13 @@ func TestQueryPlans(t *testing.T) {
 		return q
 	}
 	pending := func(f agentd.PendingFilter) string {
-		return inline(db.PendingQuery(f))
+		return inline(sqlstore.PendingQuery(sqlstore.SQLite, f))
 	}
 	audit := func(f agentd.AuditFilter) string {
 		w, args := auditWhere(f)
 		return inline(`SELECT `+auditColumns+` FROM audit WHERE `+w+` ORDER BY id LIMIT ?`, args)
 	}
-	calls := db.PlanQueries()
+	plans := sqlstore.PlanQueries(sqlstore.SQLite)
 	decided := func(f agentd.AuditFilter) string {
 		q, args, _ := decisionEntries(f, 0)
 		return inline(q, args)
@@ -50,7 +51,7 @@ func TestQueryPlans(t *testing.T) {
 		// GET /v1/approvals: each filter reads its own index of parked
 		// calls, in id order, so a first page costs a page however many
 		// calls are parked.
-		{"ParkedCount", calls["ParkedCount"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
+		{"ParkedCount", plans["ParkedCount"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"Pending", pending(agentd.PendingFilter{}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
 		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool"}},
 		{"Pending/server_id+tool_name", pending(agentd.PendingFilter{ServerID: "x", ToolName: "y"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool (tenant_id=? AND project_id=? AND server_id=? AND id>?)"}},
@@ -76,7 +77,7 @@ func TestQueryPlans(t *testing.T) {
 		// GET /v1/webhooks/endpoints: a tenant's project's backlog is
 		// counted from entries of its pending deliveries (0014), not from
 		// its whole delivery log.
-		{"WebhookQueueDepth/tenant", tenantQueueDepthQuery, []string{"SEARCH webhook_deliveries USING COVERING INDEX webhook_deliveries_pending (tenant_id=? AND project_id=?)"}},
+		{"WebhookQueueDepth/tenant", plans["WebhookQueueDepth/tenant"], []string{"SEARCH webhook_deliveries USING COVERING INDEX webhook_deliveries_pending (tenant_id=? AND project_id=?)"}},
 		// A classification's grant lookup (SPEC §11.2): two ranges of
 		// grants_live, however many grants other conversations and tools
 		// have.
@@ -91,18 +92,18 @@ func TestQueryPlans(t *testing.T) {
 		{"MessagesAfter", messagesAfterQuery, []string{
 			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
 			"SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"}},
-		{"MessageToolCalls", calls["MessageToolCalls"], []string{
+		{"MessageToolCalls", plans["MessageToolCalls"], []string{
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
 		// A history read after a cursor (issue 29): the messages after the
 		// cursor's rid from the conversation's index, their calls from
 		// tool_calls_message; never all of the conversation's calls.
-		{"ToolCallsAfter", calls["ToolCallsAfter"], []string{
+		{"ToolCallsAfter", plans["ToolCallsAfter"], []string{
 			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
-		{"NextDeadline", calls["NextDeadline"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
+		{"NextDeadline", plans["NextDeadline"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
 		// The reminder sweep of every lease tick (loop/remind.go): a range
 		// of deadlines, however many calls are parked.
-		{"ToolCallsDueBetween", calls["ToolCallsDueBetween"],
+		{"ToolCallsDueBetween", plans["ToolCallsDueBetween"],
 			[]string{"SEARCH tool_calls USING INDEX tool_calls_status (status=? AND requires_approval_at>? AND requires_approval_at<?)"}},
 		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},

@@ -134,6 +134,8 @@ func WithReadPool(maxOpen, maxIdle int, maxIdleTime time.Duration) Option {
 type DB struct {
 	// The roles written once for every SQL backend (package sqlstore).
 	*sqlstore.ToolCallStore
+	*sqlstore.WebhookStore
+	*sqlstore.FeedStore
 
 	path   string
 	writer *sql.DB
@@ -184,6 +186,8 @@ func Open(path string, opts ...Option) (*DB, error) {
 
 	db := &DB{path: abs}
 	db.ToolCallStore = sqlstore.NewToolCallStore(backend{db}, sqlstore.SQLite, db.messageExists)
+	db.WebhookStore = sqlstore.NewWebhookStore(backend{db}, sqlstore.SQLite)
+	db.FeedStore = sqlstore.NewFeedStore(backend{db})
 	// The writer is opened first: it sets WAL mode (persistent in the file)
 	// and migrates before any reader connects.
 	db.writer, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")

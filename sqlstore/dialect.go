@@ -1,6 +1,9 @@
 package sqlstore
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // Dialect is what the SQL of one backend differs in. Statements are
 // written with ? placeholders (a PostgreSQL backend numbers them as it
@@ -14,12 +17,19 @@ type Dialect struct {
 	// list encodes.
 	in   func(col string) string
 	list func(xs []string) any
+	// inInt64s is the condition that col is one of xs, with its
+	// parameters.
+	inInt64s func(col string, xs []int64) (string, []any)
 	// hint prefixes a column whose index the planner must not use for a
 	// condition ("+" in SQLite; PostgreSQL has no such hint).
 	hint string
 	// intParam, bigintParam and textParam are a parameter whose type the
 	// statement does not fix (PostgreSQL asks for a cast).
 	intParam, bigintParam, textParam string
+	// forUpdate and skipLocked end a SELECT of rows the transaction will
+	// change: PostgreSQL locks them (skipping those another transaction
+	// holds); SQLite's single writer holds the database already.
+	forUpdate, skipLocked string
 	// The edits of a tool call's approval column (a JSON object as TEXT).
 	approval approvalEdits
 }
@@ -46,7 +56,16 @@ var SQLite = &Dialect{
 		b, _ := json.Marshal(xs)
 		return string(b)
 	},
+	inInt64s: func(col string, xs []int64) (string, []any) {
+		args := make([]any, len(xs))
+		for i, x := range xs {
+			args[i] = x
+		}
+		return col + ` IN (?` + strings.Repeat(", ?", len(xs)-1) + `)`, args
+	},
 	hint:        "+",
+	forUpdate:   "",
+	skipLocked:  "",
 	intParam:    "?",
 	textParam:   "?",
 	bigintParam: "?",
@@ -64,9 +83,14 @@ var SQLite = &Dialect{
 // Postgres is the dialect of package postgres: lists are text[]
 // parameters (= ANY), JSON is edited as jsonb.
 var Postgres = &Dialect{
-	Name:        "postgres",
-	in:          func(col string) string { return col + ` = ANY(?)` },
-	list:        func(xs []string) any { return xs },
+	Name: "postgres",
+	in:   func(col string) string { return col + ` = ANY(?)` },
+	list: func(xs []string) any { return xs },
+	inInt64s: func(col string, xs []int64) (string, []any) {
+		return col + ` = ANY(?)`, []any{xs}
+	},
+	forUpdate:   " FOR UPDATE",
+	skipLocked:  " FOR UPDATE SKIP LOCKED",
 	intParam:    "?::int",
 	textParam:   "?::text",
 	bigintParam: "?::bigint",

@@ -2,22 +2,24 @@ package sqlstore
 
 import "github.com/agentd-dev/agentd"
 
-// PlanQueries are the role's reads whose query plans a backend's tests
-// pin (their cost must not grow with the number of calls), by the name of
-// the method that runs each.
-func (s *ToolCallStore) PlanQueries() map[string]string {
+// PlanQueries are the reads in dialect d whose query plans a backend's
+// tests pin (their cost must not grow with the number of rows they skip),
+// by the name of what runs each.
+func PlanQueries(d *Dialect) map[string]string {
+	q := newToolCallSQL(d)
 	return map[string]string{
-		"ParkedCount":         s.q.parkedCount,
-		"NextDeadline":        s.q.nextDeadline,
-		"MessageToolCalls":    selectToolCalls + s.q.ofMessagesWhere,
-		"ToolCallsAfter":      selectToolCalls + s.q.afterMessageWhere,
-		"ToolCallsDueBetween": selectToolCalls + s.q.dueBetweenWhere,
+		"ParkedCount":              q.parkedCount,
+		"NextDeadline":             q.nextDeadline,
+		"MessageToolCalls":         selectToolCalls + q.ofMessagesWhere,
+		"ToolCallsAfter":           selectToolCalls + q.afterMessageWhere,
+		"ToolCallsDueBetween":      selectToolCalls + q.dueBetweenWhere,
+		"WebhookQueueDepth/tenant": tenantQueueDepthQuery,
 	}
 }
 
-// PendingQuery is PendingToolCalls' statement for f and its arguments,
-// but for the last: the limit.
-func (s *ToolCallStore) PendingQuery(f agentd.PendingFilter) (string, []any) {
-	where, args := pendingWhere(s.d, f)
+// PendingQuery is PendingToolCalls' statement for f in dialect d, and its
+// arguments but for the last: the limit.
+func PendingQuery(d *Dialect, f agentd.PendingFilter) (string, []any) {
+	where, args := pendingWhere(d, f)
 	return selectToolCalls + where + ` LIMIT ?`, args
 }

@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -10,6 +10,16 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
+// WebhookStore is the webhook outbox of the store (agentd.Store's webhook
+// methods).
+type WebhookStore struct {
+	b Backend
+	d *Dialect
+}
+
+// NewWebhookStore returns the webhook role of backend b, whose SQL is d.
+func NewWebhookStore(b Backend, d *Dialect) *WebhookStore { return &WebhookStore{b: b, d: d} }
+
 // The webhook outbox (migration 0007): delivery rows the webhook dispatcher
 // inserts as it follows the feed, their attempts, and endpoint states.
 
@@ -18,7 +28,7 @@ const deliveryColumns = `seq, id, endpoint_id, event_id, event_name, position, t
 	(SELECT COUNT(*) FROM webhook_attempts WHERE delivery_seq = webhook_deliveries.seq)`
 
 // EnqueueWebhookDeliveries implements agentd.Store.EnqueueWebhookDeliveries.
-func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []agentd.WebhookDelivery) error {
+func (s *WebhookStore) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []agentd.WebhookDelivery) error {
 	if err := checkConsumer(consumer, pos); err != nil {
 		return err
 	}
@@ -28,10 +38,10 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos
 		}
 	}
 	now := time.Now().UnixNano()
-	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
 		for _, d := range ds {
-			next, _ := encTime("next_attempt_at", d.NextAttemptAt.UTC())
-			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries
+			next, _ := EncTime("next_attempt_at", d.NextAttemptAt.UTC())
+			if _, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries
 				(id, endpoint_id, event_id, event_name, position, tenant_id, project_id, body, status, next_attempt_at, created_at, updated_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 				d.ID, d.EndpointID, d.EventID, d.EventName, d.Position, d.TenantID, d.ProjectID, string(d.Body), next, now, now); err != nil {
@@ -53,17 +63,17 @@ func checkDelivery(d agentd.WebhookDelivery) error {
 	case d.NextAttemptAt == nil || d.NextAttemptAt.IsZero():
 		return agentd.Errorf(agentd.EINVALID, "webhook delivery %s needs next_attempt_at", d.ID)
 	}
-	if _, err := encJSON("webhook delivery body", d.Body); err != nil || len(d.Body) == 0 {
+	if _, err := EncJSON("webhook delivery body", d.Body); err != nil || len(d.Body) == 0 {
 		return agentd.Errorf(agentd.EINVALID, "webhook delivery %s needs a JSON body", d.ID)
 	}
-	if _, err := encTime("next_attempt_at", *d.NextAttemptAt); err != nil {
+	if _, err := EncTime("next_attempt_at", *d.NextAttemptAt); err != nil {
 		return err
 	}
 	return nil
 }
 
 // ClaimWebhookDeliveries implements agentd.Store.ClaimWebhookDeliveries.
-func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim) ([]agentd.WebhookDelivery, error) {
+func (s *WebhookStore) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim) ([]agentd.WebhookDelivery, error) {
 	if c.EndpointID == "" || c.Owner == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook claim needs an endpoint and an owner")
 	}
@@ -73,11 +83,11 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 	}
 	now, until := c.Now.UnixNano(), c.LeaseUntil.UnixNano()
 	var out []agentd.WebhookDelivery
-	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
 			WHERE status = 'pending' AND endpoint_id = ? AND next_attempt_at <= ?
 			AND (lease_until IS NULL OR lease_until <= ?)
-			ORDER BY next_attempt_at, seq LIMIT ?`, c.EndpointID, now, now, limit)
+			ORDER BY next_attempt_at, seq LIMIT ?`+s.d.skipLocked, c.EndpointID, now, now, limit)
 		if err != nil {
 			return err
 		}
@@ -88,7 +98,7 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 		for _, d := range out {
 			// Until the attempt is recorded, the delivery is due again
 			// when the lease lapses: NextWebhookAttempt needs no lease test.
-			if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
+			if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
 				WHERE seq = ?`, c.Owner, until, until, d.Seq); err != nil {
 				return err
 			}
@@ -102,7 +112,7 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 }
 
 // RecordWebhookAttempt implements agentd.Store.RecordWebhookAttempt.
-func (db *DB) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptRecord) error {
+func (s *WebhookStore) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptRecord) error {
 	if !agentd.ValidDeliveryStatus(r.Status) {
 		return agentd.Errorf(agentd.EINVALID, "invalid webhook delivery status %q", r.Status)
 	}
@@ -113,11 +123,11 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptR
 		}
 		next = r.NextAttemptAt.UnixNano()
 	}
-	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
 		var seq int64
 		var status string
 		var owner sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT seq, status, lease_owner FROM webhook_deliveries WHERE id = ?`, r.DeliveryID).
+		err := tx.QueryRow(ctx, `SELECT seq, status, lease_owner FROM webhook_deliveries WHERE id = ?`+s.d.forUpdate, r.DeliveryID).
 			Scan(&seq, &status, &owner)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "webhook delivery not found")
@@ -128,19 +138,19 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptR
 			return agentd.Errorf(agentd.ECONFLICT, "webhook delivery %s is no longer leased to this worker", r.DeliveryID)
 		}
 		a := r.Attempt
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (delivery_seq, n, at, status_code, error, duration_ns)
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_seq, n, at, status_code, error, duration_ns)
 			VALUES (?, (SELECT COUNT(*) + 1 FROM webhook_attempts WHERE delivery_seq = ?), ?, ?, ?, ?)`,
 			seq, seq, a.At.UnixNano(), a.StatusCode, a.Error, int64(a.Duration)); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?,
+		_, err = tx.Exec(ctx, `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE seq = ?`, r.Status, next, time.Now().UnixNano(), seq)
 		return err
 	})
 }
 
 // WebhookDeliveries implements agentd.Store.WebhookDeliveries.
-func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFilter) ([]agentd.WebhookDelivery, error) {
+func (s *WebhookStore) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFilter) ([]agentd.WebhookDelivery, error) {
 	if f.TenantID == "" || f.ProjectID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook delivery list needs a tenant and a project")
 	}
@@ -162,8 +172,8 @@ func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFil
 		where, args = append(where, "seq < ?"), append(args, f.Before)
 	}
 	var out []agentd.WebhookDelivery
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE `+
+	err := s.b.Read(ctx, func(tx Q) error {
+		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE `+
 			strings.Join(where, " AND ")+` ORDER BY seq DESC LIMIT ?`, append(args, limit)...)
 		if err != nil {
 			return err
@@ -171,7 +181,7 @@ func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFil
 		if out, err = scanDeliveries(rows); err != nil {
 			return err
 		}
-		return loadAttempts(ctx, tx, out)
+		return s.loadAttempts(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, err
@@ -180,18 +190,18 @@ func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFil
 }
 
 // WebhookDelivery implements agentd.Store.WebhookDelivery.
-func (db *DB) WebhookDelivery(ctx context.Context, id string) (*agentd.WebhookDelivery, error) {
+func (s *WebhookStore) WebhookDelivery(ctx context.Context, id string) (*agentd.WebhookDelivery, error) {
 	var out *agentd.WebhookDelivery
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
+	err := s.b.Read(ctx, func(tx Q) error {
 		var err error
-		out, err = getDelivery(ctx, tx, id)
+		out, err = s.get(ctx, tx, id)
 		return err
 	})
 	return out, err
 }
 
-func getDelivery(ctx context.Context, tx *sql.Tx, id string) (*agentd.WebhookDelivery, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE id = ?`, id)
+func (s *WebhookStore) get(ctx context.Context, tx Q, id string) (*agentd.WebhookDelivery, error) {
+	rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -202,17 +212,17 @@ func getDelivery(ctx context.Context, tx *sql.Tx, id string) (*agentd.WebhookDel
 	if len(ds) == 0 {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "webhook delivery not found")
 	}
-	if err := loadAttempts(ctx, tx, ds); err != nil {
+	if err := s.loadAttempts(ctx, tx, ds); err != nil {
 		return nil, err
 	}
 	return &ds[0], nil
 }
 
 // RedeliverWebhook implements agentd.Store.RedeliverWebhook.
-func (db *DB) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*agentd.WebhookDelivery, error) {
+func (s *WebhookStore) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*agentd.WebhookDelivery, error) {
 	var out *agentd.WebhookDelivery
-	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
+	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		res, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE id = ?`, now.UnixNano(), time.Now().UnixNano(), id)
 		if err != nil {
 			return err
@@ -220,17 +230,17 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*
 		if n, _ := res.RowsAffected(); n == 0 {
 			return agentd.Errorf(agentd.ENOTFOUND, "webhook delivery not found")
 		}
-		out, err = getDelivery(ctx, tx, id)
+		out, err = s.get(ctx, tx, id)
 		return err
 	})
 	return out, err
 }
 
 // NextWebhookAttempt implements agentd.Store.NextWebhookAttempt.
-func (db *DB) NextWebhookAttempt(ctx context.Context, endpointID string) (time.Time, error) {
+func (s *WebhookStore) NextWebhookAttempt(ctx context.Context, endpointID string) (time.Time, error) {
 	var at sql.NullInt64
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT next_attempt_at FROM webhook_deliveries
+	err := s.b.Read(ctx, func(tx Q) error {
+		return tx.QueryRow(ctx, `SELECT next_attempt_at FROM webhook_deliveries
 			WHERE status = 'pending' AND endpoint_id = ? ORDER BY next_attempt_at LIMIT 1`, endpointID).Scan(&at)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -238,11 +248,11 @@ func (db *DB) NextWebhookAttempt(ctx context.Context, endpointID string) (time.T
 	} else if err != nil {
 		return time.Time{}, err
 	}
-	return decTime(at), nil
+	return DecTime(at), nil
 }
 
 // WebhookQueueDepth implements agentd.Store.WebhookQueueDepth.
-func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string) (map[string]int64, error) {
+func (s *WebhookStore) WebhookQueueDepth(ctx context.Context, tenantID, projectID string) (map[string]int64, error) {
 	q, args := queueDepthQuery, []any(nil)
 	switch {
 	case tenantID != "" && projectID != "":
@@ -251,8 +261,8 @@ func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string)
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook queue depth is of every tenant or of one tenant's project")
 	}
 	out := map[string]int64{}
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
+	err := s.b.Read(ctx, func(tx Q) error {
+		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -275,7 +285,7 @@ func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string)
 
 // The queue depths (WebhookQueueDepth): every tenant's counts the entries of
 // webhook_deliveries_due, a tenant's project's those of
-// webhook_deliveries_pending (0014, pinned by TestQueryPlans).
+// webhook_deliveries_pending (pinned by sqlite's TestQueryPlans).
 const (
 	queueDepthQuery       = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries WHERE status = 'pending' GROUP BY endpoint_id`
 	tenantQueueDepthQuery = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries
@@ -283,10 +293,10 @@ const (
 )
 
 // WebhookEndpointStates implements agentd.Store.WebhookEndpointStates.
-func (db *DB) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpointState, error) {
+func (s *WebhookStore) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpointState, error) {
 	var out []agentd.WebhookEndpointState
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, disabled_at, disabled_reason, updated_at FROM webhook_endpoints ORDER BY id`)
+	err := s.b.Read(ctx, func(tx Q) error {
+		rows, err := tx.Query(ctx, `SELECT id, disabled_at, disabled_reason, updated_at FROM webhook_endpoints ORDER BY id`)
 		if err != nil {
 			return err
 		}
@@ -298,10 +308,10 @@ func (db *DB) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpoi
 				return err
 			}
 			if disabled.Valid {
-				t := decTime(disabled)
+				t := DecTime(disabled)
 				st.DisabledAt = &t
 			}
-			st.UpdatedAt = decTime(updated)
+			st.UpdatedAt = DecTime(updated)
 			out = append(out, st)
 		}
 		return rows.Err()
@@ -313,13 +323,13 @@ func (db *DB) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpoi
 }
 
 // SetWebhookEndpointState implements agentd.Store.SetWebhookEndpointState.
-func (db *DB) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndpointState) error {
+func (s *WebhookStore) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndpointState) error {
 	if st.ID == "" {
 		return agentd.Errorf(agentd.EINVALID, "a webhook endpoint state needs an id")
 	}
 	var disabled any
 	if st.DisabledAt != nil {
-		v, err := encTime("disabled_at", *st.DisabledAt)
+		v, err := EncTime("disabled_at", *st.DisabledAt)
 		if err != nil {
 			return err
 		}
@@ -329,15 +339,15 @@ func (db *DB) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndp
 	if updated.IsZero() {
 		updated = time.Now()
 	}
-	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (id, disabled_at, disabled_reason, updated_at) VALUES (?, ?, ?, ?)
+	return s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (id, disabled_at, disabled_reason, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET disabled_at = excluded.disabled_at, disabled_reason = excluded.disabled_reason,
 			updated_at = excluded.updated_at`, st.ID, disabled, st.DisabledReason, updated.UnixNano())
 		return err
 	})
 }
 
-func scanDeliveries(rows *sql.Rows) ([]agentd.WebhookDelivery, error) {
+func scanDeliveries(rows Rows) ([]agentd.WebhookDelivery, error) {
 	defer rows.Close()
 	var out []agentd.WebhookDelivery
 	for rows.Next() {
@@ -350,29 +360,30 @@ func scanDeliveries(rows *sql.Rows) ([]agentd.WebhookDelivery, error) {
 		}
 		d.Body = []byte(body)
 		if next.Valid {
-			t := decTime(next)
+			t := DecTime(next)
 			d.NextAttemptAt = &t
 		}
-		d.CreatedAt, d.UpdatedAt = decTime(created), decTime(updated)
+		d.CreatedAt, d.UpdatedAt = DecTime(created), DecTime(updated)
 		out = append(out, d)
 	}
 	return out, rows.Err()
 }
 
 // loadAttempts fills in the attempts of ds with one query.
-func loadAttempts(ctx context.Context, tx *sql.Tx, ds []agentd.WebhookDelivery) error {
+func (s *WebhookStore) loadAttempts(ctx context.Context, tx Q, ds []agentd.WebhookDelivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
 	bySeq := make(map[int64]*agentd.WebhookDelivery, len(ds))
-	args := make([]any, len(ds))
+	seqs := make([]int64, len(ds))
 	for i := range ds {
 		ds[i].Attempts = []agentd.WebhookAttempt{}
 		bySeq[ds[i].Seq] = &ds[i]
-		args[i] = ds[i].Seq
+		seqs[i] = ds[i].Seq
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT delivery_seq, at, status_code, error, duration_ns FROM webhook_attempts
-		WHERE delivery_seq IN (?`+strings.Repeat(", ?", len(ds)-1)+`) ORDER BY delivery_seq, n`, args...)
+	in, args := s.d.inInt64s("delivery_seq", seqs)
+	rows, err := tx.Query(ctx, `SELECT delivery_seq, at, status_code, error, duration_ns FROM webhook_attempts
+		WHERE `+in+` ORDER BY delivery_seq, n`, args...)
 	if err != nil {
 		return err
 	}
