@@ -112,9 +112,7 @@ func WithReconnectWait(d time.Duration) Option {
 // concurrent use, and several processes may use one database at once.
 type DB struct {
 	// The roles written once for every SQL backend (package sqlstore).
-	*sqlstore.ToolCallStore
-	*sqlstore.WebhookStore
-	*sqlstore.FeedStore
+	*sqlstore.Store
 
 	pool *pgxpool.Pool
 	// conn is the pool's connection configuration, for the connection of
@@ -148,9 +146,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	db := &DB{pool: pool, conn: cfg.ConnConfig, reconnect: o.reconnect}
-	db.ToolCallStore = sqlstore.NewToolCallStore(backend{db}, sqlstore.Postgres, db.messageExists)
-	db.WebhookStore = sqlstore.NewWebhookStore(backend{db}, sqlstore.Postgres)
-	db.FeedStore = sqlstore.NewFeedStore(backend{db})
+	db.Store = sqlstore.New(backend{db}, sqlstore.Postgres)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -439,6 +435,10 @@ func lostBefore(err error, tx pgx.Tx) bool {
 	return tx != nil && tx.Conn().IsClosed()
 }
 
+// insertErr gives the constraint violations of inserting the object kind
+// with id their agentd codes and a message naming the object.
+func insertErr(err error, kind, id string) error { return sqlstore.InsertErr(storeErr, err, kind, id) }
+
 // storeErr passes *agentd.Error and context errors through, maps
 // constraint violations to agentd codes, and prefixes anything else.
 func storeErr(err error) error {
@@ -521,14 +521,6 @@ func decJSON(s *string) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(*s)
-}
-
-// nullString maps "" to NULL, for optional references.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // strList is a list of statuses or ids as a text[] parameter, for

@@ -89,7 +89,7 @@ func TestQueryPlans(t *testing.T) {
 		// OFFSET stepping through those held), and the calls of the
 		// messages named, from tool_calls_message (0025), not all of the
 		// conversation's calls; those few are sorted.
-		{"MessagesAfter", messagesAfterQuery, []string{
+		{"MessagesAfter", plans["MessagesAfter"], []string{
 			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
 			"SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"}},
 		{"MessageToolCalls", plans["MessageToolCalls"], []string{

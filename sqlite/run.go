@@ -94,7 +94,7 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason, run.RequestedBy, run.TraceParent, run.TraceCaller); err != nil {
 			return insertErr(err, "run", run.ID)
 		}
-		if _, err := q.ExecContext(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
+		if _, err := q.ExecContext(ctx, sqlstore.InsertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
 			return insertErr(err, "message", msg.ID)
 		}
 		out, err = db.appendEvents(ctx, tx, events)
@@ -300,7 +300,7 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 			if m.ConversationID != "" && m.ConversationID != run.ConversationID {
 				return agentd.Errorf(agentd.EINVALID, "message conversation %q differs from run conversation %q", m.ConversationID, run.ConversationID)
 			}
-			if _, err := q.ExecContext(ctx, insertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
+			if _, err := q.ExecContext(ctx, sqlstore.InsertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
 				return insertErr(err, "message", m.ID)
 			}
 		}

@@ -133,9 +133,7 @@ func WithReadPool(maxOpen, maxIdle int, maxIdleTime time.Duration) Option {
 //     tool calls, decisions and events are enforced.
 type DB struct {
 	// The roles written once for every SQL backend (package sqlstore).
-	*sqlstore.ToolCallStore
-	*sqlstore.WebhookStore
-	*sqlstore.FeedStore
+	*sqlstore.Store
 
 	path   string
 	writer *sql.DB
@@ -185,9 +183,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=temp_store(2)"
 
 	db := &DB{path: abs}
-	db.ToolCallStore = sqlstore.NewToolCallStore(backend{db}, sqlstore.SQLite, db.messageExists)
-	db.WebhookStore = sqlstore.NewWebhookStore(backend{db}, sqlstore.SQLite)
-	db.FeedStore = sqlstore.NewFeedStore(backend{db})
+	db.Store = sqlstore.New(backend{db}, sqlstore.SQLite)
 	// The writer is opened first: it sets WAL mode (persistent in the file)
 	// and migrates before any reader connects.
 	db.writer, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
@@ -437,6 +433,10 @@ func (db *DB) readOne(fn func(q querier) error) error {
 	return storeErr(fn(stmtDB{db.reader, db.readStmts}))
 }
 
+// insertErr gives the constraint violations of inserting the object kind
+// with id their agentd codes and a message naming the object.
+func insertErr(err error, kind, id string) error { return sqlstore.InsertErr(storeErr, err, kind, id) }
+
 // storeErr passes *agentd.Error and context errors through, maps SQLite
 // constraint violations to agentd codes, and prefixes anything else.
 func storeErr(err error) error {
@@ -514,14 +514,6 @@ func decJSON(s sql.NullString) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(s.String)
-}
-
-// nullString maps "" to NULL, for optional references.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // scanner is a *sql.Row or *sql.Rows.

@@ -114,7 +114,7 @@ func (s stmtTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql
 // statement prepared on the read pool is harmless (query_only refuses it
 // when run), and so the two pools share one list.
 func (db *DB) prepareAll(ctx context.Context) error {
-	queries := append(slices.Clip(preparedQueries), db.ToolCallStore.Prepared()...)
+	queries := append(slices.Clip(preparedQueries), db.Store.Prepared()...)
 	db.writeStmts = make(map[string]*sql.Stmt, len(queries))
 	db.readStmts = make(map[string]*sql.Stmt, len(queries))
 	for _, q := range queries {
@@ -175,5 +175,23 @@ func (s stmtTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows
 }
 
 func (s stmtTx) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	return s.QueryRowContext(ctx, q, args...)
+}
+
+// Exec, Query and QueryRow run single statements for the shared store
+// (sqlstore.Q).
+func (s stmtDB) Exec(ctx context.Context, q string, args ...any) (sqlstore.Result, error) {
+	return s.ExecContext(ctx, q, args...)
+}
+
+func (s stmtDB) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := s.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (s stmtDB) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
 	return s.QueryRowContext(ctx, q, args...)
 }

@@ -14,6 +14,7 @@ func PlanQueries(d *Dialect) map[string]string {
 		"ToolCallsAfter":           selectToolCalls + q.afterMessageWhere,
 		"ToolCallsDueBetween":      selectToolCalls + q.dueBetweenWhere,
 		"WebhookQueueDepth/tenant": tenantQueueDepthQuery,
+		"MessagesAfter":            messagesAfterQuery,
 	}
 }
 

@@ -62,6 +62,9 @@ type Tx interface {
 type Backend interface {
 	// Read runs fn on one consistent snapshot.
 	Read(ctx context.Context, fn func(q Q) error) error
+	// ReadOne runs fn, which runs one statement: a backend that can runs
+	// it outside a transaction (one statement reads one snapshot).
+	ReadOne(ctx context.Context, fn func(q Q) error) error
 	// Write runs fn in one write transaction and commits when it returns
 	// nil; any error rolls back everything fn did. fn's context is the one
 	// its statements must use.

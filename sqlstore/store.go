@@ -1,0 +1,37 @@
+package sqlstore
+
+// Store is the roles of the store written once, over a backend: a
+// backend's DB embeds it and adds what is its own (opening, migrations,
+// events, audit, runs' statements in its dialect, …).
+type Store struct {
+	*ConversationStore
+	*ToolCallStore
+	*WebhookStore
+	*FeedStore
+	*ThreadStore
+	*JournalStore
+	*LinkStore
+	*ScheduleStore
+}
+
+// New returns the store of backend b, whose SQL is d.
+func New(b Backend, d *Dialect) *Store {
+	conv := &ConversationStore{b: b}
+	return &Store{
+		ConversationStore: conv,
+		ToolCallStore:     NewToolCallStore(b, d, conv.messageExists),
+		WebhookStore:      NewWebhookStore(b, d),
+		FeedStore:         NewFeedStore(b),
+		ThreadStore:       &ThreadStore{b: b},
+		JournalStore:      &JournalStore{b: b},
+		LinkStore:         &LinkStore{b: b},
+		ScheduleStore:     &ScheduleStore{b: b},
+	}
+}
+
+// Prepared is the statements the roles run on every step or state change:
+// a backend that prepares statements prepares these.
+func (s *Store) Prepared() []string {
+	return append(s.ToolCallStore.Prepared(), conversationQuery,
+		InsertMessageQuery, messagesQuery, messagesAfterQuery, messageExistsQuery)
+}
