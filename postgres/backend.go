@@ -70,10 +70,6 @@ func (w write) Decide(_ context.Context, d *agentd.Decision, at, edited any, c *
 	return nil
 }
 
-func (w write) InsertGrant(ctx context.Context, g *agentd.Grant, by agentd.Actor) error {
-	return w.db.insertGrant(ctx, w.t, g, by)
-}
-
 // ReadOne runs fn in a read transaction, as Read.
 func (b backend) ReadOne(ctx context.Context, fn func(q sqlstore.Q) error) error {
 	return b.Read(ctx, fn)

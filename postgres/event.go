@@ -3,9 +3,9 @@ package postgres
 import (
 	"context"
 	"errors"
-	"strconv"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -14,7 +14,7 @@ import (
 // conversation does not exist, EINVALID if an event has no conversation or
 // type or its data is not valid JSON; on any error nothing is appended.
 func (db *DB) AppendEvents(ctx context.Context, events []agentd.EventDraft) ([]agentd.Event, error) {
-	if err := checkEvents(events); err != nil {
+	if err := sqlstore.CheckEvents(events); err != nil {
 		return nil, err
 	}
 	var out []agentd.Event
@@ -65,20 +65,6 @@ func (db *DB) LastSeq(ctx context.Context, conversationID string) (int64, error)
 		return 0, err
 	}
 	return seq, nil
-}
-
-// checkEvents validates drafts before a transaction starts.
-func checkEvents(events []agentd.EventDraft) error {
-	for i, e := range events {
-		if e.ConversationID == "" {
-			return agentd.Errorf(agentd.EINVALID, "event %d: conversation id is required", i)
-		} else if e.Type == "" {
-			return agentd.Errorf(agentd.EINVALID, "event %d: type is required", i)
-		} else if _, err := encJSON("event "+strconv.Itoa(i)+" data", e.Data); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // appendEvents' statements: the conversation's next sequence number, the

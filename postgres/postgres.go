@@ -522,18 +522,3 @@ func decJSON(s *string) json.RawMessage {
 	}
 	return json.RawMessage(*s)
 }
-
-// strList is a list of statuses or ids as a text[] parameter, for
-// `= ANY(?)`.
-func strList[T ~string](xs []T) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = string(x)
-	}
-	return out
-}
-
-// scanner is a pgx.Row or pgx.Rows.
-type scanner interface {
-	Scan(dest ...any) error
-}

@@ -48,10 +48,6 @@ func (t *wtx) Decide(ctx context.Context, d *agentd.Decision, at, edited any, _ 
 	return insertDecision(ctx, t.stmtTx, d, at, edited)
 }
 
-func (t *wtx) InsertGrant(ctx context.Context, g *agentd.Grant, by agentd.Actor) error {
-	return t.db.insertGrant(ctx, t.tx, g, by)
-}
-
 // ReadOne runs fn's one statement on the read pool outside a transaction:
 // a single statement reads one snapshot by itself, and the BEGIN and
 // ROLLBACK of a transaction cost about a third of a short read.

@@ -76,12 +76,6 @@ func (db *DB) LastSeq(ctx context.Context, conversationID string) (int64, error)
 	return seq, nil
 }
 
-// checkEvents validates drafts before a transaction starts.
-func checkEvents(events []agentd.EventDraft) error {
-	_, err := encodeEvents(events)
-	return err
-}
-
 // encodeEvents validates drafts and returns each one's data encoded for
 // its row.
 func encodeEvents(events []agentd.EventDraft) ([]any, error) {

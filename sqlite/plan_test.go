@@ -81,7 +81,7 @@ func TestQueryPlans(t *testing.T) {
 		// A classification's grant lookup (SPEC §11.2): two ranges of
 		// grants_live, however many grants other conversations and tools
 		// have.
-		{"ActiveGrants", activeGrantsQuery, []string{
+		{"ActiveGrants", plans["ActiveGrants"], []string{
 			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=?)\n",
 			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=? AND conversation_id=? AND expires_at>?)"}},
 		// A model step's history read (issue 19): the messages after the
@@ -105,7 +105,7 @@ func TestQueryPlans(t *testing.T) {
 		// of deadlines, however many calls are parked.
 		{"ToolCallsDueBetween", plans["ToolCallsDueBetween"],
 			[]string{"SEARCH tool_calls USING INDEX tool_calls_status (status=? AND requires_approval_at>? AND requires_approval_at<?)"}},
-		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
+		{"RunsToDrive", plans["RunsToDrive"],
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},
 		// The event log is stored in position order (0011): the feed reads
 		// it by row id, a tenant's feed by its index, a stream's replay by

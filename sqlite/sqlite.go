@@ -515,8 +515,3 @@ func decJSON(s sql.NullString) json.RawMessage {
 	}
 	return json.RawMessage(s.String)
 }
-
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface {
-	Scan(dest ...any) error
-}

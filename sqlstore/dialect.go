@@ -26,6 +26,9 @@ type Dialect struct {
 	// intParam, bigintParam and textParam are a parameter whose type the
 	// statement does not fix (PostgreSQL asks for a cast).
 	intParam, bigintParam, textParam string
+	// runOrder is the column of a run's insertion order (SQLite's runs
+	// have only their rowid).
+	runOrder string
 	// forUpdate and skipLocked end a SELECT of rows the transaction will
 	// change: PostgreSQL locks them (skipping those another transaction
 	// holds); SQLite's single writer holds the database already.
@@ -64,6 +67,7 @@ var SQLite = &Dialect{
 		return col + ` IN (?` + strings.Repeat(", ?", len(xs)-1) + `)`, args
 	},
 	hint:        "+",
+	runOrder:    "rowid",
 	forUpdate:   "",
 	skipLocked:  "",
 	intParam:    "?",
@@ -89,6 +93,7 @@ var Postgres = &Dialect{
 	inInt64s: func(col string, xs []int64) (string, []any) {
 		return col + ` = ANY(?)`, []any{xs}
 	},
+	runOrder:    "rid",
 	forUpdate:   " FOR UPDATE",
 	skipLocked:  " FOR UPDATE SKIP LOCKED",
 	intParam:    "?::int",

@@ -16,9 +16,6 @@ type FeedStore struct {
 	b Backend
 }
 
-// NewFeedStore returns the feed role of backend b.
-func NewFeedStore(b Backend) *FeedStore { return &FeedStore{b: b} }
-
 // LastPosition returns the Position of the newest committed event, 0 when
 // there is none.
 func (s *FeedStore) LastPosition(ctx context.Context) (int64, error) {

@@ -10,7 +10,7 @@ import (
 
 // The message statements of every step (Prepared).
 const (
-	InsertMessageQuery = `INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`
+	insertMessageQuery = `INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`
 	messagesQuery      = `
 			SELECT id, conversation_id, COALESCE(run_id, ''), role, content, created_at
 			FROM messages WHERE conversation_id = ? ORDER BY rid`
@@ -40,7 +40,7 @@ func (s *ConversationStore) AddMessage(ctx context.Context, m *agentd.Message, e
 	}
 	var out []agentd.Event
 	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		if _, err := tx.Exec(ctx, InsertMessageQuery, m.ID, m.ConversationID, NullString(m.RunID), m.Role, m.Content, created); err != nil {
+		if _, err := tx.Exec(ctx, insertMessageQuery, m.ID, m.ConversationID, NullString(m.RunID), m.Role, m.Content, created); err != nil {
 			return InsertErr(s.b.Err, err, "message", m.ID)
 		}
 		var err error

@@ -6,8 +6,9 @@ import "github.com/agentd-dev/agentd"
 // tests pin (their cost must not grow with the number of rows they skip),
 // by the name of what runs each.
 func PlanQueries(d *Dialect) map[string]string {
-	q := newToolCallSQL(d)
+	q, runs := newToolCallSQL(d), newRunStore(nil, d, nil)
 	return map[string]string{
+		"RunsToDrive":              `SELECT ` + runColumns + ` FROM runs WHERE ` + runs.runsToDriveWhere,
 		"ParkedCount":              q.parkedCount,
 		"NextDeadline":             q.nextDeadline,
 		"MessageToolCalls":         selectToolCalls + q.ofMessagesWhere,
@@ -15,6 +16,7 @@ func PlanQueries(d *Dialect) map[string]string {
 		"ToolCallsDueBetween":      selectToolCalls + q.dueBetweenWhere,
 		"WebhookQueueDepth/tenant": tenantQueueDepthQuery,
 		"MessagesAfter":            messagesAfterQuery,
+		"ActiveGrants":             activeGrantsQuery,
 	}
 }
 

@@ -54,8 +54,6 @@ type Tx interface {
 	// when the transaction commits; at and edited are its encoded time and
 	// edited arguments.
 	Decide(ctx context.Context, d *agentd.Decision, at, edited any, c *agentd.ToolCall) error
-	// InsertGrant records grant g, made by an approval of by.
-	InsertGrant(ctx context.Context, g *agentd.Grant, by agentd.Actor) error
 }
 
 // Backend runs the transactions of the roles.

@@ -12,16 +12,21 @@ type Store struct {
 	*JournalStore
 	*LinkStore
 	*ScheduleStore
+	*GrantStore
+	*RunStore
 }
 
 // New returns the store of backend b, whose SQL is d.
 func New(b Backend, d *Dialect) *Store {
-	conv := &ConversationStore{b: b}
+	conv, grants := &ConversationStore{b: b}, &GrantStore{b: b}
+	calls := newToolCallStore(b, d, conv.messageExists, grants)
 	return &Store{
 		ConversationStore: conv,
-		ToolCallStore:     NewToolCallStore(b, d, conv.messageExists),
-		WebhookStore:      NewWebhookStore(b, d),
-		FeedStore:         NewFeedStore(b),
+		ToolCallStore:     calls,
+		RunStore:          newRunStore(b, d, calls),
+		WebhookStore:      &WebhookStore{b: b, d: d},
+		FeedStore:         &FeedStore{b: b},
+		GrantStore:        grants,
 		ThreadStore:       &ThreadStore{b: b},
 		JournalStore:      &JournalStore{b: b},
 		LinkStore:         &LinkStore{b: b},
@@ -32,6 +37,7 @@ func New(b Backend, d *Dialect) *Store {
 // Prepared is the statements the roles run on every step or state change:
 // a backend that prepares statements prepares these.
 func (s *Store) Prepared() []string {
-	return append(s.ToolCallStore.Prepared(), conversationQuery,
-		InsertMessageQuery, messagesQuery, messagesAfterQuery, messageExistsQuery)
+	return append(s.ToolCallStore.prepared(), insertGrantQuery, activeGrantsQuery, conversationQuery,
+		insertMessageQuery, messagesQuery, messagesAfterQuery, messageExistsQuery,
+		conversationExistsQuery, activeRunQuery, insertRunQuery, runByIDQuery, updateRunQuery, s.RunStore.updateFrom, recordStepQuery)
 }

@@ -20,13 +20,15 @@ type ToolCallStore struct {
 	q toolCallSQL
 	// messageExists is ENOTFOUND unless the conversation has the message.
 	messageExists func(ctx context.Context, conversationID, id string) error
+	// grants records the grant an approval makes.
+	grants *GrantStore
 }
 
-// NewToolCallStore returns the tool-call role of backend b, whose SQL is d.
-// messageExists answers whether a conversation has a message (a cursor of
-// ToolCallsAfter).
-func NewToolCallStore(b Backend, d *Dialect, messageExists func(ctx context.Context, conversationID, id string) error) *ToolCallStore {
-	return &ToolCallStore{b: b, d: d, q: newToolCallSQL(d), messageExists: messageExists}
+// newToolCallStore returns the tool-call role of backend b, whose SQL is
+// d. messageExists answers whether a conversation has a message (a cursor
+// of ToolCallsAfter); grants records the grants of approvals.
+func newToolCallStore(b Backend, d *Dialect, messageExists func(ctx context.Context, conversationID, id string) error, grants *GrantStore) *ToolCallStore {
+	return &ToolCallStore{b: b, d: d, q: newToolCallSQL(d), messageExists: messageExists, grants: grants}
 }
 
 const toolCallColumns = `id, tenant_id, project_id, COALESCE(conversation_id, ''), COALESCE(run_id, ''),
@@ -95,10 +97,10 @@ func newToolCallSQL(d *Dialect) toolCallSQL {
 	}
 }
 
-// Prepared is the role's statements that run on every state change of a
+// prepared is the role's statements that run on every state change of a
 // call, and the reads of one call, a run's calls and a conversation's
-// calls on every step: a backend that prepares statements prepares these.
-func (s *ToolCallStore) Prepared() []string {
+// calls on every step (Store.Prepared).
+func (s *ToolCallStore) prepared() []string {
 	q := s.q
 	return []string{q.insert, q.update, q.edit, q.repark, q.approvals, q.governance, q.decisions,
 		selectToolCalls + q.byIDWhere, selectToolCalls + q.ofConversationWhere, selectToolCalls + q.ofRunWhere,
@@ -291,7 +293,7 @@ func (s *ToolCallStore) NextDeadline(ctx context.Context, after time.Time) (time
 func (s *ToolCallStore) list(ctx context.Context, where string, args ...any) ([]agentd.ToolCall, error) {
 	var calls []agentd.ToolCall
 	err := s.b.Read(ctx, func(q Q) (err error) {
-		calls, err = s.Select(ctx, q, where, args...)
+		calls, err = s.selectCalls(ctx, q, where, args...)
 		return err
 	})
 	if err != nil {
@@ -302,7 +304,7 @@ func (s *ToolCallStore) list(ctx context.Context, where string, args ...any) ([]
 
 // get reads one call with its decisions, or ENOTFOUND.
 func (s *ToolCallStore) get(ctx context.Context, q Q, id string) (*agentd.ToolCall, error) {
-	calls, err := s.Select(ctx, q, s.q.byIDWhere, id)
+	calls, err := s.selectCalls(ctx, q, s.q.byIDWhere, id)
 	if err != nil {
 		return nil, err
 	} else if len(calls) == 0 {
@@ -311,9 +313,9 @@ func (s *ToolCallStore) get(ctx context.Context, q Q, id string) (*agentd.ToolCa
 	return &calls[0], nil
 }
 
-// Select reads the calls matching where (a condition of tool_calls, which
+// selectCalls reads the calls matching where (a condition of tool_calls, which
 // may end in ORDER BY) and attaches their decisions in insertion order.
-func (s *ToolCallStore) Select(ctx context.Context, q Q, where string, args ...any) ([]agentd.ToolCall, error) {
+func (s *ToolCallStore) selectCalls(ctx context.Context, q Q, where string, args ...any) ([]agentd.ToolCall, error) {
 	rows, err := q.Query(ctx, selectToolCalls+where, args...)
 	if err != nil {
 		return nil, err

@@ -57,7 +57,7 @@ func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*a
 		call.Decisions = append(call.Decisions, StoredDecision(d, p.decided, p.decidedArgs))
 	}
 	if g := u.Grant; g != nil {
-		if err := tx.InsertGrant(ctx, g, agentd.Actor{KeyID: p.d.DecidedBy, Role: p.d.Role}); err != nil {
+		if err := s.grants.insert(ctx, tx, g, agentd.Actor{KeyID: p.d.DecidedBy, Role: p.d.Role}); err != nil {
 			return nil, err
 		}
 	}

@@ -17,7 +17,7 @@ import (
 func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.ToolCall, events []agentd.EventDraft) ([]agentd.Event, error) {
 	rows := make([][]any, 0, len(calls))
 	for _, c := range calls {
-		args, err := ToolCallArgs(c)
+		args, err := toolCallArgs(c)
 		if err != nil {
 			return nil, err
 		}
@@ -28,7 +28,7 @@ func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.Too
 	}
 	var out []agentd.Event
 	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		if err := s.Insert(ctx, tx, calls, rows); err != nil {
+		if err := s.insert(ctx, tx, calls, rows); err != nil {
 			return err
 		}
 		var err error
@@ -41,9 +41,9 @@ func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.Too
 	return out, nil
 }
 
-// Insert inserts calls, whose column values are rows (ToolCallArgs),
+// insert inserts calls, whose column values are rows (toolCallArgs),
 // inside tx, with the audit entries of the refused and the escalated.
-func (s *ToolCallStore) Insert(ctx context.Context, tx Tx, calls []*agentd.ToolCall, rows [][]any) error {
+func (s *ToolCallStore) insert(ctx context.Context, tx Tx, calls []*agentd.ToolCall, rows [][]any) error {
 	for i, args := range rows {
 		if _, err := tx.Exec(ctx, s.q.insert, args...); err != nil {
 			return InsertErr(s.b.Err, err, "tool call", calls[i].ID)
@@ -55,8 +55,8 @@ func (s *ToolCallStore) Insert(ctx context.Context, tx Tx, calls []*agentd.ToolC
 	return nil
 }
 
-// ToolCallArgs validates c and returns its column values in insert order.
-func ToolCallArgs(c *agentd.ToolCall) ([]any, error) {
+// toolCallArgs validates c and returns its column values in insert order.
+func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if c == nil || c.ID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "tool call id is required")
 	} else if !ValidCallStatus(c.Status) {

@@ -17,9 +17,6 @@ type WebhookStore struct {
 	d *Dialect
 }
 
-// NewWebhookStore returns the webhook role of backend b, whose SQL is d.
-func NewWebhookStore(b Backend, d *Dialect) *WebhookStore { return &WebhookStore{b: b, d: d} }
-
 // The webhook outbox (migration 0007): delivery rows the webhook dispatcher
 // inserts as it follows the feed, their attempts, and endpoint states.
 
