@@ -104,21 +104,6 @@ func (tx *txn) flushAudit(ctx context.Context) error {
 	return nil
 }
 
-// auditDraft records the entry an appended event draft carries (a
-// subagent's refusal), in the event's conversation, tenant and project.
-func (db *DB) auditDraft(ctx context.Context, tx *txn, d agentd.EventDraft, tenant, project string) error {
-	if d.Audit == nil {
-		return nil
-	}
-	e := *d.Audit
-	e.TenantID, e.ProjectID, e.ConversationID = tenant, project, d.ConversationID
-	if !slices.Contains(agentd.AuditKinds, e.Kind) {
-		return agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
-	}
-	_, err := tx.insertAudit(ctx, &e)
-	return err
-}
-
 // AppendAudit implements agentd.Store.AppendAudit.
 func (db *DB) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error) {
 	if !slices.Contains(agentd.AuditKinds, e.Kind) {

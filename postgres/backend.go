@@ -18,7 +18,7 @@ func (b backend) Read(ctx context.Context, fn func(q sqlstore.Q) error) error {
 }
 
 func (b backend) Write(ctx context.Context, fn func(ctx context.Context, tx sqlstore.Tx) error) error {
-	return b.db.writeTx(ctx, func(tx *txn) error { return fn(ctx, write{query{tx}, b.db}) })
+	return b.db.writeTx(ctx, func(tx *txn) error { return fn(ctx, write{query{tx}}) })
 }
 
 func (b backend) Err(err error) error { return storeErr(err) }
@@ -54,16 +54,32 @@ func (r rowsOf) Close() error {
 // write is a write transaction as the shared store sees it (sqlstore.Tx):
 // audit entries and decisions are queued and written under the feed lock
 // when the transaction appends its events or commits (flushAudit).
-type write struct {
-	query
-	db *DB
+type write struct{ query }
+
+// BeforeEvents writes the queued audit entries, then, when events follow,
+// takes the feed lock (txn.lockFeed): their positions are taken from the
+// events' identity sequence under it, so position order is commit order.
+func (w write) BeforeEvents(ctx context.Context, n int) error {
+	if err := w.t.flushAudit(ctx); err != nil || n == 0 {
+		return err
+	}
+	return w.t.lockFeed(ctx)
 }
 
-func (w write) AppendEvents(ctx context.Context, drafts []agentd.EventDraft) ([]agentd.Event, error) {
-	return w.db.appendEvents(ctx, w.t, drafts)
-}
+// AfterEvents notifies the listeners of EventsChannel when the
+// transaction commits.
+func (w write) AfterEvents(ctx context.Context) error { return w.t.notify(ctx) }
 
-func (w write) Audit(_ context.Context, e *agentd.AuditEntry) error { return w.t.queueAudit(e) }
+// Audit queues e until the transaction appends its events or commits;
+// once it holds the feed lock, e is written at once, in the order queued
+// entries would have been.
+func (w write) Audit(ctx context.Context, e *agentd.AuditEntry) error {
+	if w.t.locked {
+		_, err := w.t.insertAudit(ctx, e)
+		return err
+	}
+	return w.t.queueAudit(e)
+}
 
 func (w write) Decide(_ context.Context, d *agentd.Decision, at, edited any, c *agentd.ToolCall) error {
 	w.t.queueDecision(d, at, edited, c)

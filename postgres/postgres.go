@@ -10,7 +10,6 @@ package postgres
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -502,23 +501,4 @@ func decTime(n *int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, *n).UTC()
-}
-
-// encJSON returns the column value of raw: NULL when empty, else the bytes
-// unchanged as TEXT. EINVALID when raw is not valid JSON.
-func encJSON(field string, raw json.RawMessage) (any, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	} else if !json.Valid(raw) {
-		return nil, agentd.Errorf(agentd.EINVALID, "%s is not valid JSON", field)
-	}
-	return string(raw), nil
-}
-
-// decJSON is the inverse of encJSON.
-func decJSON(s *string) json.RawMessage {
-	if s == nil {
-		return nil
-	}
-	return json.RawMessage(*s)
 }

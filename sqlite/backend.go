@@ -35,9 +35,12 @@ type wtx struct {
 	db *DB
 }
 
-func (t *wtx) AppendEvents(ctx context.Context, drafts []agentd.EventDraft) ([]agentd.Event, error) {
-	return t.db.appendEvents(ctx, t.tx, drafts)
-}
+// BeforeEvents and AfterEvents have nothing to do: the single writer
+// holds the write lock from the transaction's first statement, so event
+// positions follow commit order, and readers are woken by the feed's poll.
+func (t *wtx) BeforeEvents(context.Context, int) error { return nil }
+
+func (t *wtx) AfterEvents(context.Context) error { return nil }
 
 func (t *wtx) Audit(ctx context.Context, e *agentd.AuditEntry) error {
 	_, err := t.db.insertAudit(ctx, t.tx, e)

@@ -110,10 +110,10 @@ func TestQueryPlans(t *testing.T) {
 		// The event log is stored in position order (0011): the feed reads
 		// it by row id, a tenant's feed by its index, a stream's replay by
 		// the conversation's.
-		{"EventsAfter", feedQueries[0], []string{"SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"}},
-		{"EventsAfter tenant", feedQueries[1], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
-		{"EventsAfter project", feedQueries[2], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
-		{"Events", `SELECT ` + eventColumns + ` FROM events WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		{"EventsAfter", plans["EventsAfter"], []string{"SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"}},
+		{"EventsAfter tenant", plans["EventsAfter tenant"], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
+		{"EventsAfter project", plans["EventsAfter project"], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
+		{"Events", plans["Events"],
 			[]string{"SEARCH events USING INDEX events_conversation_seq (conversation_id=? AND seq>?)"}},
 	} {
 		args := make([]any, strings.Count(c.query, "?"))

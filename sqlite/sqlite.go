@@ -138,8 +138,6 @@ type DB struct {
 	path   string
 	writer *sql.DB
 	reader *sql.DB
-	// feedStmts are EventsAfter's statements on the read pool (feedQueries).
-	feedStmts [len(feedQueries)]*sql.Stmt
 	// writeStmts and readStmts are the registered statements (prepared,
 	// stmt.go) prepared on each pool.
 	writeStmts, readStmts map[string]*sql.Stmt
@@ -233,10 +231,6 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if err := db.prepareFeed(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
-	}
 	db.group = newCommitter()
 	go db.commitLoop()
 	return db, nil
@@ -271,7 +265,7 @@ func (db *DB) Close() error {
 		db.group.close()
 	}
 	var errs []error
-	stmts := db.feedStmts[:]
+	var stmts []*sql.Stmt
 	for _, m := range []map[string]*sql.Stmt{db.writeStmts, db.readStmts} {
 		for _, st := range m {
 			stmts = append(stmts, st)
@@ -426,13 +420,6 @@ func (db *DB) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// readOne runs fn, which makes one statement, on the read pool outside a
-// transaction: a single statement reads one snapshot by itself, and the
-// BEGIN and ROLLBACK of readTx cost about a third of a short read.
-func (db *DB) readOne(fn func(q querier) error) error {
-	return storeErr(fn(stmtDB{db.reader, db.readStmts}))
-}
-
 // insertErr gives the constraint violations of inserting the object kind
 // with id their agentd codes and a message naming the object.
 func insertErr(err error, kind, id string) error { return sqlstore.InsertErr(storeErr, err, kind, id) }
@@ -506,12 +493,4 @@ func encJSON(field string, raw json.RawMessage) (any, error) {
 		return nil, agentd.Errorf(agentd.EINVALID, "%s is not valid JSON", field)
 	}
 	return string(raw), nil
-}
-
-// decJSON is the inverse of encJSON.
-func decJSON(s sql.NullString) json.RawMessage {
-	if !s.Valid {
-		return nil
-	}
-	return json.RawMessage(s.String)
 }

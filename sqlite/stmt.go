@@ -133,7 +133,7 @@ func (db *DB) prepareAll(ctx context.Context) error {
 }
 
 // stmtDB runs single statements on a pool, outside any transaction, with
-// the registered statements prepared (readOne).
+// the registered statements prepared (backend.ReadOne).
 type stmtDB struct {
 	db    *sql.DB
 	stmts map[string]*sql.Stmt

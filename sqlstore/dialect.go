@@ -26,6 +26,8 @@ type Dialect struct {
 	// intParam, bigintParam and textParam are a parameter whose type the
 	// statement does not fix (PostgreSQL asks for a cast).
 	intParam, bigintParam, textParam string
+	// noLimit is the LIMIT parameter of no limit.
+	noLimit any
 	// runOrder is the column of a run's insertion order (SQLite's runs
 	// have only their rowid).
 	runOrder string
@@ -67,6 +69,7 @@ var SQLite = &Dialect{
 		return col + ` IN (?` + strings.Repeat(", ?", len(xs)-1) + `)`, args
 	},
 	hint:        "+",
+	noLimit:     -1,
 	runOrder:    "rowid",
 	forUpdate:   "",
 	skipLocked:  "",
@@ -93,6 +96,7 @@ var Postgres = &Dialect{
 	inInt64s: func(col string, xs []int64) (string, []any) {
 		return col + ` = ANY(?)`, []any{xs}
 	},
+	noLimit:     nil,
 	runOrder:    "rid",
 	forUpdate:   " FOR UPDATE",
 	skipLocked:  " FOR UPDATE SKIP LOCKED",

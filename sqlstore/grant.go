@@ -151,7 +151,7 @@ func (s *GrantStore) RevokeGrant(ctx context.Context, id string, by agentd.Actor
 		if err := tx.Audit(ctx, agentd.GrantAudit(agentd.AuditGrantRevoked, g, by, now.UTC())); err != nil {
 			return err
 		}
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {

@@ -44,7 +44,7 @@ func (s *ConversationStore) AddMessage(ctx context.Context, m *agentd.Message, e
 			return InsertErr(s.b.Err, err, "message", m.ID)
 		}
 		var err error
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {

@@ -17,6 +17,10 @@ func PlanQueries(d *Dialect) map[string]string {
 		"WebhookQueueDepth/tenant": tenantQueueDepthQuery,
 		"MessagesAfter":            messagesAfterQuery,
 		"ActiveGrants":             activeGrantsQuery,
+		"EventsAfter":              feedQueries[0],
+		"EventsAfter tenant":       feedQueries[1],
+		"EventsAfter project":      feedQueries[2],
+		"Events":                   eventsQuery,
 	}
 }
 

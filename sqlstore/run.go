@@ -111,7 +111,7 @@ func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Me
 		if _, err := q.Exec(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
 			return InsertErr(s.b.Err, err, "message", msg.ID)
 		}
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -192,7 +192,7 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
 		}
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -322,7 +322,7 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 				return err
 			}
 		}
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -422,7 +422,7 @@ func (s *RunStore) CancelRun(ctx context.Context, runID, reason string, by agent
 		if err := CheckEvents(drafts); err != nil {
 			return err
 		}
-		out, err = tx.AppendEvents(ctx, drafts)
+		out, err = AppendEventsIn(ctx, tx, drafts)
 		return err
 	})
 	if err != nil {

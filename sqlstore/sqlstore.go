@@ -42,12 +42,15 @@ type Q interface {
 }
 
 // Tx is a write transaction, with the writes whose order or timing is the
-// backend's own: how an audit entry takes its id, how events are appended.
+// backend's own: how an audit entry takes its id, how event positions
+// follow commit order, who is told of new events.
 type Tx interface {
 	Q
-	// AppendEvents appends drafts, validated by CheckEvents, and returns
-	// the events as appended.
-	AppendEvents(ctx context.Context, drafts []agentd.EventDraft) ([]agentd.Event, error)
+	// BeforeEvents readies the transaction to append n events (n may be
+	// 0), after every row lock it takes on calls and runs.
+	BeforeEvents(ctx context.Context, n int) error
+	// AfterEvents follows the append of one or more events.
+	AfterEvents(ctx context.Context) error
 	// Audit records e, now or when the transaction commits.
 	Audit(ctx context.Context, e *agentd.AuditEntry) error
 	// Decide records decision d of call c (as c is stored now), now or

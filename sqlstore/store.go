@@ -14,6 +14,7 @@ type Store struct {
 	*ScheduleStore
 	*GrantStore
 	*RunStore
+	*EventLog
 }
 
 // New returns the store of backend b, whose SQL is d.
@@ -26,6 +27,7 @@ func New(b Backend, d *Dialect) *Store {
 		RunStore:          newRunStore(b, d, calls),
 		WebhookStore:      &WebhookStore{b: b, d: d},
 		FeedStore:         &FeedStore{b: b},
+		EventLog:          &EventLog{b: b, d: d},
 		GrantStore:        grants,
 		ThreadStore:       &ThreadStore{b: b},
 		JournalStore:      &JournalStore{b: b},
@@ -39,5 +41,6 @@ func New(b Backend, d *Dialect) *Store {
 func (s *Store) Prepared() []string {
 	return append(s.ToolCallStore.prepared(), insertGrantQuery, activeGrantsQuery, conversationQuery,
 		insertMessageQuery, messagesQuery, messagesAfterQuery, messageExistsQuery,
-		conversationExistsQuery, activeRunQuery, insertRunQuery, runByIDQuery, updateRunQuery, s.RunStore.updateFrom, recordStepQuery)
+		conversationExistsQuery, activeRunQuery, insertRunQuery, runByIDQuery, updateRunQuery, s.RunStore.updateFrom, recordStepQuery,
+		eventsQuery, lastSeqQuery, nextSeqQuery, insertEventQuery, feedQueries[0], feedQueries[1], feedQueries[2])
 }

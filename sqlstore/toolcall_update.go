@@ -32,7 +32,7 @@ func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.Too
 			return err
 		}
 		var err error
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -131,7 +131,7 @@ func (s *ToolCallStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate,
 		if call, err = s.apply(ctx, tx, p); err != nil {
 			return err
 		}
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -172,7 +172,7 @@ func (s *ToolCallStore) UpdateToolCalls(ctx context.Context, us []agentd.CallUpd
 			calls[i] = *c
 		}
 		var err error
-		out, err = tx.AppendEvents(ctx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
