@@ -23,6 +23,10 @@ func (b backend) Write(ctx context.Context, fn func(ctx context.Context, tx sqls
 
 func (b backend) Err(err error) error { return storeErr(err) }
 
+func (b backend) DecisionEntries(f agentd.AuditFilter) (string, []any, bool) {
+	return decisionEntries(f)
+}
+
 // query is a transaction as the shared store runs statements in it
 // (sqlstore.Q).
 type query struct{ t *txn }
@@ -69,6 +73,11 @@ func (w write) BeforeEvents(ctx context.Context, n int) error {
 // AfterEvents notifies the listeners of EventsChannel when the
 // transaction commits.
 func (w write) AfterEvents(ctx context.Context) error { return w.t.notify(ctx) }
+
+// InsertAudit writes e under the feed lock and returns its id.
+func (w write) InsertAudit(ctx context.Context, e *agentd.AuditEntry) (int64, error) {
+	return w.t.insertAudit(ctx, e)
+}
 
 // Audit queues e until the transaction appends its events or commits;
 // once it holds the feed lock, e is written at once, in the order queued

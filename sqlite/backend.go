@@ -27,6 +27,10 @@ func (b backend) Write(ctx context.Context, fn func(ctx context.Context, tx sqls
 
 func (b backend) Err(err error) error { return storeErr(err) }
 
+func (b backend) DecisionEntries(f agentd.AuditFilter) (string, []any, bool) {
+	return decisionEntries(f, b.db.decisionsFrom)
+}
+
 // wtx is a write transaction of the group commit as the shared store sees
 // it (sqlstore.Tx): audit entries and decisions are written at once, each
 // taking the next audit id (the single writer orders them).
@@ -41,6 +45,10 @@ type wtx struct {
 func (t *wtx) BeforeEvents(context.Context, int) error { return nil }
 
 func (t *wtx) AfterEvents(context.Context) error { return nil }
+
+func (t *wtx) InsertAudit(ctx context.Context, e *agentd.AuditEntry) (int64, error) {
+	return t.db.insertAudit(ctx, t.tx, e)
+}
 
 func (t *wtx) Audit(ctx context.Context, e *agentd.AuditEntry) error {
 	_, err := t.db.insertAudit(ctx, t.tx, e)

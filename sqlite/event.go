@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // AppendEvents appends events to their conversations' logs in one
@@ -37,7 +38,7 @@ func encodeEvents(events []agentd.EventDraft) ([]any, error) {
 		} else if e.Type == "" {
 			return nil, agentd.Errorf(agentd.EINVALID, "event %d: type is required", i)
 		}
-		v, err := encJSON("event "+strconv.Itoa(i)+" data", e.Data)
+		v, err := sqlstore.EncJSON("event "+strconv.Itoa(i)+" data", e.Data)
 		if err != nil {
 			return nil, err
 		}

@@ -36,8 +36,7 @@ func TestQueryPlans(t *testing.T) {
 		return inline(sqlstore.PendingQuery(sqlstore.SQLite, f))
 	}
 	audit := func(f agentd.AuditFilter) string {
-		w, args := auditWhere(f)
-		return inline(`SELECT `+auditColumns+` FROM audit WHERE `+w+` ORDER BY id LIMIT ?`, args)
+		return inline(sqlstore.AuditQuery(f))
 	}
 	plans := sqlstore.PlanQueries(sqlstore.SQLite)
 	decided := func(f agentd.AuditFilter) string {

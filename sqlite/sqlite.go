@@ -18,11 +18,9 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"net/url"
 	"path/filepath"
 	"sort"
@@ -441,56 +439,4 @@ func storeErr(err error) error {
 		}
 	}
 	return fmt.Errorf("sqlite: %w", err)
-}
-
-// Times are stored as unix nanoseconds in UTC; the zero time as NULL.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// encTime returns the column value of t, or EINVALID when t cannot be held
-// in int64 nanoseconds (before 1677 or after 2262).
-func encTime(field string, t time.Time) (any, error) {
-	if t.IsZero() {
-		return nil, nil
-	} else if t.Before(minTime) || t.After(maxTime) {
-		return nil, agentd.Errorf(agentd.EINVALID, "%s out of range: %s", field, t.Format(time.RFC3339Nano))
-	}
-	return t.UnixNano(), nil
-}
-
-// encBound is the column value of a time used as a bound of a query: as
-// encTime, but a time the columns cannot hold is clamped to the range they
-// can (no stored time lies outside it), so a far-future bound means "any".
-func encBound(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	switch {
-	case t.Before(minTime):
-		return minTime.UnixNano()
-	case t.After(maxTime):
-		return maxTime.UnixNano()
-	}
-	return t.UnixNano()
-}
-
-// decTime is the inverse of encTime; times come back in UTC.
-func decTime(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64).UTC()
-}
-
-// encJSON returns the column value of raw: NULL when empty, else the bytes
-// unchanged as TEXT. EINVALID when raw is not valid JSON.
-func encJSON(field string, raw json.RawMessage) (any, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	} else if !json.Valid(raw) {
-		return nil, agentd.Errorf(agentd.EINVALID, "%s is not valid JSON", field)
-	}
-	return string(raw), nil
 }

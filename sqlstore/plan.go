@@ -30,3 +30,7 @@ func PendingQuery(d *Dialect, f agentd.PendingFilter) (string, []any) {
 	where, args := pendingWhere(d, f)
 	return selectToolCalls + where + ` LIMIT ?`, args
 }
+
+// AuditQuery is Audit's read of the audit table for f and its arguments
+// but for the last: the limit.
+func AuditQuery(f agentd.AuditFilter) (string, []any) { return auditQuery(f) }

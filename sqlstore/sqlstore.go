@@ -51,6 +51,8 @@ type Tx interface {
 	BeforeEvents(ctx context.Context, n int) error
 	// AfterEvents follows the append of one or more events.
 	AfterEvents(ctx context.Context) error
+	// InsertAudit writes e now and returns its id.
+	InsertAudit(ctx context.Context, e *agentd.AuditEntry) (int64, error)
 	// Audit records e, now or when the transaction commits.
 	Audit(ctx context.Context, e *agentd.AuditEntry) error
 	// Decide records decision d of call c (as c is stored now), now or
@@ -70,6 +72,10 @@ type Backend interface {
 	// nil; any error rolls back everything fn did. fn's context is the one
 	// its statements must use.
 	Write(ctx context.Context, fn func(ctx context.Context, tx Tx) error) error
+	// DecisionEntries is the read of f's audit entries held by decisions
+	// rows, and its parameters but the limit (a last ? in the query);
+	// false when f's kind is not one a decision is.
+	DecisionEntries(f agentd.AuditFilter) (string, []any, bool)
 	// Err maps an error of the driver to the store's (constraint
 	// violations to agentd codes).
 	Err(err error) error

@@ -15,6 +15,7 @@ type Store struct {
 	*GrantStore
 	*RunStore
 	*EventLog
+	*AuditLog
 }
 
 // New returns the store of backend b, whose SQL is d.
@@ -28,6 +29,7 @@ func New(b Backend, d *Dialect) *Store {
 		WebhookStore:      &WebhookStore{b: b, d: d},
 		FeedStore:         &FeedStore{b: b},
 		EventLog:          &EventLog{b: b, d: d},
+		AuditLog:          &AuditLog{b: b},
 		GrantStore:        grants,
 		ThreadStore:       &ThreadStore{b: b},
 		JournalStore:      &JournalStore{b: b},
