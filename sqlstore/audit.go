@@ -8,12 +8,12 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// AuditLog is the store's audit log (agentd.AuditLog, agentd.Store's
-// doc): entries of decisions, refusals and escalations are written inside
-// the transaction of the change they record (Tx.Audit, Tx.Decide);
-// AppendAudit adds the rest. Entries live in two tables: the audit table,
-// and the decisions, each row the entry of its decision, expiry or
-// cancellation (the backend's Backend.DecisionEntries reads them).
+// AuditLog is the store's audit log (agentd.AuditLog and the store
+// contract's doc): entries of decisions, refusals and escalations are
+// written inside the transaction of the change they record (Tx.Audit,
+// Tx.Decide); AppendAudit adds the rest. Entries live in two tables: the
+// audit table, and the decisions, each row the entry of its decision,
+// expiry or cancellation (Backend.DecisionEntries reads them).
 type AuditLog struct{ b Backend }
 
 // auditColumns are the columns queryAudit scans, in its order.
@@ -21,7 +21,7 @@ const auditColumns = `id, kind, tenant_id, project_id, conversation_id, run_id, 
 	key_id, role, via, decision, reason, tier, escalated, arguments_sha256, edited_arguments_sha256,
 	connection, method, endpoint, outcome, subagent, task_tool_call_id, created_at`
 
-// AppendAudit implements agentd.Store.AppendAudit.
+// AppendAudit implements agentd.AuditLog.AppendAudit.
 func (s *AuditLog) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error) {
 	if !slices.Contains(agentd.AuditKinds, e.Kind) {
 		return e, agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
@@ -36,7 +36,7 @@ func (s *AuditLog) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd
 	return e, err
 }
 
-// Audit implements agentd.Store.Audit. A limit outside 1..1000 means 1000.
+// Audit implements agentd.AuditLog.Audit. A limit outside 1..1000 means 1000.
 // The entries of both tables are read in id order from one snapshot, up
 // to limit each, and merged.
 func (s *AuditLog) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEntry, error) {

@@ -204,7 +204,7 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 	return run, out, nil
 }
 
-// RunsToDrive implements agentd.Store.RunsToDrive, oldest first. The query
+// RunsToDrive implements agentd.RunStore.RunsToDrive, oldest first. The query
 // walks the partial index of active runs (runs_active, migration 0006) and,
 // for each waiting run, probes the partial index of parked calls
 // (tool_calls_parked) once: it reads no finished run and no call row, and
@@ -367,7 +367,7 @@ func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated
 	return now, msgCreated, nil
 }
 
-// CancelRun implements agentd.Store.CancelRun.
+// CancelRun implements agentd.RunStore.CancelRun.
 func (s *RunStore) CancelRun(ctx context.Context, runID, reason string, by agentd.Actor, now time.Time,
 	plan func(run *agentd.Run, cancelled []agentd.ToolCall) []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
 	if runID == "" {

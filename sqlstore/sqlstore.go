@@ -1,9 +1,9 @@
-// Package sqlstore is the agentd.Store's logic and queries written once,
-// for every SQL backend: package sqlite and package postgres open their
+// Package sqlstore is the store's logic and queries written once, for
+// every SQL backend: package sqlite and package postgres open their
 // databases, apply their migrations and run transactions their own way
-// (Backend), and the roles here (ToolCallStore, …) hold what a method does and
-// the statements it runs, in the backend's Dialect. docs/storage.md has
-// the design.
+// (Backend, Tx), and the roles here (Store: ConversationStore,
+// ToolCallStore, …) hold what each method does and the statements it
+// runs, in the backend's Dialect. docs/storage.md has the design.
 package sqlstore
 
 import (

@@ -13,7 +13,7 @@ import (
 type ThreadStore struct{ b Backend }
 
 // BindThread binds a protocol thread to a conversation unless it is bound
-// already, and returns the conversation it is bound to (agentd.Store).
+// already, and returns the conversation it is bound to (agentd.ThreadStore).
 func (s *ThreadStore) BindThread(ctx context.Context, b agentd.ThreadBinding) (string, error) {
 	if !fullThreadKey(b.ThreadKey) || b.ConversationID == "" {
 		return "", agentd.Errorf(agentd.EINVALID, "thread binding needs tenant, project, key, protocol, thread and conversation")
@@ -37,7 +37,7 @@ func (s *ThreadStore) BindThread(ctx context.Context, b agentd.ThreadBinding) (s
 }
 
 // ThreadConversation returns the conversation a protocol thread is bound
-// to, or ENOTFOUND (agentd.Store).
+// to, or ENOTFOUND (agentd.ThreadStore).
 func (s *ThreadStore) ThreadConversation(ctx context.Context, k agentd.ThreadKey) (string, error) {
 	if !fullThreadKey(k) {
 		return "", agentd.Errorf(agentd.ENOTFOUND, "thread not found")

@@ -12,7 +12,7 @@ import (
 )
 
 // ToolCallStore is the store's tool calls (agentd.ToolCallStore and the
-// approval queue of agentd.Store): their rows, the decisions made on them
+// approval queue): their rows, the decisions made on them
 // and the audit entries of refusals and escalations.
 type ToolCallStore struct {
 	b Backend
@@ -169,7 +169,7 @@ func (s *ToolCallStore) ToolCallsByStatus(ctx context.Context, statuses ...agent
 	return s.list(ctx, s.q.byStatusWhere, List(s.d, statuses))
 }
 
-// PendingToolCalls implements agentd.Store.PendingToolCalls. A limit
+// PendingToolCalls implements agentd.ToolCallStore.PendingToolCalls. A limit
 // outside 1..1000 means 1000.
 func (s *ToolCallStore) PendingToolCalls(ctx context.Context, f agentd.PendingFilter) ([]agentd.ToolCall, error) {
 	limit := f.Limit
@@ -228,7 +228,7 @@ func pendingWhere(d *Dialect, f agentd.PendingFilter) (string, []any) {
 	return where + order, args
 }
 
-// ParkedCount implements agentd.Store.ParkedCount from the index on
+// ParkedCount implements agentd.ToolCallStore.ParkedCount from the index on
 // (status, requires_approval_at).
 func (s *ToolCallStore) ParkedCount(ctx context.Context) (int64, error) {
 	var n int64
@@ -391,7 +391,7 @@ func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 		c.RequiresApprovalAt = &t
 	}
 	c.CreatedAt, c.UpdatedAt = DecTime(created), DecTime(updated)
-	if err := agentd.DecodeApprovalColumn(&c, approval.String, approval.Valid); err != nil {
+	if err := decodeApproval(&c, approval.String, approval.Valid); err != nil {
 		return nil, err
 	}
 	return &c, nil

@@ -93,7 +93,7 @@ func (s *ToolCallStore) applyApprovals(ctx context.Context, tx Tx, p *preparedUp
 	if a == nil {
 		return nil
 	}
-	after, err := agentd.EncodeApprovals(a.After)
+	after, err := encodeApprovals(a.After)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,7 @@ func (s *ToolCallStore) applyGovernance(ctx context.Context, tx Tx, p *preparedU
 	if g == nil {
 		return nil
 	}
-	reminded, err := agentd.EncodeReminders(g.Reminded)
+	reminded, err := encodeReminders(g.Reminded)
 	if err != nil {
 		return err
 	}

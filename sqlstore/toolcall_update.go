@@ -98,7 +98,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	approval, err := agentd.EncodeCallApprovalColumn(c)
+	approval, err := encodeCallApproval(c)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +143,7 @@ func (s *ToolCallStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate,
 	return call, out, nil
 }
 
-// UpdateToolCalls implements agentd.Store.UpdateToolCalls: every update
+// UpdateToolCalls implements agentd.ToolCallStore.UpdateToolCalls: every update
 // of us as UpdateToolCall applies it, and events, in one transaction.
 func (s *ToolCallStore) UpdateToolCalls(ctx context.Context, us []agentd.CallUpdate, events []agentd.EventDraft) ([]agentd.ToolCall, []agentd.Event, error) {
 	ps := make([]*preparedUpdate, len(us))
@@ -298,7 +298,7 @@ func reparkArgs(u agentd.CallUpdate) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	rule, err := agentd.EncodeApprovalColumn(r.Approval, nil)
+	rule, err := encodeApprovalRule(r.Approval, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,7 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// WebhookStore is the webhook outbox of the store (agentd.Store's webhook
-// methods).
+// WebhookStore is the webhook outbox of the store (agentd.WebhookOutbox).
 type WebhookStore struct {
 	b Backend
 	d *Dialect
@@ -24,7 +23,7 @@ const deliveryColumns = `seq, id, endpoint_id, event_id, event_name, position, t
 	status, next_attempt_at, created_at, updated_at,
 	(SELECT COUNT(*) FROM webhook_attempts WHERE delivery_seq = webhook_deliveries.seq)`
 
-// EnqueueWebhookDeliveries implements agentd.Store.EnqueueWebhookDeliveries.
+// EnqueueWebhookDeliveries implements agentd.WebhookOutbox.EnqueueWebhookDeliveries.
 func (s *WebhookStore) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []agentd.WebhookDelivery) error {
 	if err := checkConsumer(consumer, pos); err != nil {
 		return err
@@ -69,7 +68,7 @@ func checkDelivery(d agentd.WebhookDelivery) error {
 	return nil
 }
 
-// ClaimWebhookDeliveries implements agentd.Store.ClaimWebhookDeliveries.
+// ClaimWebhookDeliveries implements agentd.WebhookOutbox.ClaimWebhookDeliveries.
 func (s *WebhookStore) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim) ([]agentd.WebhookDelivery, error) {
 	if c.EndpointID == "" || c.Owner == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook claim needs an endpoint and an owner")
@@ -108,7 +107,7 @@ func (s *WebhookStore) ClaimWebhookDeliveries(ctx context.Context, c agentd.Webh
 	return out, nil
 }
 
-// RecordWebhookAttempt implements agentd.Store.RecordWebhookAttempt.
+// RecordWebhookAttempt implements agentd.WebhookOutbox.RecordWebhookAttempt.
 func (s *WebhookStore) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptRecord) error {
 	if !agentd.ValidDeliveryStatus(r.Status) {
 		return agentd.Errorf(agentd.EINVALID, "invalid webhook delivery status %q", r.Status)
@@ -146,7 +145,7 @@ func (s *WebhookStore) RecordWebhookAttempt(ctx context.Context, r agentd.Webhoo
 	})
 }
 
-// WebhookDeliveries implements agentd.Store.WebhookDeliveries.
+// WebhookDeliveries implements agentd.WebhookOutbox.WebhookDeliveries.
 func (s *WebhookStore) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFilter) ([]agentd.WebhookDelivery, error) {
 	if f.TenantID == "" || f.ProjectID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook delivery list needs a tenant and a project")
@@ -186,7 +185,7 @@ func (s *WebhookStore) WebhookDeliveries(ctx context.Context, f agentd.WebhookDe
 	return out, nil
 }
 
-// WebhookDelivery implements agentd.Store.WebhookDelivery.
+// WebhookDelivery implements agentd.WebhookOutbox.WebhookDelivery.
 func (s *WebhookStore) WebhookDelivery(ctx context.Context, id string) (*agentd.WebhookDelivery, error) {
 	var out *agentd.WebhookDelivery
 	err := s.b.Read(ctx, func(tx Q) error {
@@ -215,7 +214,7 @@ func (s *WebhookStore) get(ctx context.Context, tx Q, id string) (*agentd.Webhoo
 	return &ds[0], nil
 }
 
-// RedeliverWebhook implements agentd.Store.RedeliverWebhook.
+// RedeliverWebhook implements agentd.WebhookOutbox.RedeliverWebhook.
 func (s *WebhookStore) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*agentd.WebhookDelivery, error) {
 	var out *agentd.WebhookDelivery
 	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
@@ -233,7 +232,7 @@ func (s *WebhookStore) RedeliverWebhook(ctx context.Context, id string, now time
 	return out, err
 }
 
-// NextWebhookAttempt implements agentd.Store.NextWebhookAttempt.
+// NextWebhookAttempt implements agentd.WebhookOutbox.NextWebhookAttempt.
 func (s *WebhookStore) NextWebhookAttempt(ctx context.Context, endpointID string) (time.Time, error) {
 	var at sql.NullInt64
 	err := s.b.Read(ctx, func(tx Q) error {
@@ -248,7 +247,7 @@ func (s *WebhookStore) NextWebhookAttempt(ctx context.Context, endpointID string
 	return DecTime(at), nil
 }
 
-// WebhookQueueDepth implements agentd.Store.WebhookQueueDepth.
+// WebhookQueueDepth implements agentd.WebhookOutbox.WebhookQueueDepth.
 func (s *WebhookStore) WebhookQueueDepth(ctx context.Context, tenantID, projectID string) (map[string]int64, error) {
 	q, args := queueDepthQuery, []any(nil)
 	switch {
@@ -289,7 +288,7 @@ const (
 		WHERE status = 'pending' AND tenant_id = ? AND project_id = ? GROUP BY endpoint_id`
 )
 
-// WebhookEndpointStates implements agentd.Store.WebhookEndpointStates.
+// WebhookEndpointStates implements agentd.WebhookOutbox.WebhookEndpointStates.
 func (s *WebhookStore) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpointState, error) {
 	var out []agentd.WebhookEndpointState
 	err := s.b.Read(ctx, func(tx Q) error {
@@ -319,7 +318,7 @@ func (s *WebhookStore) WebhookEndpointStates(ctx context.Context) ([]agentd.Webh
 	return out, nil
 }
 
-// SetWebhookEndpointState implements agentd.Store.SetWebhookEndpointState.
+// SetWebhookEndpointState implements agentd.WebhookOutbox.SetWebhookEndpointState.
 func (s *WebhookStore) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndpointState) error {
 	if st.ID == "" {
 		return agentd.Errorf(agentd.EINVALID, "a webhook endpoint state needs an id")
