@@ -12,10 +12,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,33 +174,15 @@ type migration struct {
 	sql     string
 }
 
-// migrations returns the embedded migrations in version order. File names
-// are NNNN_description.sql; versions must be unique and positive.
+// migrations returns the embedded migrations in version order
+// (sqlstore.Migrations).
 func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
+	ms, err := sqlstore.Migrations(migrationFS, "migrations/*.sql")
+	out := make([]migration, len(ms))
+	for i, m := range ms {
+		out[i] = migration{version: m.Version, name: m.Name, sql: m.SQL}
 	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
-		} else if prev, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, base, v)
-		}
-		seen[v] = base
-		body, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+	return out, err
 }
 
 // migrate applies, in version order, each embedded migration not yet
