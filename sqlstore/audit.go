@@ -106,7 +106,7 @@ func queryAudit(ctx context.Context, tx Q, q string, args ...any) ([]agentd.Audi
 			&e.Subagent, &e.TaskToolCallID, &at); err != nil {
 			return nil, err
 		}
-		e.CreatedAt = DecTime(at)
+		e.CreatedAt = decTime(at)
 		out = append(out, e)
 	}
 	return out, rows.Err()

@@ -44,8 +44,8 @@ func EncBound(t time.Time) any {
 	return t.UnixNano()
 }
 
-// DecTime is the inverse of EncTime; times come back in UTC.
-func DecTime(n sql.NullInt64) time.Time {
+// decTime is the inverse of EncTime; times come back in UTC.
+func decTime(n sql.NullInt64) time.Time {
 	if !n.Valid {
 		return time.Time{}
 	}
@@ -63,16 +63,16 @@ func EncJSON(field string, raw json.RawMessage) (any, error) {
 	return string(raw), nil
 }
 
-// DecJSON is the inverse of EncJSON.
-func DecJSON(s sql.NullString) json.RawMessage {
+// decJSON is the inverse of EncJSON.
+func decJSON(s sql.NullString) json.RawMessage {
 	if !s.Valid {
 		return nil
 	}
 	return json.RawMessage(s.String)
 }
 
-// NullString maps "" to NULL, for optional references.
-func NullString(s string) any {
+// nullString maps "" to NULL, for optional references.
+func nullString(s string) any {
 	if s == "" {
 		return nil
 	}
@@ -93,9 +93,9 @@ func InsertErr(mapErr func(error) error, err error, kind, id string) error {
 	return err
 }
 
-// CheckEvents validates drafts before they are appended: each names its
+// checkEvents validates drafts before they are appended: each names its
 // conversation and type, and its data is empty or valid JSON.
-func CheckEvents(events []agentd.EventDraft) error {
+func checkEvents(events []agentd.EventDraft) error {
 	for i, e := range events {
 		if e.ConversationID == "" {
 			return agentd.Errorf(agentd.EINVALID, "event %d: conversation id is required", i)

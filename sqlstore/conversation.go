@@ -36,7 +36,7 @@ func (s *ConversationStore) CreateConversation(ctx context.Context, c *agentd.Co
 	})
 }
 
-// conversationQuery reads one conversation, on every step (Prepared).
+// conversationQuery reads one conversation, on every step (Store.Prepared).
 const conversationQuery = `
 			SELECT id, tenant_id, project_id, agent, metadata, delegated, created_by, created_at, last_seq
 			FROM conversations WHERE id = ?`
@@ -58,7 +58,7 @@ func (s *ConversationStore) Conversation(ctx context.Context, id string) (*agent
 	if err != nil {
 		return nil, err
 	}
-	c.Metadata = DecJSON(metadata)
-	c.CreatedAt = DecTime(created)
+	c.Metadata = decJSON(metadata)
+	c.CreatedAt = decTime(created)
 	return &c, nil
 }

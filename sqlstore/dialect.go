@@ -114,11 +114,11 @@ var Postgres = &Dialect{
 	},
 }
 
-// In is the condition that col is one of a list parameter (List).
+// In is the condition that col is one of a list parameter (listOf).
 func (d *Dialect) In(col string) string { return d.in(col) }
 
-// List is the parameter of a list of strings for a condition of In.
-func List[T ~string](d *Dialect, xs []T) any {
+// listOf is the parameter of a list of strings for a condition of In.
+func listOf[T ~string](d *Dialect, xs []T) any {
 	out := make([]string, len(xs))
 	for i, x := range xs {
 		out[i] = string(x)

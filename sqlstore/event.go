@@ -16,7 +16,7 @@ type EventLog struct {
 	d *Dialect
 }
 
-// The event statements of every step and every feed read (Prepared).
+// The event statements of every step and every feed read (Store.Prepared).
 const (
 	// eventColumns are the columns scanEvents scans, in its order.
 	eventColumns = `conversation_id, seq, position, type, data`
@@ -46,7 +46,7 @@ var feedQueries = [...]string{
 // conversation does not exist, EINVALID if an event has no conversation or
 // type or its data is not valid JSON; on any error nothing is appended.
 func (s *EventLog) AppendEvents(ctx context.Context, events []agentd.EventDraft) ([]agentd.Event, error) {
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, err
 	}
 	var out []agentd.Event
@@ -121,7 +121,7 @@ func (s *EventLog) EventsAfter(ctx context.Context, f agentd.FeedFilter) ([]agen
 	return out, nil
 }
 
-// AppendEventsIn appends drafts, validated by CheckEvents, inside tx. Each
+// AppendEventsIn appends drafts, validated by checkEvents, inside tx. Each
 // event takes the next value of its conversation's last_seq counter, which the same transaction
 // increments, so sequence numbers are gapless: a rollback undoes both. Its
 // feed position is taken in commit order, as the backend orders its
@@ -188,7 +188,7 @@ func queryEvents(ctx context.Context, q Q, query string, args ...any) ([]agentd.
 		if err := rows.Scan(&e.ConversationID, &e.Seq, &e.Position, &e.Type, &data); err != nil {
 			return nil, err
 		}
-		e.Data = DecJSON(data)
+		e.Data = decJSON(data)
 		out = append(out, e)
 	}
 	return out, rows.Err()

@@ -123,7 +123,7 @@ func (s *GrantStore) ActiveGrants(ctx context.Context, q agentd.GrantQuery) ([]a
 
 // RevokeGrant implements agentd.GrantStore.RevokeGrant.
 func (s *GrantStore) RevokeGrant(ctx context.Context, id string, by agentd.Actor, now time.Time, events []agentd.EventDraft) (*agentd.Grant, []agentd.Event, error) {
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, nil, err
 	}
 	at, err := EncTime("now", now)
@@ -193,9 +193,9 @@ func scanGrant(s scanner) (*agentd.Grant, error) {
 	if err := json.Unmarshal([]byte(groups), &g.CreatorGroups); err != nil {
 		return nil, err
 	}
-	g.CreatedAt, g.ExpiresAt = DecTime(created), DecTime(expires)
+	g.CreatedAt, g.ExpiresAt = decTime(created), decTime(expires)
 	if revoked.Valid {
-		t := DecTime(revoked)
+		t := decTime(revoked)
 		g.RevokedAt = &t
 	}
 	return &g, nil

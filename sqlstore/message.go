@@ -8,7 +8,7 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// The message statements of every step (Prepared).
+// The message statements of every step (Store.Prepared).
 const (
 	insertMessageQuery = `INSERT INTO messages (id, conversation_id, run_id, role, content, created_at) VALUES (?, ?, ?, ?, ?, ?)`
 	messagesQuery      = `
@@ -35,12 +35,12 @@ func (s *ConversationStore) AddMessage(ctx context.Context, m *agentd.Message, e
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, err
 	}
 	var out []agentd.Event
 	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		if _, err := tx.Exec(ctx, insertMessageQuery, m.ID, m.ConversationID, NullString(m.RunID), m.Role, m.Content, created); err != nil {
+		if _, err := tx.Exec(ctx, insertMessageQuery, m.ID, m.ConversationID, nullString(m.RunID), m.Role, m.Content, created); err != nil {
 			return InsertErr(s.b.Err, err, "message", m.ID)
 		}
 		var err error
@@ -103,7 +103,7 @@ func (s *ConversationStore) messages(ctx context.Context, query string, args ...
 			if err := rows.Scan(&m.ID, &m.ConversationID, &m.RunID, &m.Role, &m.Content, &created); err != nil {
 				return err
 			}
-			m.CreatedAt = DecTime(created)
+			m.CreatedAt = decTime(created)
 			msgs = append(msgs, m)
 		}
 		return rows.Err()

@@ -30,7 +30,7 @@ func newRunStore(b Backend, d *Dialect, calls *ToolCallStore) *RunStore {
 	ORDER BY created_at, ` + d.runOrder}
 }
 
-// The run statements of every step (Prepared).
+// The run statements of every step (Store.Prepared).
 const (
 	conversationExistsQuery = `SELECT 1 FROM conversations WHERE id = ?`
 	activeRunQuery          = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
@@ -82,7 +82,7 @@ func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Me
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, err
 	}
 
@@ -153,7 +153,7 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, nil, err
 	}
 	var step, input, output any
@@ -170,7 +170,7 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 		q := tx
 		query, args := updateRunQuery, []any{u.Status, u.Reason, step, input, output, now, u.ID}
 		if len(u.From) > 0 {
-			query, args = s.updateFrom, append(args, List(s.d, u.From))
+			query, args = s.updateFrom, append(args, listOf(s.d, u.From))
 		}
 		res, err := q.Exec(ctx, query, args...)
 		if err != nil {
@@ -253,7 +253,7 @@ func scanRun(s scanner) (*agentd.Run, error) {
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &created, &updated, &r.StopReason, &r.RequestedBy, &r.TraceParent, &r.TraceCaller); err != nil {
 		return nil, err
 	}
-	r.CreatedAt, r.UpdatedAt = DecTime(created), DecTime(updated)
+	r.CreatedAt, r.UpdatedAt = decTime(created), decTime(updated)
 	return &r, nil
 }
 
@@ -361,7 +361,7 @@ func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated
 			return nil, nil, err
 		}
 	}
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, nil, err
 	}
 	return now, msgCreated, nil
@@ -419,7 +419,7 @@ func (s *RunStore) CancelRun(ctx context.Context, runID, reason string, by agent
 		if plan != nil {
 			drafts = plan(run, calls)
 		}
-		if err := CheckEvents(drafts); err != nil {
+		if err := checkEvents(drafts); err != nil {
 			return err
 		}
 		out, err = AppendEventsIn(ctx, tx, drafts)

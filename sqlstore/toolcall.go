@@ -135,7 +135,7 @@ func (s *ToolCallStore) MessageToolCalls(ctx context.Context, conversationID str
 	if len(messageIDs) == 0 {
 		return nil, nil
 	}
-	return s.list(ctx, s.q.ofMessagesWhere, conversationID, List(s.d, messageIDs))
+	return s.list(ctx, s.q.ofMessagesWhere, conversationID, listOf(s.d, messageIDs))
 }
 
 // ToolCallsAfter implements agentd.ToolCallStore.ToolCallsAfter: with
@@ -166,7 +166,7 @@ func (s *ToolCallStore) ToolCallsByStatus(ctx context.Context, statuses ...agent
 	if len(statuses) == 0 {
 		return nil, nil
 	}
-	return s.list(ctx, s.q.byStatusWhere, List(s.d, statuses))
+	return s.list(ctx, s.q.byStatusWhere, listOf(s.d, statuses))
 }
 
 // PendingToolCalls implements agentd.ToolCallStore.PendingToolCalls. A limit
@@ -285,7 +285,7 @@ func (s *ToolCallStore) NextDeadline(ctx context.Context, after time.Time) (time
 	} else if err != nil {
 		return time.Time{}, err
 	}
-	return DecTime(at), nil
+	return decTime(at), nil
 }
 
 // list reads the calls matching where (which may end in ORDER BY) and
@@ -360,8 +360,8 @@ func (s *ToolCallStore) attachDecisions(ctx context.Context, q Q, calls []agentd
 			&edited, &d.EditedArgumentsSHA256, &d.Role, &d.Via); err != nil {
 			return err
 		}
-		d.CreatedAt = DecTime(created)
-		d.EditedArguments = DecJSON(edited)
+		d.CreatedAt = decTime(created)
+		d.EditedArguments = decJSON(edited)
 		c := &calls[index[d.ToolCallID]]
 		c.Decisions = append(c.Decisions, d)
 	}
@@ -378,27 +378,27 @@ func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 		&created, &updated, &c.ConnectionName, &c.PathTemplate, &params, &c.Diff, &c.StateSHA256, &approval); err != nil {
 		return nil, err
 	}
-	c.Arguments = DecJSON(arguments)
-	c.Params = DecJSON(params)
-	c.Result = DecJSON(result)
+	c.Arguments = decJSON(arguments)
+	c.Params = decJSON(params)
+	c.Result = decJSON(result)
 	if allowed.Valid {
 		if err := json.Unmarshal([]byte(allowed.String), &c.AllowedDecisions); err != nil {
 			return nil, errors.New("allowed_decisions of tool call " + c.ID + ": " + err.Error())
 		}
 	}
 	if deadline.Valid {
-		t := DecTime(deadline)
+		t := decTime(deadline)
 		c.RequiresApprovalAt = &t
 	}
-	c.CreatedAt, c.UpdatedAt = DecTime(created), DecTime(updated)
+	c.CreatedAt, c.UpdatedAt = decTime(created), decTime(updated)
 	if err := decodeApproval(&c, approval.String, approval.Valid); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
-// ValidCallStatus reports whether s is a status of a tool call.
-func ValidCallStatus(s agentd.CallStatus) bool {
+// validCallStatus reports whether s is a status of a tool call.
+func validCallStatus(s agentd.CallStatus) bool {
 	switch s {
 	case agentd.StatusRequiresConfirmation, agentd.StatusApproved, agentd.StatusExecuting, agentd.StatusCompleted,
 		agentd.StatusFailed, agentd.StatusDenied, agentd.StatusExpired, agentd.StatusRefused, agentd.StatusCancelled:

@@ -13,7 +13,7 @@ import (
 // call when its status does not match.
 func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*agentd.ToolCall, error) {
 	u := p.u
-	res, err := tx.Exec(ctx, s.q.update, u.Status, p.result, u.Error, u.Error, p.now, u.ID, List(s.d, u.From), u.Card, u.Card)
+	res, err := tx.Exec(ctx, s.q.update, u.Status, p.result, u.Error, u.Error, p.now, u.ID, listOf(s.d, u.From), u.Card, u.Card)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*a
 		if err := tx.Decide(ctx, d, p.decided, p.decidedArgs, call); err != nil {
 			return nil, err
 		}
-		call.Decisions = append(call.Decisions, StoredDecision(d, p.decided, p.decidedArgs))
+		call.Decisions = append(call.Decisions, storedDecision(d, p.decided, p.decidedArgs))
 	}
 	if g := u.Grant; g != nil {
 		if err := s.grants.insert(ctx, tx, g, agentd.Actor{KeyID: p.d.DecidedBy, Role: p.d.Role}); err != nil {
@@ -69,18 +69,18 @@ func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*a
 	return call, nil
 }
 
-// StoredDecision is d as a read of its row returns it: at and edited are
+// storedDecision is d as a read of its row returns it: at and edited are
 // its encoded time and edited arguments; what a row does not hold (the
 // answer of a quorum's approval) is left out.
-func StoredDecision(d *agentd.Decision, at, edited any) agentd.Decision {
+func storedDecision(d *agentd.Decision, at, edited any) agentd.Decision {
 	out := *d
 	out.CreatedAt, out.EditedArguments = time.Time{}, nil
 	out.Status, out.Approvals, out.Quorum = "", nil, 0
 	if n, ok := at.(int64); ok {
-		out.CreatedAt = DecTime(sql.NullInt64{Int64: n, Valid: true})
+		out.CreatedAt = decTime(sql.NullInt64{Int64: n, Valid: true})
 	}
 	if s, ok := edited.(string); ok {
-		out.EditedArguments = DecJSON(sql.NullString{String: s, Valid: true})
+		out.EditedArguments = decJSON(sql.NullString{String: s, Valid: true})
 	}
 	return out
 }
@@ -144,8 +144,8 @@ func (s *ToolCallStore) applyGovernance(ctx context.Context, tx Tx, p *preparedU
 	return nil
 }
 
-// CallEntry is an audit entry about call c, of kind, at c's UpdatedAt.
-func CallEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
+// callEntry is an audit entry about call c, of kind, at c's UpdatedAt.
+func callEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
 	return &agentd.AuditEntry{Kind: kind, TenantID: c.TenantID, ProjectID: c.ProjectID, ConversationID: c.ConversationID,
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Tier: c.Tier, Escalated: c.Escalated,
 		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: c.UpdatedAt}
@@ -157,13 +157,13 @@ func auditCall(ctx context.Context, tx Tx, c *agentd.ToolCall) error {
 	var e *agentd.AuditEntry
 	switch {
 	case c.Status == agentd.StatusRefused:
-		e = CallEntry(agentd.AuditRefusal, c)
+		e = callEntry(agentd.AuditRefusal, c)
 		e.Reason = c.Error
 		if e.Reason == "" {
 			e.Reason = c.Reason
 		}
 	case c.Status == agentd.StatusRequiresConfirmation && c.Escalated:
-		e = CallEntry(agentd.AuditEscalation, c)
+		e = callEntry(agentd.AuditEscalation, c)
 		e.Reason = c.Reason
 	default:
 		return nil

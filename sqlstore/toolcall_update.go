@@ -23,7 +23,7 @@ func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.Too
 		}
 		rows = append(rows, args)
 	}
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, err
 	}
 	var out []agentd.Event
@@ -59,7 +59,7 @@ func (s *ToolCallStore) insert(ctx context.Context, tx Tx, calls []*agentd.ToolC
 func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if c == nil || c.ID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "tool call id is required")
-	} else if !ValidCallStatus(c.Status) {
+	} else if !validCallStatus(c.Status) {
 		return nil, agentd.Errorf(agentd.EINVALID, "tool call %q: unknown status %q", c.ID, c.Status)
 	} else if len(c.Decisions) > 0 {
 		return nil, agentd.Errorf(agentd.EINVALID, "tool call %q: decisions are added by UpdateToolCall only", c.ID)
@@ -102,7 +102,7 @@ func toolCallArgs(c *agentd.ToolCall) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{c.ID, c.TenantID, c.ProjectID, NullString(c.ConversationID), NullString(c.RunID),
+	return []any{c.ID, c.TenantID, c.ProjectID, nullString(c.ConversationID), nullString(c.RunID),
 		c.CorrelationID, c.MessageID, c.Step, c.Index, c.Name, c.ServerID, arguments, c.ArgumentsSHA256, c.Tier, c.Reason,
 		c.Escalated, c.Status, c.Method, c.Endpoint, deadline, allowed, result, c.Error,
 		created, updated, c.ConnectionName, c.PathTemplate, params, c.Diff, c.StateSHA256, approval}, nil
@@ -122,7 +122,7 @@ func (s *ToolCallStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate,
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, nil, err
 	}
 	var call *agentd.ToolCall
@@ -158,7 +158,7 @@ func (s *ToolCallStore) UpdateToolCalls(ctx context.Context, us []agentd.CallUpd
 		seen[u.ID] = true
 		ps[i] = p
 	}
-	if err := CheckEvents(events); err != nil {
+	if err := checkEvents(events); err != nil {
 		return nil, nil, err
 	}
 	calls := make([]agentd.ToolCall, len(us))
@@ -198,11 +198,11 @@ func prepareUpdate(u agentd.CallUpdate) (*preparedUpdate, error) {
 		return nil, agentd.Errorf(agentd.EINVALID, "tool call id is required")
 	} else if len(u.From) == 0 {
 		return nil, agentd.Errorf(agentd.EINVALID, "a tool call transition needs the statuses it may start from")
-	} else if !ValidCallStatus(u.Status) {
+	} else if !validCallStatus(u.Status) {
 		return nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", u.Status)
 	}
 	for _, s := range u.From {
-		if !ValidCallStatus(s) {
+		if !validCallStatus(s) {
 			return nil, agentd.Errorf(agentd.EINVALID, "unknown tool call status %q", s)
 		}
 	}

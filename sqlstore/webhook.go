@@ -244,7 +244,7 @@ func (s *WebhookStore) NextWebhookAttempt(ctx context.Context, endpointID string
 	} else if err != nil {
 		return time.Time{}, err
 	}
-	return DecTime(at), nil
+	return decTime(at), nil
 }
 
 // WebhookQueueDepth implements agentd.WebhookOutbox.WebhookQueueDepth.
@@ -304,10 +304,10 @@ func (s *WebhookStore) WebhookEndpointStates(ctx context.Context) ([]agentd.Webh
 				return err
 			}
 			if disabled.Valid {
-				t := DecTime(disabled)
+				t := decTime(disabled)
 				st.DisabledAt = &t
 			}
-			st.UpdatedAt = DecTime(updated)
+			st.UpdatedAt = decTime(updated)
 			out = append(out, st)
 		}
 		return rows.Err()
@@ -356,10 +356,10 @@ func scanDeliveries(rows Rows) ([]agentd.WebhookDelivery, error) {
 		}
 		d.Body = []byte(body)
 		if next.Valid {
-			t := DecTime(next)
+			t := decTime(next)
 			d.NextAttemptAt = &t
 		}
-		d.CreatedAt, d.UpdatedAt = DecTime(created), DecTime(updated)
+		d.CreatedAt, d.UpdatedAt = decTime(created), decTime(updated)
 		out = append(out, d)
 	}
 	return out, rows.Err()
