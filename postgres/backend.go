@@ -6,6 +6,7 @@ import (
 	"github.com/agentd-dev/agentd"
 	"github.com/agentd-dev/agentd/sqlstore"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // backend runs the shared store's transactions (sqlstore.Backend) with
@@ -98,4 +99,31 @@ func (w write) Decide(_ context.Context, d *agentd.Decision, at, edited any, c *
 // ReadOne runs fn in a read transaction, as Read.
 func (b backend) ReadOne(ctx context.Context, fn func(q sqlstore.Q) error) error {
 	return b.Read(ctx, fn)
+}
+
+// Poll runs fn's one statement on a pooled connection: one statement reads
+// one snapshot, so it needs no transaction around it.
+func (b backend) Poll(ctx context.Context, fn func(q sqlstore.Q) error) error {
+	return storeErr(fn(pooled{b.db.pool}))
+}
+
+// pooled runs single statements on the pool, outside any transaction
+// (sqlstore.Q).
+type pooled struct{ pool *pgxpool.Pool }
+
+func (p pooled) Exec(ctx context.Context, s string, args ...any) (sqlstore.Result, error) {
+	tag, err := p.pool.Exec(ctx, rebind(s), args...)
+	return result{tag}, err
+}
+
+func (p pooled) Query(ctx context.Context, s string, args ...any) (sqlstore.Rows, error) {
+	rows, err := p.pool.Query(ctx, rebind(s), args...)
+	if err != nil {
+		return nil, err
+	}
+	return rowsOf{rows}, nil
+}
+
+func (p pooled) QueryRow(ctx context.Context, s string, args ...any) sqlstore.Row {
+	return p.pool.QueryRow(ctx, rebind(s), args...)
 }

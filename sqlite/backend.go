@@ -65,3 +65,8 @@ func (t *wtx) Decide(ctx context.Context, d *agentd.Decision, at, edited any, _ 
 func (b backend) ReadOne(_ context.Context, fn func(q sqlstore.Q) error) error {
 	return storeErr(fn(stmtDB{b.db.reader, b.db.readStmts}))
 }
+
+// Poll runs fn's statement as ReadOne does.
+func (b backend) Poll(ctx context.Context, fn func(q sqlstore.Q) error) error {
+	return b.ReadOne(ctx, fn)
+}

@@ -111,7 +111,7 @@ func (s *EventLog) EventsAfter(ctx context.Context, f agentd.FeedFilter) ([]agen
 		args = append(args, f.TenantID)
 	}
 	var out []agentd.Event
-	err := s.b.ReadOne(ctx, func(q Q) (err error) {
+	err := s.b.Poll(ctx, func(q Q) (err error) {
 		out, err = queryEvents(ctx, q, feedQueries[len(args)-1], append(args, f.PageLimit())...)
 		return err
 	})

@@ -68,6 +68,10 @@ type Backend interface {
 	// ReadOne runs fn, which runs one statement: a backend that can runs
 	// it outside a transaction (one statement reads one snapshot).
 	ReadOne(ctx context.Context, fn func(q Q) error) error
+	// Poll runs fn, which runs one statement a poller repeats (the feed's
+	// read), outside any transaction; a lost connection is the poller's
+	// error, and its next read tries again.
+	Poll(ctx context.Context, fn func(q Q) error) error
 	// Write runs fn in one write transaction and commits when it returns
 	// nil; any error rolls back everything fn did. fn's context is the one
 	// its statements must use.
