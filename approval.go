@@ -1,7 +1,6 @@
 package agentd
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -224,81 +223,4 @@ func ApprovedBy(approvals []Approval, last string) []string {
 		out = append(out, last)
 	}
 	return out
-}
-
-// approvalColumn is the stored form of a call's rule and approvals (the
-// tool_calls.approval column of every backend).
-type approvalColumn struct {
-	*ApprovalRule
-	Approvals []Approval `json:"approvals,omitempty"`
-	// Reminded and ExtendedMS are SPEC §11.3's state (ToolCall.Reminded,
-	// ToolCall.Extended); a GovernanceUpdate writes them.
-	Reminded   []Reminder `json:"reminded,omitempty"`
-	ExtendedMS int64      `json:"extended_ms,omitempty"`
-	// GrantedBy is ToolCall.GrantedBy (SPEC §11.2).
-	GrantedBy *GrantRef `json:"granted_by,omitempty"`
-}
-
-// EncodeCallApprovalColumn is the stored JSON of c's approval column as
-// inserted: its rule, approvals and grant; nil (NULL) for a call without
-// a rule.
-func EncodeCallApprovalColumn(c *ToolCall) (any, error) {
-	return encodeApprovalColumn(approvalColumn{ApprovalRule: c.Approval, Approvals: c.Approvals, GrantedBy: c.GrantedBy})
-}
-
-// EncodeReminders is the stored JSON of reminders (a GovernanceUpdate's
-// Reminded).
-func EncodeReminders(rs []Reminder) (string, error) { return encodeList(rs) }
-
-// EncodeApprovalColumn is the stored JSON of a call's approval rule and
-// approvals; nil (NULL) for a call without a rule.
-func EncodeApprovalColumn(r *ApprovalRule, approvals []Approval) (any, error) {
-	return encodeApprovalColumn(approvalColumn{ApprovalRule: r, Approvals: approvals})
-}
-
-// encodeApprovalColumn is col's stored JSON; nil (NULL) without a rule.
-func encodeApprovalColumn(col approvalColumn) (any, error) {
-	if col.ApprovalRule == nil {
-		return nil, nil
-	}
-	b, err := json.Marshal(col)
-	if err != nil {
-		return nil, err
-	}
-	return string(b), nil
-}
-
-// EncodeApprovals is the stored JSON of approvals alone (an
-// ApprovalsUpdate's After).
-func EncodeApprovals(approvals []Approval) (string, error) { return encodeList(approvals) }
-
-// encodeList is the stored JSON of a list: [] when it is nil.
-func encodeList[T any](xs []T) (string, error) {
-	if xs == nil {
-		xs = []T{}
-	}
-	b, err := json.Marshal(xs)
-	return string(b), err
-}
-
-// DecodeApprovalColumn sets c's Approval and Approvals from the stored
-// JSON (valid false: NULL, no rule).
-func DecodeApprovalColumn(c *ToolCall, s string, valid bool) error {
-	if !valid || s == "" {
-		return nil
-	}
-	col := approvalColumn{ApprovalRule: &ApprovalRule{}}
-	if err := json.Unmarshal([]byte(s), &col); err != nil {
-		return fmt.Errorf("approval of tool call %s: %w", c.ID, err)
-	}
-	for i := range col.Approvals {
-		col.Approvals[i].At = col.Approvals[i].At.UTC()
-	}
-	for i := range col.Reminded {
-		col.Reminded[i].Deadline = col.Reminded[i].Deadline.UTC()
-	}
-	c.Approval, c.Approvals = col.ApprovalRule, col.Approvals
-	c.Reminded, c.Extended = col.Reminded, time.Duration(col.ExtendedMS)*time.Millisecond
-	c.GrantedBy = col.GrantedBy
-	return nil
 }

@@ -147,26 +147,6 @@ func (f AuditFilter) Check() (limit int, err error) {
 	return f.Limit, nil
 }
 
-// MergeAudit merges a and b, each in ID order, into the first limit
-// entries in ID order: a store that keeps entries in two tables reads a
-// page of each and merges them.
-func MergeAudit(a, b []AuditEntry, limit int) []AuditEntry {
-	if len(b) == 0 {
-		return a
-	} else if len(a) == 0 {
-		return b
-	}
-	out := make([]AuditEntry, 0, min(len(a)+len(b), limit))
-	for len(out) < limit && (len(a) > 0 || len(b) > 0) {
-		if len(b) == 0 || (len(a) > 0 && a[0].ID < b[0].ID) {
-			out, a = append(out, a[0]), a[1:]
-		} else {
-			out, b = append(out, b[0]), b[1:]
-		}
-	}
-	return out
-}
-
 // MaxBatchDecisions bounds the items of one POST /v1/approvals.
 const MaxBatchDecisions = 100
 

@@ -541,6 +541,13 @@ func TestImportRules(t *testing.T) {
 		"github.com/agentd-dev/agentd/links": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite",
 			"github.com/agentd-dev/agentd/postgres", "github.com/agentd-dev/agentd/api", "github.com/labstack/echo/v4",
 			"net/http", "database/sql"},
+		// The store is written once (sqlstore) over a dialect; each backend
+		// opens its database and runs its transactions, and knows neither
+		// the other backend nor its driver.
+		"github.com/agentd-dev/agentd/sqlstore": {"github.com/agentd-dev/agentd/sqlite", "github.com/agentd-dev/agentd/postgres",
+			"modernc.org/sqlite", "github.com/jackc/pgx/v5"},
+		"github.com/agentd-dev/agentd/sqlite":   {"github.com/agentd-dev/agentd/postgres", "github.com/jackc/pgx/v5"},
+		"github.com/agentd-dev/agentd/postgres": {"github.com/agentd-dev/agentd/sqlite", "modernc.org/sqlite"},
 		// Webhooks read the store and the feed through their interfaces;
 		// the API reaches them through api.Webhooks.
 		"github.com/agentd-dev/agentd/webhook": {"github.com/agentd-dev/agentd/loop", "github.com/agentd-dev/agentd/sqlite",
@@ -551,10 +558,6 @@ func TestImportRules(t *testing.T) {
 		// Hooks run as command tools run, through internal/process, not
 		// through the command tools' package.
 		"github.com/agentd-dev/agentd/hooks": {"github.com/agentd-dev/agentd/tools"},
-		// The backends are two implementations of one store: neither
-		// builds on the other.
-		"github.com/agentd-dev/agentd/sqlite":   {"github.com/agentd-dev/agentd/postgres"},
-		"github.com/agentd-dev/agentd/postgres": {"github.com/agentd-dev/agentd/sqlite"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {

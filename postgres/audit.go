@@ -2,19 +2,14 @@ package postgres
 
 import (
 	"context"
-	"slices"
-	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // The audit log (agentd.Store's doc): entries of decisions, refusals and
 // escalations are written here, inside the transaction of the change they
 // record; AppendAudit adds the rest.
-
-const auditColumns = `id, kind, tenant_id, project_id, conversation_id, run_id, tool_call_id, tool_name,
-	key_id, role, via, decision, reason, tier, escalated, arguments_sha256, edited_arguments_sha256,
-	connection, method, endpoint, outcome, subagent, task_tool_call_id, created_at`
 
 const insertAuditQuery = `INSERT INTO audit (kind, tenant_id, project_id, conversation_id, run_id,
 	tool_call_id, tool_name, key_id, role, via, decision, reason, tier, escalated, arguments_sha256,
@@ -24,7 +19,7 @@ const insertAuditQuery = `INSERT INTO audit (kind, tenant_id, project_id, conver
 // insertAudit writes e inside tx (a write transaction), under the feed lock
 // (its id is taken in commit order, txn.lockFeed), and returns its id.
 func (tx *txn) insertAudit(ctx context.Context, e *agentd.AuditEntry) (int64, error) {
-	at, err := encTime("audit time", e.CreatedAt)
+	at, err := sqlstore.EncTime("audit time", e.CreatedAt)
 	if err != nil {
 		return 0, err
 	}
@@ -68,7 +63,7 @@ const insertDecisionQuery = `
 
 // queueAudit queues e (queued).
 func (tx *txn) queueAudit(e *agentd.AuditEntry) error {
-	if _, err := encTime("audit time", e.CreatedAt); err != nil {
+	if _, err := sqlstore.EncTime("audit time", e.CreatedAt); err != nil {
 		return err
 	}
 	tx.audit = append(tx.audit, queued{e: e})
@@ -80,19 +75,6 @@ func (tx *txn) queueAudit(e *agentd.AuditEntry) error {
 func (tx *txn) queueDecision(d *agentd.Decision, at, edited any, c *agentd.ToolCall) {
 	tx.audit = append(tx.audit, queued{d: &queuedDecision{d: d, at: at, edited: edited, tier: c.Tier, escalated: c.Escalated,
 		tenant: c.TenantID, project: c.ProjectID}})
-}
-
-// storedDecision is d as a read of its row returns it.
-func storedDecision(d *agentd.Decision, at, edited any) agentd.Decision {
-	out := *d
-	out.CreatedAt, out.EditedArguments = time.Time{}, nil
-	if n, ok := at.(int64); ok {
-		out.CreatedAt = decTime(&n)
-	}
-	if s, ok := edited.(string); ok {
-		out.EditedArguments = decJSON(&s)
-	}
-	return out
 }
 
 // flushAudit writes the queued audit entries and decisions of tx, in the
@@ -116,115 +98,6 @@ func (tx *txn) flushAudit(ctx context.Context) error {
 	}
 	tx.audit = nil
 	return nil
-}
-
-// callEntry is an entry about call c, of kind, at c's UpdatedAt.
-func callEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
-	return &agentd.AuditEntry{Kind: kind, TenantID: c.TenantID, ProjectID: c.ProjectID, ConversationID: c.ConversationID,
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Tier: c.Tier, Escalated: c.Escalated,
-		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: c.UpdatedAt}
-}
-
-// auditDraft records the entry an appended event draft carries (a
-// subagent's refusal), in the event's conversation, tenant and project.
-func (db *DB) auditDraft(ctx context.Context, tx *txn, d agentd.EventDraft, tenant, project string) error {
-	if d.Audit == nil {
-		return nil
-	}
-	e := *d.Audit
-	e.TenantID, e.ProjectID, e.ConversationID = tenant, project, d.ConversationID
-	if !slices.Contains(agentd.AuditKinds, e.Kind) {
-		return agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
-	}
-	_, err := tx.insertAudit(ctx, &e)
-	return err
-}
-
-// auditCall records that call c, as now stored, was refused or parked
-// escalated; any other state records nothing.
-func (db *DB) auditCall(ctx context.Context, tx *txn, c *agentd.ToolCall) error {
-	var e *agentd.AuditEntry
-	switch {
-	case c.Status == agentd.StatusRefused:
-		e = callEntry(agentd.AuditRefusal, c)
-		e.Reason = c.Error
-		if e.Reason == "" {
-			e.Reason = c.Reason
-		}
-	case c.Status == agentd.StatusRequiresConfirmation && c.Escalated:
-		e = callEntry(agentd.AuditEscalation, c)
-		e.Reason = c.Reason
-	default:
-		return nil
-	}
-	e.KeyID = agentd.SystemKeyID
-	return tx.queueAudit(e)
-}
-
-// AppendAudit implements agentd.Store.AppendAudit.
-func (db *DB) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error) {
-	if !slices.Contains(agentd.AuditKinds, e.Kind) {
-		return e, agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
-	} else if e.TenantID == "" || e.ProjectID == "" {
-		return e, agentd.Errorf(agentd.EINVALID, "an audit entry needs its tenant and project")
-	}
-	err := db.writeTx(ctx, func(tx *txn) (err error) {
-		e.ID, err = tx.insertAudit(ctx, &e)
-		return err
-	})
-	e.CreatedAt = e.CreatedAt.UTC()
-	return e, err
-}
-
-// Audit implements agentd.Store.Audit. A limit outside 1..1000 means 1000.
-// Entries live in two tables (0009): the audit table, and the decisions
-// recorded since 0009 (those with an audit_id), each the entry of its
-// decision, expiry or cancellation. Both are read in id order from one
-// snapshot, up to limit each, and merged.
-func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEntry, error) {
-	limit, err := f.Check()
-	if err != nil {
-		return nil, err
-	}
-	var rows, decided []agentd.AuditEntry
-	err = db.readTx(ctx, func(tx *txn) (err error) {
-		where, args := auditWhere(f)
-		rows, err = queryAudit(ctx, tx, `SELECT `+auditColumns+` FROM audit WHERE `+where+` ORDER BY id LIMIT ?`, append(args, limit)...)
-		if err != nil {
-			return err
-		}
-		if q, args, ok := decisionEntries(f); ok {
-			decided, err = queryAudit(ctx, tx, q, append(args, limit)...)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return agentd.MergeAudit(rows, decided, limit), nil
-}
-
-// queryAudit reads entries, columns in auditColumns' order.
-func queryAudit(ctx context.Context, tx *txn, q string, args ...any) ([]agentd.AuditEntry, error) {
-	rows, err := tx.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []agentd.AuditEntry
-	for rows.Next() {
-		var e agentd.AuditEntry
-		var at *int64
-		if err := rows.Scan(&e.ID, &e.Kind, &e.TenantID, &e.ProjectID, &e.ConversationID, &e.RunID, &e.ToolCallID,
-			&e.ToolName, &e.KeyID, &e.Role, &e.Via, &e.Decision, &e.Reason, &e.Tier, &e.Escalated,
-			&e.ArgumentsSHA256, &e.EditedArgumentsSHA256, &e.Connection, &e.Method, &e.Endpoint, &e.Outcome,
-			&e.Subagent, &e.TaskToolCallID, &at); err != nil {
-			return nil, err
-		}
-		e.CreatedAt = decTime(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // decisionColumns are auditColumns read from a decision d of call c, the
@@ -263,46 +136,11 @@ func decisionEntries(f agentd.AuditFilter) (string, []any, bool) {
 		add(`c.conversation_id = ?`, f.ConversationID)
 	}
 	if !f.Since.IsZero() {
-		add(`d.created_at >= ?`, encBound(f.Since))
+		add(`d.created_at >= ?`, sqlstore.EncBound(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add(`d.created_at < ?`, encBound(f.Until))
+		add(`d.created_at < ?`, sqlstore.EncBound(f.Until))
 	}
 	return `SELECT ` + decisionColumns + ` FROM decisions d JOIN tool_calls c ON c.id = d.tool_call_id WHERE ` + where +
 		` ORDER BY d.audit_id LIMIT ?`, args, true
-}
-
-// auditWhere is Audit's condition and its parameters: only the filters
-// that are set, so that a call's or a conversation's entries are read from
-// the conversation's index.
-func auditWhere(f agentd.AuditFilter) (string, []any) {
-	where := `tenant_id = ? AND project_id = ? AND id > ?`
-	args := []any{f.TenantID, f.ProjectID, f.After}
-	add := func(cond string, v any) {
-		where += ` AND ` + cond
-		args = append(args, v)
-	}
-	if f.Kind != "" {
-		add(`kind = ?`, f.Kind)
-	}
-	if f.ConversationID != "" {
-		add(`conversation_id = ?`, f.ConversationID)
-	} else if f.ToolCallID != "" {
-		// No index of its own (0013): the entries of a call carry its
-		// conversation (callEntry), so they are read from the
-		// conversation's index.
-		add(`conversation_id = (SELECT COALESCE(conversation_id, '') FROM tool_calls WHERE id = ?)`, f.ToolCallID)
-	}
-	if f.ToolCallID != "" {
-		// A task call's entries include those of its subagent's calls.
-		where += ` AND (tool_call_id = ? OR task_tool_call_id = ?)`
-		args = append(args, f.ToolCallID, f.ToolCallID)
-	}
-	if !f.Since.IsZero() {
-		add(`created_at >= ?`, encBound(f.Since))
-	}
-	if !f.Until.IsZero() {
-		add(`created_at < ?`, encBound(f.Until))
-	}
-	return where, args
 }

@@ -10,19 +10,16 @@ package postgres
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -110,6 +107,9 @@ func WithReconnectWait(d time.Duration) Option {
 // DB is an agentd.Store on one PostgreSQL database. It is safe for
 // concurrent use, and several processes may use one database at once.
 type DB struct {
+	// The roles written once for every SQL backend (package sqlstore).
+	*sqlstore.Store
+
 	pool *pgxpool.Pool
 	// conn is the pool's connection configuration, for the connection of
 	// its own that ListenEvents holds.
@@ -142,6 +142,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
 	db := &DB{pool: pool, conn: cfg.ConnConfig, reconnect: o.reconnect}
+	db.Store = sqlstore.New(backend{db}, sqlstore.Postgres)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: open: %w", err)
@@ -173,33 +174,15 @@ type migration struct {
 	sql     string
 }
 
-// migrations returns the embedded migrations in version order. File names
-// are NNNN_description.sql; versions must be unique and positive.
+// migrations returns the embedded migrations in version order
+// (sqlstore.Migrations).
 func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
+	ms, err := sqlstore.Migrations(migrationFS, "migrations/*.sql")
+	out := make([]migration, len(ms))
+	for i, m := range ms {
+		out[i] = migration{version: m.Version, name: m.Name, sql: m.SQL}
 	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := path.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
-		} else if prev, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, base, v)
-		}
-		seen[v] = base
-		body, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+	return out, err
 }
 
 // migrate applies, in version order, each embedded migration not yet
@@ -430,6 +413,10 @@ func lostBefore(err error, tx pgx.Tx) bool {
 	return tx != nil && tx.Conn().IsClosed()
 }
 
+// insertErr gives the constraint violations of inserting the object kind
+// with id their agentd codes and a message naming the object.
+func insertErr(err error, kind, id string) error { return sqlstore.InsertErr(storeErr, err, kind, id) }
+
 // storeErr passes *agentd.Error and context errors through, maps
 // constraint violations to agentd codes, and prefixes anything else.
 func storeErr(err error) error {
@@ -453,86 +440,4 @@ func storeErr(err error) error {
 		}
 	}
 	return fmt.Errorf("postgres: %w", err)
-}
-
-// Times are stored as unix nanoseconds in UTC; the zero time as NULL.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// encTime returns the column value of t, or EINVALID when t cannot be held
-// in int64 nanoseconds (before 1677 or after 2262).
-func encTime(field string, t time.Time) (any, error) {
-	if t.IsZero() {
-		return nil, nil
-	} else if t.Before(minTime) || t.After(maxTime) {
-		return nil, agentd.Errorf(agentd.EINVALID, "%s out of range: %s", field, t.Format(time.RFC3339Nano))
-	}
-	return t.UnixNano(), nil
-}
-
-// encBound is the column value of a time used as a bound of a query: as
-// encTime, but clamped to the range the columns can hold.
-func encBound(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	switch {
-	case t.Before(minTime):
-		return minTime.UnixNano()
-	case t.After(maxTime):
-		return maxTime.UnixNano()
-	}
-	return t.UnixNano()
-}
-
-// decTime is the inverse of encTime; times come back in UTC.
-func decTime(n *int64) time.Time {
-	if n == nil {
-		return time.Time{}
-	}
-	return time.Unix(0, *n).UTC()
-}
-
-// encJSON returns the column value of raw: NULL when empty, else the bytes
-// unchanged as TEXT. EINVALID when raw is not valid JSON.
-func encJSON(field string, raw json.RawMessage) (any, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	} else if !json.Valid(raw) {
-		return nil, agentd.Errorf(agentd.EINVALID, "%s is not valid JSON", field)
-	}
-	return string(raw), nil
-}
-
-// decJSON is the inverse of encJSON.
-func decJSON(s *string) json.RawMessage {
-	if s == nil {
-		return nil
-	}
-	return json.RawMessage(*s)
-}
-
-// nullString maps "" to NULL, for optional references.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// strList is a list of statuses or ids as a text[] parameter, for
-// `= ANY(?)`.
-func strList[T ~string](xs []T) []string {
-	out := make([]string, len(xs))
-	for i, x := range xs {
-		out[i] = string(x)
-	}
-	return out
-}
-
-// scanner is a pgx.Row or pgx.Rows.
-type scanner interface {
-	Scan(dest ...any) error
 }

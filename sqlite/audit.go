@@ -3,18 +3,14 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"slices"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // The audit log (agentd.Store's doc): entries of decisions, refusals and
 // escalations are written here, inside the transaction of the change they
 // record; AppendAudit adds the rest.
-
-const auditColumns = `id, kind, tenant_id, project_id, conversation_id, run_id, tool_call_id, tool_name,
-	key_id, role, via, decision, reason, tier, escalated, arguments_sha256, edited_arguments_sha256,
-	connection, method, endpoint, outcome, subagent, task_tool_call_id, created_at`
 
 // nextAuditID is the id of the next audit entry, in audit or in decisions
 // (0024): one more than the larger of both tables' largest, so that ids of
@@ -48,7 +44,7 @@ func insertDecision(ctx context.Context, q querier, d *agentd.Decision, at, edit
 
 // insertAudit writes e inside tx (a write transaction) and returns its id.
 func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e *agentd.AuditEntry) (int64, error) {
-	at, err := encTime("audit time", e.CreatedAt)
+	at, err := sqlstore.EncTime("audit time", e.CreatedAt)
 	if err != nil {
 		return 0, err
 	}
@@ -60,116 +56,6 @@ func (db *DB) insertAudit(ctx context.Context, tx *sql.Tx, e *agentd.AuditEntry)
 		return 0, err
 	}
 	return res.LastInsertId()
-}
-
-// callEntry is an entry about call c, of kind, at c's UpdatedAt.
-func callEntry(kind string, c *agentd.ToolCall) *agentd.AuditEntry {
-	return &agentd.AuditEntry{Kind: kind, TenantID: c.TenantID, ProjectID: c.ProjectID, ConversationID: c.ConversationID,
-		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, Tier: c.Tier, Escalated: c.Escalated,
-		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: c.UpdatedAt}
-}
-
-// auditDraft records the entry an appended event draft carries (a
-// subagent's refusal), in the event's conversation, tenant and project.
-func (db *DB) auditDraft(ctx context.Context, tx *sql.Tx, d agentd.EventDraft, tenant, project string) error {
-	if d.Audit == nil {
-		return nil
-	}
-	e := *d.Audit
-	e.TenantID, e.ProjectID, e.ConversationID = tenant, project, d.ConversationID
-	if !slices.Contains(agentd.AuditKinds, e.Kind) {
-		return agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
-	}
-	_, err := db.insertAudit(ctx, tx, &e)
-	return err
-}
-
-// auditCall records that call c, as now stored, was refused or parked
-// escalated; any other state records nothing.
-func (db *DB) auditCall(ctx context.Context, tx *sql.Tx, c *agentd.ToolCall) error {
-	var e *agentd.AuditEntry
-	switch {
-	case c.Status == agentd.StatusRefused:
-		e = callEntry(agentd.AuditRefusal, c)
-		e.Reason = c.Error
-		if e.Reason == "" {
-			e.Reason = c.Reason
-		}
-	case c.Status == agentd.StatusRequiresConfirmation && c.Escalated:
-		e = callEntry(agentd.AuditEscalation, c)
-		e.Reason = c.Reason
-	default:
-		return nil
-	}
-	e.KeyID = agentd.SystemKeyID
-	_, err := db.insertAudit(ctx, tx, e)
-	return err
-}
-
-// AppendAudit implements agentd.Store.AppendAudit.
-func (db *DB) AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error) {
-	if !slices.Contains(agentd.AuditKinds, e.Kind) {
-		return e, agentd.Errorf(agentd.EINVALID, "unknown audit kind %q", e.Kind)
-	} else if e.TenantID == "" || e.ProjectID == "" {
-		return e, agentd.Errorf(agentd.EINVALID, "an audit entry needs its tenant and project")
-	}
-	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
-		e.ID, err = db.insertAudit(ctx, tx, &e)
-		return err
-	})
-	e.CreatedAt = e.CreatedAt.UTC()
-	return e, err
-}
-
-// Audit implements agentd.Store.Audit. A limit outside 1..1000 means 1000.
-// Entries live in two tables (0024): the audit table, and the decisions
-// recorded since 0024, each the entry of its decision, expiry or
-// cancellation. Both are read in id order from one snapshot, up to limit
-// each, and merged.
-func (db *DB) Audit(ctx context.Context, f agentd.AuditFilter) ([]agentd.AuditEntry, error) {
-	limit, err := f.Check()
-	if err != nil {
-		return nil, err
-	}
-	var rows, decided []agentd.AuditEntry
-	err = db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		where, args := auditWhere(f)
-		rows, err = queryAudit(ctx, tx, `SELECT `+auditColumns+` FROM audit WHERE `+where+` ORDER BY id LIMIT ?`, append(args, limit)...)
-		if err != nil {
-			return err
-		}
-		if q, args, ok := decisionEntries(f, db.decisionsFrom); ok {
-			decided, err = queryAudit(ctx, tx, q, append(args, limit)...)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return agentd.MergeAudit(rows, decided, limit), nil
-}
-
-// queryAudit reads entries, columns in auditColumns' order.
-func queryAudit(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]agentd.AuditEntry, error) {
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []agentd.AuditEntry
-	for rows.Next() {
-		var e agentd.AuditEntry
-		var at sql.NullInt64
-		if err := rows.Scan(&e.ID, &e.Kind, &e.TenantID, &e.ProjectID, &e.ConversationID, &e.RunID, &e.ToolCallID,
-			&e.ToolName, &e.KeyID, &e.Role, &e.Via, &e.Decision, &e.Reason, &e.Tier, &e.Escalated,
-			&e.ArgumentsSHA256, &e.EditedArgumentsSHA256, &e.Connection, &e.Method, &e.Endpoint, &e.Outcome,
-			&e.Subagent, &e.TaskToolCallID, &at); err != nil {
-			return nil, err
-		}
-		e.CreatedAt = decTime(at)
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // decisionColumns are auditColumns read from a decision d of call c, the
@@ -218,45 +104,10 @@ func decisionEntries(f agentd.AuditFilter, from int64) (string, []any, bool) {
 		add(`d.tool_call_id = ?`, f.ToolCallID)
 	}
 	if !f.Since.IsZero() {
-		add(`d.created_at >= ?`, encBound(f.Since))
+		add(`d.created_at >= ?`, sqlstore.EncBound(f.Since))
 	}
 	if !f.Until.IsZero() {
-		add(`d.created_at < ?`, encBound(f.Until))
+		add(`d.created_at < ?`, sqlstore.EncBound(f.Until))
 	}
 	return `SELECT ` + decisionColumns + ` FROM ` + tables + ` WHERE ` + where + ` ORDER BY d.rid LIMIT ?`, args, true
-}
-
-// auditWhere is Audit's condition and its parameters: only the filters
-// that are set, so that a call's or a conversation's entries are read from
-// the conversation's index (TestQueryPlans).
-func auditWhere(f agentd.AuditFilter) (string, []any) {
-	where := `tenant_id = ? AND project_id = ? AND id > ?`
-	args := []any{f.TenantID, f.ProjectID, f.After}
-	add := func(cond string, v any) {
-		where += ` AND ` + cond
-		args = append(args, v)
-	}
-	if f.Kind != "" {
-		add(`kind = ?`, f.Kind)
-	}
-	if f.ConversationID != "" {
-		add(`conversation_id = ?`, f.ConversationID)
-	} else if f.ToolCallID != "" {
-		// No index of its own (0013): the entries of a call carry its
-		// conversation (callEntry), so they are read from the
-		// conversation's index.
-		add(`conversation_id = (SELECT COALESCE(conversation_id, '') FROM tool_calls WHERE id = ?)`, f.ToolCallID)
-	}
-	if f.ToolCallID != "" {
-		// A task call's entries include those of its subagent's calls.
-		where += ` AND (tool_call_id = ? OR task_tool_call_id = ?)`
-		args = append(args, f.ToolCallID, f.ToolCallID)
-	}
-	if !f.Since.IsZero() {
-		add(`created_at >= ?`, encBound(f.Since))
-	}
-	if !f.Until.IsZero() {
-		add(`created_at < ?`, encBound(f.Until))
-	}
-	return where, args
 }

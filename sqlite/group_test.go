@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // holdNext makes db's next commit wait at the hook until the returned
@@ -94,7 +95,7 @@ func TestGroupPanickingBody(t *testing.T) {
 	go func() {
 		defer func() { panicked <- recover() }()
 		db.writeTx(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := db.appendEvents(ctx, tx, []agentd.EventDraft{{ConversationID: conv, Type: "lost", Data: json.RawMessage(`{}`)}}); err != nil {
+			if _, err := sqlstore.AppendEventsIn(ctx, &wtx{db.w(tx), db}, []agentd.EventDraft{{ConversationID: conv, Type: "lost", Data: json.RawMessage(`{}`)}}); err != nil {
 				return err
 			}
 			panic("boom")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // TestQueryPlans pins the indexes of the queries whose cost must not grow
@@ -32,13 +33,12 @@ func TestQueryPlans(t *testing.T) {
 		return q
 	}
 	pending := func(f agentd.PendingFilter) string {
-		w, args := pendingWhere(f)
-		return inline(`SELECT `+toolCallColumns+` FROM tool_calls WHERE `+w+` LIMIT ?`, args)
+		return inline(sqlstore.PendingQuery(sqlstore.SQLite, f))
 	}
 	audit := func(f agentd.AuditFilter) string {
-		w, args := auditWhere(f)
-		return inline(`SELECT `+auditColumns+` FROM audit WHERE `+w+` ORDER BY id LIMIT ?`, args)
+		return inline(sqlstore.AuditQuery(f))
 	}
+	plans := sqlstore.PlanQueries(sqlstore.SQLite)
 	decided := func(f agentd.AuditFilter) string {
 		q, args, _ := decisionEntries(f, 0)
 		return inline(q, args)
@@ -50,7 +50,7 @@ func TestQueryPlans(t *testing.T) {
 		// GET /v1/approvals: each filter reads its own index of parked
 		// calls, in id order, so a first page costs a page however many
 		// calls are parked.
-		{"ParkedCount", parkedCountQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
+		{"ParkedCount", plans["ParkedCount"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status"}},
 		{"Pending", pending(agentd.PendingFilter{}), []string{"SEARCH tool_calls USING INDEX tool_calls_tenant_status"}},
 		{"Pending/server_id", pending(agentd.PendingFilter{ServerID: "x"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool"}},
 		{"Pending/server_id+tool_name", pending(agentd.PendingFilter{ServerID: "x", ToolName: "y"}), []string{"SEARCH tool_calls USING INDEX tool_calls_parked_tool (tenant_id=? AND project_id=? AND server_id=? AND id>?)"}},
@@ -76,11 +76,11 @@ func TestQueryPlans(t *testing.T) {
 		// GET /v1/webhooks/endpoints: a tenant's project's backlog is
 		// counted from entries of its pending deliveries (0014), not from
 		// its whole delivery log.
-		{"WebhookQueueDepth/tenant", tenantQueueDepthQuery, []string{"SEARCH webhook_deliveries USING COVERING INDEX webhook_deliveries_pending (tenant_id=? AND project_id=?)"}},
+		{"WebhookQueueDepth/tenant", plans["WebhookQueueDepth/tenant"], []string{"SEARCH webhook_deliveries USING COVERING INDEX webhook_deliveries_pending (tenant_id=? AND project_id=?)"}},
 		// A classification's grant lookup (SPEC §11.2): two ranges of
 		// grants_live, however many grants other conversations and tools
 		// have.
-		{"ActiveGrants", activeGrantsQuery, []string{
+		{"ActiveGrants", plans["ActiveGrants"], []string{
 			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=?)\n",
 			"SEARCH grants USING INDEX grants_live (tenant_id=? AND project_id=? AND tool_name=? AND scope=? AND conversation_id=? AND expires_at>?)"}},
 		// A model step's history read (issue 19): the messages after the
@@ -88,31 +88,31 @@ func TestQueryPlans(t *testing.T) {
 		// OFFSET stepping through those held), and the calls of the
 		// messages named, from tool_calls_message (0025), not all of the
 		// conversation's calls; those few are sorted.
-		{"MessagesAfter", messagesAfterQuery, []string{
+		{"MessagesAfter", plans["MessagesAfter"], []string{
 			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
 			"SEARCH messages USING INDEX sqlite_autoindex_messages_1 (id=?)"}},
-		{"MessageToolCalls", selectToolCalls + callsOfMessages, []string{
+		{"MessageToolCalls", plans["MessageToolCalls"], []string{
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
 		// A history read after a cursor (issue 29): the messages after the
 		// cursor's rid from the conversation's index, their calls from
 		// tool_calls_message; never all of the conversation's calls.
-		{"ToolCallsAfter", selectToolCalls + callsAfterMessage, []string{
+		{"ToolCallsAfter", plans["ToolCallsAfter"], []string{
 			"SEARCH messages USING INDEX messages_conversation (conversation_id=? AND rid>?)",
 			"SEARCH tool_calls USING INDEX tool_calls_message (message_id=?)"}},
-		{"NextDeadline", nextDeadlineQuery, []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
+		{"NextDeadline", plans["NextDeadline"], []string{"SEARCH tool_calls USING COVERING INDEX tool_calls_status (status=? AND requires_approval_at>?)"}},
 		// The reminder sweep of every lease tick (loop/remind.go): a range
 		// of deadlines, however many calls are parked.
-		{"ToolCallsDueBetween", `SELECT ` + toolCallColumns + ` FROM tool_calls WHERE ` + dueBetweenWhere,
+		{"ToolCallsDueBetween", plans["ToolCallsDueBetween"],
 			[]string{"SEARCH tool_calls USING INDEX tool_calls_status (status=? AND requires_approval_at>? AND requires_approval_at<?)"}},
-		{"RunsToDrive", `SELECT ` + runColumns + ` FROM runs WHERE ` + runsToDriveWhere,
+		{"RunsToDrive", plans["RunsToDrive"],
 			[]string{"SEARCH runs USING INDEX runs_active", "SEARCH c USING COVERING INDEX tool_calls_parked"}},
 		// The event log is stored in position order (0011): the feed reads
 		// it by row id, a tenant's feed by its index, a stream's replay by
 		// the conversation's.
-		{"EventsAfter", feedQueries[0], []string{"SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"}},
-		{"EventsAfter tenant", feedQueries[1], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
-		{"EventsAfter project", feedQueries[2], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
-		{"Events", `SELECT ` + eventColumns + ` FROM events WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+		{"EventsAfter", plans["EventsAfter"], []string{"SEARCH events USING INTEGER PRIMARY KEY (rowid>?)"}},
+		{"EventsAfter tenant", plans["EventsAfter tenant"], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
+		{"EventsAfter project", plans["EventsAfter project"], []string{"SEARCH events USING INDEX events_tenant (tenant_id=? AND rowid>?)"}},
+		{"Events", plans["Events"],
 			[]string{"SEARCH events USING INDEX events_conversation_seq (conversation_id=? AND seq>?)"}},
 	} {
 		args := make([]any, strings.Count(c.query, "?"))

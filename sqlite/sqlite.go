@@ -18,19 +18,16 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"math"
 	"net/url"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -131,11 +128,12 @@ func WithReadPool(maxOpen, maxIdle int, maxIdleTime time.Duration) Option {
 //   - foreign_keys=ON: references between conversations, runs, messages,
 //     tool calls, decisions and events are enforced.
 type DB struct {
+	// The roles written once for every SQL backend (package sqlstore).
+	*sqlstore.Store
+
 	path   string
 	writer *sql.DB
 	reader *sql.DB
-	// feedStmts are EventsAfter's statements on the read pool (feedQueries).
-	feedStmts [len(feedQueries)]*sql.Stmt
 	// writeStmts and readStmts are the registered statements (prepared,
 	// stmt.go) prepared on each pool.
 	writeStmts, readStmts map[string]*sql.Stmt
@@ -179,6 +177,7 @@ func Open(path string, opts ...Option) (*DB, error) {
 		"&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_pragma=temp_store(2)"
 
 	db := &DB{path: abs}
+	db.Store = sqlstore.New(backend{db}, sqlstore.SQLite)
 	// The writer is opened first: it sets WAL mode (persistent in the file)
 	// and migrates before any reader connects.
 	db.writer, err = sql.Open("sqlite", uri+"?"+common+"&_pragma=journal_mode(WAL)&_txlock=immediate")
@@ -228,10 +227,6 @@ func Open(path string, opts ...Option) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
 	}
-	if err := db.prepareFeed(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", abs, err)
-	}
 	db.group = newCommitter()
 	go db.commitLoop()
 	return db, nil
@@ -266,7 +261,7 @@ func (db *DB) Close() error {
 		db.group.close()
 	}
 	var errs []error
-	stmts := db.feedStmts[:]
+	var stmts []*sql.Stmt
 	for _, m := range []map[string]*sql.Stmt{db.writeStmts, db.readStmts} {
 		for _, st := range m {
 			stmts = append(stmts, st)
@@ -293,33 +288,15 @@ type migration struct {
 	sql     string
 }
 
-// migrations returns the embedded migrations in version order. File names
-// are NNNN_description.sql; versions must be unique and positive.
+// migrations returns the embedded migrations in version order
+// (sqlstore.Migrations).
 func migrations() ([]migration, error) {
-	names, err := fs.Glob(migrationFS, "migrations/*.sql")
-	if err != nil {
-		return nil, err
+	ms, err := sqlstore.Migrations(migrationFS, "migrations/*.sql")
+	out := make([]migration, len(ms))
+	for i, m := range ms {
+		out[i] = migration{version: m.Version, name: m.Name, sql: m.SQL}
 	}
-	var ms []migration
-	seen := map[int]string{}
-	for _, name := range names {
-		base := filepath.Base(name)
-		num, _, ok := strings.Cut(base, "_")
-		v, err := strconv.Atoi(num)
-		if !ok || err != nil || v <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and '_'", base)
-		} else if prev, dup := seen[v]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share version %d", prev, base, v)
-		}
-		seen[v] = base
-		body, err := migrationFS.ReadFile(name)
-		if err != nil {
-			return nil, err
-		}
-		ms = append(ms, migration{version: v, name: base, sql: string(body)})
-	}
-	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
-	return ms, nil
+	return out, err
 }
 
 // migrate applies, in version order, each embedded migration not yet
@@ -421,12 +398,9 @@ func (db *DB) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
-// readOne runs fn, which makes one statement, on the read pool outside a
-// transaction: a single statement reads one snapshot by itself, and the
-// BEGIN and ROLLBACK of readTx cost about a third of a short read.
-func (db *DB) readOne(fn func(q querier) error) error {
-	return storeErr(fn(stmtDB{db.reader, db.readStmts}))
-}
+// insertErr gives the constraint violations of inserting the object kind
+// with id their agentd codes and a message naming the object.
+func insertErr(err error, kind, id string) error { return sqlstore.InsertErr(storeErr, err, kind, id) }
 
 // storeErr passes *agentd.Error and context errors through, maps SQLite
 // constraint violations to agentd codes, and prefixes anything else.
@@ -445,77 +419,4 @@ func storeErr(err error) error {
 		}
 	}
 	return fmt.Errorf("sqlite: %w", err)
-}
-
-// Times are stored as unix nanoseconds in UTC; the zero time as NULL.
-var (
-	minTime = time.Unix(0, math.MinInt64)
-	maxTime = time.Unix(0, math.MaxInt64)
-)
-
-// encTime returns the column value of t, or EINVALID when t cannot be held
-// in int64 nanoseconds (before 1677 or after 2262).
-func encTime(field string, t time.Time) (any, error) {
-	if t.IsZero() {
-		return nil, nil
-	} else if t.Before(minTime) || t.After(maxTime) {
-		return nil, agentd.Errorf(agentd.EINVALID, "%s out of range: %s", field, t.Format(time.RFC3339Nano))
-	}
-	return t.UnixNano(), nil
-}
-
-// encBound is the column value of a time used as a bound of a query: as
-// encTime, but a time the columns cannot hold is clamped to the range they
-// can (no stored time lies outside it), so a far-future bound means "any".
-func encBound(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	switch {
-	case t.Before(minTime):
-		return minTime.UnixNano()
-	case t.After(maxTime):
-		return maxTime.UnixNano()
-	}
-	return t.UnixNano()
-}
-
-// decTime is the inverse of encTime; times come back in UTC.
-func decTime(n sql.NullInt64) time.Time {
-	if !n.Valid {
-		return time.Time{}
-	}
-	return time.Unix(0, n.Int64).UTC()
-}
-
-// encJSON returns the column value of raw: NULL when empty, else the bytes
-// unchanged as TEXT. EINVALID when raw is not valid JSON.
-func encJSON(field string, raw json.RawMessage) (any, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	} else if !json.Valid(raw) {
-		return nil, agentd.Errorf(agentd.EINVALID, "%s is not valid JSON", field)
-	}
-	return string(raw), nil
-}
-
-// decJSON is the inverse of encJSON.
-func decJSON(s sql.NullString) json.RawMessage {
-	if !s.Valid {
-		return nil
-	}
-	return json.RawMessage(s.String)
-}
-
-// nullString maps "" to NULL, for optional references.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface {
-	Scan(dest ...any) error
 }

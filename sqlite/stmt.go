@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // Statements that transactions run often are prepared once per pool when
@@ -60,10 +63,10 @@ func (b *boundStmts) begin(tx *sql.Tx) { b.tx = tx }
 func (b *boundStmts) end()             { b.tx = nil; clear(b.m) }
 
 // w wraps a write transaction (of writeTx).
-func (db *DB) w(tx *sql.Tx) querier { return stmtTx{tx, db.writeStmts, &db.bound} }
+func (db *DB) w(tx *sql.Tx) stmtTx { return stmtTx{tx, db.writeStmts, &db.bound} }
 
 // r wraps a read transaction (of readTx).
-func (db *DB) r(tx *sql.Tx) querier { return stmtTx{tx, db.readStmts, nil} }
+func (db *DB) r(tx *sql.Tx) stmtTx { return stmtTx{tx, db.readStmts, nil} }
 
 // stmt returns q's prepared statement bound to the transaction, or nil when
 // q is not registered.
@@ -111,9 +114,10 @@ func (s stmtTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql
 // statement prepared on the read pool is harmless (query_only refuses it
 // when run), and so the two pools share one list.
 func (db *DB) prepareAll(ctx context.Context) error {
-	db.writeStmts = make(map[string]*sql.Stmt, len(preparedQueries))
-	db.readStmts = make(map[string]*sql.Stmt, len(preparedQueries))
-	for _, q := range preparedQueries {
+	queries := append(slices.Clip(preparedQueries), db.Store.Prepared()...)
+	db.writeStmts = make(map[string]*sql.Stmt, len(queries))
+	db.readStmts = make(map[string]*sql.Stmt, len(queries))
+	for _, q := range queries {
 		if db.writeStmts[q] != nil {
 			continue // registered twice
 		}
@@ -129,7 +133,7 @@ func (db *DB) prepareAll(ctx context.Context) error {
 }
 
 // stmtDB runs single statements on a pool, outside any transaction, with
-// the registered statements prepared (readOne).
+// the registered statements prepared (backend.ReadOne).
 type stmtDB struct {
 	db    *sql.DB
 	stmts map[string]*sql.Stmt
@@ -154,4 +158,40 @@ func (s stmtDB) QueryRowContext(ctx context.Context, q string, args ...any) *sql
 		return st.QueryRowContext(ctx, args...)
 	}
 	return s.db.QueryRowContext(ctx, q, args...)
+}
+
+// Exec, Query and QueryRow run statements for the shared store
+// (sqlstore.Q).
+func (s stmtTx) Exec(ctx context.Context, q string, args ...any) (sqlstore.Result, error) {
+	return s.ExecContext(ctx, q, args...)
+}
+
+func (s stmtTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := s.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (s stmtTx) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	return s.QueryRowContext(ctx, q, args...)
+}
+
+// Exec, Query and QueryRow run single statements for the shared store
+// (sqlstore.Q).
+func (s stmtDB) Exec(ctx context.Context, q string, args ...any) (sqlstore.Result, error) {
+	return s.ExecContext(ctx, q, args...)
+}
+
+func (s stmtDB) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	rows, err := s.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+func (s stmtDB) QueryRow(ctx context.Context, q string, args ...any) sqlstore.Row {
+	return s.QueryRowContext(ctx, q, args...)
 }

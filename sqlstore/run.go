@@ -1,9 +1,8 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"github.com/google/uuid"
 	"time"
@@ -14,19 +13,35 @@ import (
 const runColumns = `id, conversation_id, tenant_id, project_id, correlation_id, status, step, reason,
 	input_tokens, output_tokens, created_at, updated_at, stop_reason, requested_by, trace_parent, trace_caller`
 
-// The run statements of every step (stmt.go).
-var (
-	conversationExistsQuery = prepared(`SELECT 1 FROM conversations WHERE id = ?`)
-	activeRunQuery          = prepared(`SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`)
-	insertRunQuery          = prepared(`INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	runByIDQuery            = prepared(`SELECT ` + runColumns + ` FROM runs WHERE id = ?`)
-	updateRunQuery          = prepared(updateRunSQL)
-	updateRunFromQuery      = prepared(updateRunSQL + ` AND status IN (SELECT value FROM json_each(?))`)
-	recordStepQuery         = prepared(`
+// RunStore is the store's runs (agentd.RunStore).
+type RunStore struct {
+	b     Backend
+	d     *Dialect
+	calls *ToolCallStore
+	// updateFrom is UpdateRun's statement with a condition on the status
+	// (CallUpdate.From); runsToDriveWhere RunsToDrive's condition.
+	updateFrom, runsToDriveWhere string
+}
+
+func newRunStore(b Backend, d *Dialect, calls *ToolCallStore) *RunStore {
+	return &RunStore{b: b, d: d, calls: calls, updateFrom: updateRunSQL + ` AND ` + d.In("status"),
+		runsToDriveWhere: `status IN ('running', 'waiting') AND (status = 'running' OR NOT EXISTS (
+	SELECT 1 FROM tool_calls c WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation'))
+	ORDER BY created_at, ` + d.runOrder}
+}
+
+// The run statements of every step (Store.Prepared).
+const (
+	conversationExistsQuery = `SELECT 1 FROM conversations WHERE id = ?`
+	activeRunQuery          = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
+	insertRunQuery          = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	runByIDQuery            = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+	updateRunQuery          = updateRunSQL
+	recordStepQuery         = `
 			UPDATE runs SET step = ?, status = 'running',
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`)
+			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`
 )
 
 const updateRunSQL = `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?, step),
@@ -40,7 +55,7 @@ const updateRunSQL = `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?,
 // waiting run; EINVALID if the run's status is not running, an id is
 // missing, or the message names another conversation or run; ECONFLICT if
 // the run or message id exists. On any error nothing is written.
-func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message, events []agentd.EventDraft) ([]agentd.Event, error) {
+func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message, events []agentd.EventDraft) ([]agentd.Event, error) {
 	switch {
 	case run == nil || run.ID == "":
 		return nil, agentd.Errorf(agentd.EINVALID, "run id is required")
@@ -55,15 +70,15 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 	case msg.RunID != "" && msg.RunID != run.ID:
 		return nil, agentd.Errorf(agentd.EINVALID, "message run %q differs from run %q", msg.RunID, run.ID)
 	}
-	runCreated, err := encTime("run created_at", run.CreatedAt)
+	runCreated, err := EncTime("run created_at", run.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
-	runUpdated, err := encTime("run updated_at", run.UpdatedAt)
+	runUpdated, err := EncTime("run updated_at", run.UpdatedAt)
 	if err != nil {
 		return nil, err
 	}
-	msgCreated, err := encTime("message created_at", msg.CreatedAt)
+	msgCreated, err := EncTime("message created_at", msg.CreatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -72,31 +87,31 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 	}
 
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		q := db.w(tx)
+	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		q := tx
 		var one int
-		err := q.QueryRowContext(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
+		err := q.QueryRow(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
 		} else if err != nil {
 			return err
 		}
 		var active string
-		err = q.QueryRowContext(ctx, activeRunQuery, run.ConversationID).Scan(&active)
+		err = q.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
 		if err == nil {
 			return agentd.Errorf(agentd.ERUNACTIVE, "conversation %q already has active run %q", run.ConversationID, active)
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if _, err := q.ExecContext(ctx, insertRunQuery,
+		if _, err := q.Exec(ctx, insertRunQuery,
 			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
 			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason, run.RequestedBy, run.TraceParent, run.TraceCaller); err != nil {
-			return insertErr(err, "run", run.ID)
+			return InsertErr(s.b.Err, err, "run", run.ID)
 		}
-		if _, err := q.ExecContext(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
-			return insertErr(err, "message", msg.ID)
+		if _, err := q.Exec(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
+			return InsertErr(s.b.Err, err, "message", msg.ID)
 		}
-		out, err = db.appendEvents(ctx, tx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -106,9 +121,9 @@ func (db *DB) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Message
 }
 
 // Run returns a run, or ENOTFOUND.
-func (db *DB) Run(ctx context.Context, id string) (*agentd.Run, error) {
+func (s *RunStore) Run(ctx context.Context, id string) (*agentd.Run, error) {
 	var run *agentd.Run
-	err := db.readOne(func(q querier) (err error) {
+	err := s.b.ReadOne(ctx, func(q Q) (err error) {
 		run, err = getRun(ctx, q, id)
 		return err
 	})
@@ -123,7 +138,7 @@ func (db *DB) Run(ctx context.Context, id string) (*agentd.Run, error) {
 // ERUNACTIVE when u would make the run active while its conversation has
 // another active run; EINVALID for an unknown status. On any error nothing
 // is written.
-func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
+func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
 	if u.ID == "" {
 		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
 	} else if !validRunStatus(u.Status) {
@@ -134,7 +149,7 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 			return nil, nil, agentd.Errorf(agentd.EINVALID, "unknown run status %q", s)
 		}
 	}
-	now, err := encTime("now", u.Now)
+	now, err := EncTime("now", u.Now)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -151,15 +166,15 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 
 	var run *agentd.Run
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		q := db.w(tx)
+	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		q := tx
 		query, args := updateRunQuery, []any{u.Status, u.Reason, step, input, output, now, u.ID}
 		if len(u.From) > 0 {
-			query, args = updateRunFromQuery, append(args, jsonList(u.From))
+			query, args = s.updateFrom, append(args, listOf(s.d, u.From))
 		}
-		res, err := q.ExecContext(ctx, query, args...)
+		res, err := q.Exec(ctx, query, args...)
 		if err != nil {
-			if agentd.ErrorCode(storeErr(err)) == agentd.ECONFLICT {
+			if agentd.ErrorCode(s.b.Err(err)) == agentd.ECONFLICT {
 				// The only unique index an update can violate: runs_one_active.
 				return &agentd.Error{Code: agentd.ERUNACTIVE, Message: "the conversation already has an active run", Detail: err}
 			}
@@ -177,7 +192,7 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
 		}
-		out, err = db.appendEvents(ctx, tx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -189,26 +204,20 @@ func (db *DB) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd
 	return run, out, nil
 }
 
-// RunsToDrive implements agentd.Store.RunsToDrive, oldest first. The query
+// RunsToDrive implements agentd.RunStore.RunsToDrive, oldest first. The query
 // walks the partial index of active runs (runs_active, migration 0006) and,
 // for each waiting run, probes the partial index of parked calls
 // (tool_calls_parked) once: it reads no finished run and no call row, and
 // decodes only the runs it returns.
-func (db *DB) RunsToDrive(ctx context.Context) ([]agentd.Run, error) {
-	return db.listRuns(ctx, runsToDriveWhere)
+func (s *RunStore) RunsToDrive(ctx context.Context) ([]agentd.Run, error) {
+	return s.listRuns(ctx, s.runsToDriveWhere)
 }
 
-// runsToDriveWhere selects RunsToDrive's runs; TestQueryPlans checks the
-// indexes it uses.
-const runsToDriveWhere = `status IN ('running', 'waiting') AND (status = 'running' OR NOT EXISTS (
-	SELECT 1 FROM tool_calls c WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation'))
-	ORDER BY created_at, rowid`
-
 // listRuns reads the runs matching where (which may end in ORDER BY).
-func (db *DB) listRuns(ctx context.Context, where string) ([]agentd.Run, error) {
+func (s *RunStore) listRuns(ctx context.Context, where string) ([]agentd.Run, error) {
 	var runs []agentd.Run
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where)
+	err := s.b.Read(ctx, func(tx Q) error {
+		rows, err := tx.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where)
 		if err != nil {
 			return err
 		}
@@ -229,8 +238,8 @@ func (db *DB) listRuns(ctx context.Context, where string) ([]agentd.Run, error) 
 }
 
 // getRun reads one run inside tx, or ENOTFOUND.
-func getRun(ctx context.Context, tx querier, id string) (*agentd.Run, error) {
-	r, err := scanRun(tx.QueryRowContext(ctx, runByIDQuery, id))
+func getRun(ctx context.Context, tx Q, id string) (*agentd.Run, error) {
+	r, err := scanRun(tx.QueryRow(ctx, runByIDQuery, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "run %q not found", id)
 	}
@@ -256,12 +265,6 @@ func validRunStatus(s agentd.RunStatus) bool {
 	return false
 }
 
-// jsonList encodes a list of statuses for `IN (SELECT value FROM json_each(?))`.
-func jsonList[T ~string](xs []T) string {
-	b, _ := json.Marshal(xs)
-	return string(b)
-}
-
 // RecordStep records one model step of a run in one transaction: if the run
 // is running or waiting at step r.Step-1 it inserts r.Message (when
 // non-nil) and r.Calls, sets the run's Step to r.Step and its status to
@@ -272,15 +275,15 @@ func jsonList[T ~string](xs []T) string {
 // the run is finished or at another step; EINVALID for a message or call
 // that names another run or conversation, or that CreateToolCalls or
 // AddMessage would refuse. On any error nothing is written.
-func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agentd.EventDraft) ([]agentd.Event, error) {
+func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events []agentd.EventDraft) ([]agentd.Event, error) {
 	now, msgCreated, err := checkStep(r, events)
 	if err != nil {
 		return nil, err
 	}
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		q := db.w(tx)
-		res, err := q.ExecContext(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
+	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		q := tx
+		res, err := q.Exec(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
 		if err != nil {
 			return err
 		}
@@ -299,8 +302,8 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 			if m.ConversationID != "" && m.ConversationID != run.ConversationID {
 				return agentd.Errorf(agentd.EINVALID, "message conversation %q differs from run conversation %q", m.ConversationID, run.ConversationID)
 			}
-			if _, err := q.ExecContext(ctx, insertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
-				return insertErr(err, "message", m.ID)
+			if _, err := q.Exec(ctx, insertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
+				return InsertErr(s.b.Err, err, "message", m.ID)
 			}
 		}
 		for _, c := range r.Calls {
@@ -315,11 +318,11 @@ func (db *DB) RecordStep(ctx context.Context, r agentd.StepRecord, events []agen
 			if err != nil {
 				return err
 			}
-			if err := db.insertToolCalls(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
+			if err := s.calls.insert(ctx, tx, []*agentd.ToolCall{&cp}, [][]any{args}); err != nil {
 				return err
 			}
 		}
-		out, err = db.appendEvents(ctx, tx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -337,7 +340,7 @@ func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated
 	if r.RunID == "" {
 		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
 	}
-	if now, err = encTime("now", r.Now); err != nil {
+	if now, err = EncTime("now", r.Now); err != nil {
 		return nil, nil, err
 	}
 	if m := r.Message; m != nil {
@@ -346,7 +349,7 @@ func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated
 		} else if m.RunID != "" && m.RunID != r.RunID {
 			return nil, nil, agentd.Errorf(agentd.EINVALID, "message run %q differs from step run %q", m.RunID, r.RunID)
 		}
-		if msgCreated, err = encTime("message created_at", m.CreatedAt); err != nil {
+		if msgCreated, err = EncTime("message created_at", m.CreatedAt); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -364,20 +367,20 @@ func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated
 	return now, msgCreated, nil
 }
 
-// CancelRun implements agentd.Store.CancelRun.
-func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Actor, now time.Time,
+// CancelRun implements agentd.RunStore.CancelRun.
+func (s *RunStore) CancelRun(ctx context.Context, runID, reason string, by agentd.Actor, now time.Time,
 	plan func(run *agentd.Run, cancelled []agentd.ToolCall) []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
 	if runID == "" {
 		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
 	}
-	at, err := encTime("now", now)
+	at, err := EncTime("now", now)
 	if err != nil {
 		return nil, nil, err
 	}
 	var run *agentd.Run
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `
+	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		res, err := tx.Exec(ctx, `
 			UPDATE runs SET status = 'cancelled', reason = ?, updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting')`, reason, at, runID)
 		if err != nil {
@@ -393,12 +396,12 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", runID, run.Status)
 		}
-		calls, err := queryToolCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
+		calls, err := s.calls.selectCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
 		if err != nil {
 			return err
 		}
 		for _, c := range calls {
-			if _, err := tx.ExecContext(ctx, `UPDATE tool_calls SET status = 'cancelled', error = ?, updated_at = COALESCE(?, updated_at) WHERE id = ?`,
+			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'cancelled', error = ?, updated_at = COALESCE(?, updated_at) WHERE id = ?`,
 				reason, at, c.ID); err != nil {
 				return err
 			}
@@ -407,8 +410,8 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 			}
 			d := &agentd.Decision{ID: uuid.NewString(), ToolCallID: c.ID, Decision: agentd.DecisionCancelled, Reason: reason,
 				DecidedBy: by.KeyID, Role: by.Role, Via: agentd.ViaCancel, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now}
-			// The decision's row is its audit entry (insertDecisionQuery).
-			if err := insertDecision(ctx, db.w(tx), d, at, nil); err != nil {
+			// Recorded as Decide records it: its row is its audit entry.
+			if err := tx.Decide(ctx, d, at, nil, &c); err != nil {
 				return err
 			}
 		}
@@ -419,7 +422,7 @@ func (db *DB) CancelRun(ctx context.Context, runID, reason string, by agentd.Act
 		if err := checkEvents(drafts); err != nil {
 			return err
 		}
-		out, err = db.appendEvents(ctx, tx, drafts)
+		out, err = AppendEventsIn(ctx, tx, drafts)
 		return err
 	})
 	if err != nil {

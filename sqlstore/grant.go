@@ -1,9 +1,10 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"time"
@@ -11,67 +12,68 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// Remembered grants (agentd.GrantStore, SPEC §11.2): inserted by the
-// approval that makes them (CallUpdate.Grant, in preparedUpdate.apply).
+// GrantStore is the store's remembered grants (agentd.GrantStore, SPEC
+// §11.2): inserted by the approval that makes them (CallUpdate.Grant, in
+// ToolCallStore.apply).
+type GrantStore struct{ b Backend }
 
 const grantColumns = `id, tenant_id, project_id, scope, conversation_id, tool_call_id, tool_name, server_id,
 	connection, method, endpoint, match, arguments_sha256, created_by, creator_role, creator_groups,
 	created_at, expires_at, revoked_at, revoked_by`
 
-var insertGrantQuery = prepared(`INSERT INTO grants (` + grantColumns + `)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '')`)
+const insertGrantQuery = `INSERT INTO grants (` + grantColumns + `)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, '')`
 
-var activeGrantsQuery = prepared(`SELECT ` + grantColumns + ` FROM grants
+const activeGrantsQuery = `SELECT ` + grantColumns + ` FROM grants
 	WHERE tenant_id = ? AND project_id = ? AND tool_name = ? AND scope = 'project' AND expires_at > ? AND revoked_at IS NULL
 	UNION ALL SELECT ` + grantColumns + ` FROM grants
 	WHERE tenant_id = ? AND project_id = ? AND tool_name = ? AND scope = 'conversation' AND conversation_id = ?
-	AND expires_at > ? AND revoked_at IS NULL`)
+	AND expires_at > ? AND revoked_at IS NULL`
 
 // insertGrant writes g, made by the approval of by, and its audit entry
 // inside tx.
-func (db *DB) insertGrant(ctx context.Context, tx *sql.Tx, g *agentd.Grant, by agentd.Actor) error {
+func (s *GrantStore) insert(ctx context.Context, tx Tx, g *agentd.Grant, by agentd.Actor) error {
 	if err := agentd.CheckGrant(g); err != nil {
 		return err
 	}
-	created, err := encTime("grant created_at", g.CreatedAt)
+	created, err := EncTime("grant created_at", g.CreatedAt)
 	if err != nil {
 		return err
 	}
-	expires, err := encTime("grant expires_at", g.ExpiresAt)
+	expires, err := EncTime("grant expires_at", g.ExpiresAt)
 	if err != nil {
 		return err
 	}
 	groups, _ := json.Marshal(g.CreatorGroups)
-	if _, err := db.w(tx).ExecContext(ctx, insertGrantQuery, g.ID, g.TenantID, g.ProjectID, g.Scope, g.ConversationID, g.ToolCallID,
+	if _, err := tx.Exec(ctx, insertGrantQuery, g.ID, g.TenantID, g.ProjectID, g.Scope, g.ConversationID, g.ToolCallID,
 		g.ToolName, g.ServerID, g.Connection, g.Method, g.Endpoint, string(g.Match), g.ArgumentsSHA256, g.CreatedBy,
 		g.CreatorRole, string(groups), created, expires); err != nil {
-		return insertErr(err, "grant", g.ID)
+		return InsertErr(s.b.Err, err, "grant", g.ID)
 	}
-	_, err = db.insertAudit(ctx, tx, agentd.GrantAudit(agentd.AuditGrantCreated, g, by, g.CreatedAt))
-	return err
+	return tx.Audit(ctx, agentd.GrantAudit(agentd.AuditGrantCreated, g, by, g.CreatedAt))
 }
 
 // Grant implements agentd.GrantStore.Grant.
-func (db *DB) Grant(ctx context.Context, id string) (*agentd.Grant, error) {
+func (s *GrantStore) Grant(ctx context.Context, id string) (*agentd.Grant, error) {
 	var g *agentd.Grant
-	err := db.readTx(ctx, func(tx *sql.Tx) (err error) {
+	err := s.b.Read(ctx, func(tx Q) (err error) {
 		g, err = getGrant(ctx, tx, id)
 		return err
 	})
 	return g, err
 }
 
-func getGrant(ctx context.Context, q querier, id string) (*agentd.Grant, error) {
-	g, err := scanGrant(q.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants WHERE id = ?`, id))
-	if err == sql.ErrNoRows {
+func getGrant(ctx context.Context, q Q, id string) (*agentd.Grant, error) {
+	g, err := scanGrant(q.QueryRow(ctx, `SELECT `+grantColumns+` FROM grants WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "grant %q not found", id)
 	}
-	return g, storeErr(err)
+	return g, err
 }
 
 // Grants implements agentd.GrantStore.Grants. A limit outside 1..1000
 // means 1000.
-func (db *DB) Grants(ctx context.Context, f agentd.GrantFilter, now time.Time) ([]agentd.Grant, error) {
+func (s *GrantStore) Grants(ctx context.Context, f agentd.GrantFilter, now time.Time) ([]agentd.Grant, error) {
 	if f.TenantID == "" || f.ProjectID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "grants are listed per tenant and project")
 	}
@@ -79,7 +81,7 @@ func (db *DB) Grants(ctx context.Context, f agentd.GrantFilter, now time.Time) (
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	at, err := encTime("now", now)
+	at, err := EncTime("now", now)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +93,7 @@ func (db *DB) Grants(ctx context.Context, f agentd.GrantFilter, now time.Time) (
 		args = append(args, f.TenantID, f.ProjectID, f.ConversationCreatedBy)
 	}
 	var out []agentd.Grant
-	err = db.readTx(ctx, func(tx *sql.Tx) (err error) {
+	err = s.b.Read(ctx, func(tx Q) (err error) {
 		out, err = queryGrants(ctx, tx, q+` ORDER BY id LIMIT ?`, append(args, limit)...)
 		return err
 	})
@@ -99,17 +101,17 @@ func (db *DB) Grants(ctx context.Context, f agentd.GrantFilter, now time.Time) (
 }
 
 // ActiveGrants implements agentd.GrantStore.ActiveGrants.
-func (db *DB) ActiveGrants(ctx context.Context, q agentd.GrantQuery) ([]agentd.Grant, error) {
+func (s *GrantStore) ActiveGrants(ctx context.Context, q agentd.GrantQuery) ([]agentd.Grant, error) {
 	if q.TenantID == "" || q.ProjectID == "" || q.ToolName == "" || q.ConversationID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "a grant lookup needs its tenant, project, conversation and tool")
 	}
-	at, err := encTime("now", q.Now)
+	at, err := EncTime("now", q.Now)
 	if err != nil {
 		return nil, err
 	}
 	var out []agentd.Grant
-	err = db.readTx(ctx, func(tx *sql.Tx) (err error) {
-		out, err = queryGrants(ctx, db.r(tx), activeGrantsQuery, q.TenantID, q.ProjectID, q.ToolName, at,
+	err = s.b.Read(ctx, func(tx Q) (err error) {
+		out, err = queryGrants(ctx, tx, activeGrantsQuery, q.TenantID, q.ProjectID, q.ToolName, at,
 			q.TenantID, q.ProjectID, q.ToolName, q.ConversationID, at)
 		return err
 	})
@@ -120,36 +122,36 @@ func (db *DB) ActiveGrants(ctx context.Context, q agentd.GrantQuery) ([]agentd.G
 }
 
 // RevokeGrant implements agentd.GrantStore.RevokeGrant.
-func (db *DB) RevokeGrant(ctx context.Context, id string, by agentd.Actor, now time.Time, events []agentd.EventDraft) (*agentd.Grant, []agentd.Event, error) {
+func (s *GrantStore) RevokeGrant(ctx context.Context, id string, by agentd.Actor, now time.Time, events []agentd.EventDraft) (*agentd.Grant, []agentd.Event, error) {
 	if err := checkEvents(events); err != nil {
 		return nil, nil, err
 	}
-	at, err := encTime("now", now)
+	at, err := EncTime("now", now)
 	if err != nil {
 		return nil, nil, err
 	}
 	var g *agentd.Grant
 	var out []agentd.Event
-	err = db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		q := db.w(tx)
-		res, err := q.ExecContext(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL`, at, by.KeyID, id)
+	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		g, out = nil, nil
+		res, err := tx.Exec(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL`, at, by.KeyID, id)
 		if err != nil {
-			return storeErr(err)
+			return err
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return storeErr(err)
+			return err
 		}
-		if g, err = getGrant(ctx, q, id); err != nil {
+		if g, err = getGrant(ctx, tx, id); err != nil {
 			return err
 		}
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "grant %q was revoked already", id)
 		}
-		if _, err := db.insertAudit(ctx, tx, agentd.GrantAudit(agentd.AuditGrantRevoked, g, by, now.UTC())); err != nil {
+		if err := tx.Audit(ctx, agentd.GrantAudit(agentd.AuditGrantRevoked, g, by, now.UTC())); err != nil {
 			return err
 		}
-		out, err = db.appendEvents(ctx, tx, events)
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {
@@ -161,21 +163,21 @@ func (db *DB) RevokeGrant(ctx context.Context, id string, by agentd.Actor, now t
 	return g, out, nil
 }
 
-func queryGrants(ctx context.Context, q querier, query string, args ...any) ([]agentd.Grant, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+func queryGrants(ctx context.Context, q Q, query string, args ...any) ([]agentd.Grant, error) {
+	rows, err := q.Query(ctx, query, args...)
 	if err != nil {
-		return nil, storeErr(err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []agentd.Grant
 	for rows.Next() {
 		g, err := scanGrant(rows)
 		if err != nil {
-			return nil, storeErr(err)
+			return nil, err
 		}
 		out = append(out, *g)
 	}
-	return out, storeErr(rows.Err())
+	return out, rows.Err()
 }
 
 func scanGrant(s scanner) (*agentd.Grant, error) {

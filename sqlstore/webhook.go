@@ -1,4 +1,4 @@
-package sqlite
+package sqlstore
 
 import (
 	"context"
@@ -10,6 +10,12 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
+// WebhookStore is the webhook outbox of the store (agentd.WebhookOutbox).
+type WebhookStore struct {
+	b Backend
+	d *Dialect
+}
+
 // The webhook outbox (migration 0007): delivery rows the webhook dispatcher
 // inserts as it follows the feed, their attempts, and endpoint states.
 
@@ -17,8 +23,8 @@ const deliveryColumns = `seq, id, endpoint_id, event_id, event_name, position, t
 	status, next_attempt_at, created_at, updated_at,
 	(SELECT COUNT(*) FROM webhook_attempts WHERE delivery_seq = webhook_deliveries.seq)`
 
-// EnqueueWebhookDeliveries implements agentd.Store.EnqueueWebhookDeliveries.
-func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []agentd.WebhookDelivery) error {
+// EnqueueWebhookDeliveries implements agentd.WebhookOutbox.EnqueueWebhookDeliveries.
+func (s *WebhookStore) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos int64, ds []agentd.WebhookDelivery) error {
 	if err := checkConsumer(consumer, pos); err != nil {
 		return err
 	}
@@ -28,10 +34,10 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, consumer string, pos
 		}
 	}
 	now := time.Now().UnixNano()
-	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
 		for _, d := range ds {
-			next, _ := encTime("next_attempt_at", d.NextAttemptAt.UTC())
-			if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries
+			next, _ := EncTime("next_attempt_at", d.NextAttemptAt.UTC())
+			if _, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries
 				(id, endpoint_id, event_id, event_name, position, tenant_id, project_id, body, status, next_attempt_at, created_at, updated_at)
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
 				d.ID, d.EndpointID, d.EventID, d.EventName, d.Position, d.TenantID, d.ProjectID, string(d.Body), next, now, now); err != nil {
@@ -53,17 +59,17 @@ func checkDelivery(d agentd.WebhookDelivery) error {
 	case d.NextAttemptAt == nil || d.NextAttemptAt.IsZero():
 		return agentd.Errorf(agentd.EINVALID, "webhook delivery %s needs next_attempt_at", d.ID)
 	}
-	if _, err := encJSON("webhook delivery body", d.Body); err != nil || len(d.Body) == 0 {
+	if _, err := EncJSON("webhook delivery body", d.Body); err != nil || len(d.Body) == 0 {
 		return agentd.Errorf(agentd.EINVALID, "webhook delivery %s needs a JSON body", d.ID)
 	}
-	if _, err := encTime("next_attempt_at", *d.NextAttemptAt); err != nil {
+	if _, err := EncTime("next_attempt_at", *d.NextAttemptAt); err != nil {
 		return err
 	}
 	return nil
 }
 
-// ClaimWebhookDeliveries implements agentd.Store.ClaimWebhookDeliveries.
-func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim) ([]agentd.WebhookDelivery, error) {
+// ClaimWebhookDeliveries implements agentd.WebhookOutbox.ClaimWebhookDeliveries.
+func (s *WebhookStore) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim) ([]agentd.WebhookDelivery, error) {
 	if c.EndpointID == "" || c.Owner == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook claim needs an endpoint and an owner")
 	}
@@ -73,11 +79,11 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 	}
 	now, until := c.Now.UnixNano(), c.LeaseUntil.UnixNano()
 	var out []agentd.WebhookDelivery
-	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries
 			WHERE status = 'pending' AND endpoint_id = ? AND next_attempt_at <= ?
 			AND (lease_until IS NULL OR lease_until <= ?)
-			ORDER BY next_attempt_at, seq LIMIT ?`, c.EndpointID, now, now, limit)
+			ORDER BY next_attempt_at, seq LIMIT ?`+s.d.skipLocked, c.EndpointID, now, now, limit)
 		if err != nil {
 			return err
 		}
@@ -88,7 +94,7 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 		for _, d := range out {
 			// Until the attempt is recorded, the delivery is due again
 			// when the lease lapses: NextWebhookAttempt needs no lease test.
-			if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
+			if _, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET lease_owner = ?, lease_until = ?, next_attempt_at = ?
 				WHERE seq = ?`, c.Owner, until, until, d.Seq); err != nil {
 				return err
 			}
@@ -101,8 +107,8 @@ func (db *DB) ClaimWebhookDeliveries(ctx context.Context, c agentd.WebhookClaim)
 	return out, nil
 }
 
-// RecordWebhookAttempt implements agentd.Store.RecordWebhookAttempt.
-func (db *DB) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptRecord) error {
+// RecordWebhookAttempt implements agentd.WebhookOutbox.RecordWebhookAttempt.
+func (s *WebhookStore) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptRecord) error {
 	if !agentd.ValidDeliveryStatus(r.Status) {
 		return agentd.Errorf(agentd.EINVALID, "invalid webhook delivery status %q", r.Status)
 	}
@@ -113,11 +119,11 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptR
 		}
 		next = r.NextAttemptAt.UnixNano()
 	}
-	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
 		var seq int64
 		var status string
 		var owner sql.NullString
-		err := tx.QueryRowContext(ctx, `SELECT seq, status, lease_owner FROM webhook_deliveries WHERE id = ?`, r.DeliveryID).
+		err := tx.QueryRow(ctx, `SELECT seq, status, lease_owner FROM webhook_deliveries WHERE id = ?`+s.d.forUpdate, r.DeliveryID).
 			Scan(&seq, &status, &owner)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "webhook delivery not found")
@@ -128,19 +134,19 @@ func (db *DB) RecordWebhookAttempt(ctx context.Context, r agentd.WebhookAttemptR
 			return agentd.Errorf(agentd.ECONFLICT, "webhook delivery %s is no longer leased to this worker", r.DeliveryID)
 		}
 		a := r.Attempt
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_attempts (delivery_seq, n, at, status_code, error, duration_ns)
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_seq, n, at, status_code, error, duration_ns)
 			VALUES (?, (SELECT COUNT(*) + 1 FROM webhook_attempts WHERE delivery_seq = ?), ?, ?, ?, ?)`,
 			seq, seq, a.At.UnixNano(), a.StatusCode, a.Error, int64(a.Duration)); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?,
+		_, err = tx.Exec(ctx, `UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE seq = ?`, r.Status, next, time.Now().UnixNano(), seq)
 		return err
 	})
 }
 
-// WebhookDeliveries implements agentd.Store.WebhookDeliveries.
-func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFilter) ([]agentd.WebhookDelivery, error) {
+// WebhookDeliveries implements agentd.WebhookOutbox.WebhookDeliveries.
+func (s *WebhookStore) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFilter) ([]agentd.WebhookDelivery, error) {
 	if f.TenantID == "" || f.ProjectID == "" {
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook delivery list needs a tenant and a project")
 	}
@@ -162,8 +168,8 @@ func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFil
 		where, args = append(where, "seq < ?"), append(args, f.Before)
 	}
 	var out []agentd.WebhookDelivery
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE `+
+	err := s.b.Read(ctx, func(tx Q) error {
+		rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE `+
 			strings.Join(where, " AND ")+` ORDER BY seq DESC LIMIT ?`, append(args, limit)...)
 		if err != nil {
 			return err
@@ -171,7 +177,7 @@ func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFil
 		if out, err = scanDeliveries(rows); err != nil {
 			return err
 		}
-		return loadAttempts(ctx, tx, out)
+		return s.loadAttempts(ctx, tx, out)
 	})
 	if err != nil {
 		return nil, err
@@ -179,19 +185,19 @@ func (db *DB) WebhookDeliveries(ctx context.Context, f agentd.WebhookDeliveryFil
 	return out, nil
 }
 
-// WebhookDelivery implements agentd.Store.WebhookDelivery.
-func (db *DB) WebhookDelivery(ctx context.Context, id string) (*agentd.WebhookDelivery, error) {
+// WebhookDelivery implements agentd.WebhookOutbox.WebhookDelivery.
+func (s *WebhookStore) WebhookDelivery(ctx context.Context, id string) (*agentd.WebhookDelivery, error) {
 	var out *agentd.WebhookDelivery
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
+	err := s.b.Read(ctx, func(tx Q) error {
 		var err error
-		out, err = getDelivery(ctx, tx, id)
+		out, err = s.get(ctx, tx, id)
 		return err
 	})
 	return out, err
 }
 
-func getDelivery(ctx context.Context, tx *sql.Tx, id string) (*agentd.WebhookDelivery, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE id = ?`, id)
+func (s *WebhookStore) get(ctx context.Context, tx Q, id string) (*agentd.WebhookDelivery, error) {
+	rows, err := tx.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
 	}
@@ -202,17 +208,17 @@ func getDelivery(ctx context.Context, tx *sql.Tx, id string) (*agentd.WebhookDel
 	if len(ds) == 0 {
 		return nil, agentd.Errorf(agentd.ENOTFOUND, "webhook delivery not found")
 	}
-	if err := loadAttempts(ctx, tx, ds); err != nil {
+	if err := s.loadAttempts(ctx, tx, ds); err != nil {
 		return nil, err
 	}
 	return &ds[0], nil
 }
 
-// RedeliverWebhook implements agentd.Store.RedeliverWebhook.
-func (db *DB) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*agentd.WebhookDelivery, error) {
+// RedeliverWebhook implements agentd.WebhookOutbox.RedeliverWebhook.
+func (s *WebhookStore) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*agentd.WebhookDelivery, error) {
 	var out *agentd.WebhookDelivery
-	err := db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
+	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		res, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = 'pending', next_attempt_at = ?,
 			lease_owner = NULL, lease_until = NULL, updated_at = ? WHERE id = ?`, now.UnixNano(), time.Now().UnixNano(), id)
 		if err != nil {
 			return err
@@ -220,17 +226,17 @@ func (db *DB) RedeliverWebhook(ctx context.Context, id string, now time.Time) (*
 		if n, _ := res.RowsAffected(); n == 0 {
 			return agentd.Errorf(agentd.ENOTFOUND, "webhook delivery not found")
 		}
-		out, err = getDelivery(ctx, tx, id)
+		out, err = s.get(ctx, tx, id)
 		return err
 	})
 	return out, err
 }
 
-// NextWebhookAttempt implements agentd.Store.NextWebhookAttempt.
-func (db *DB) NextWebhookAttempt(ctx context.Context, endpointID string) (time.Time, error) {
+// NextWebhookAttempt implements agentd.WebhookOutbox.NextWebhookAttempt.
+func (s *WebhookStore) NextWebhookAttempt(ctx context.Context, endpointID string) (time.Time, error) {
 	var at sql.NullInt64
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, `SELECT next_attempt_at FROM webhook_deliveries
+	err := s.b.Read(ctx, func(tx Q) error {
+		return tx.QueryRow(ctx, `SELECT next_attempt_at FROM webhook_deliveries
 			WHERE status = 'pending' AND endpoint_id = ? ORDER BY next_attempt_at LIMIT 1`, endpointID).Scan(&at)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -241,8 +247,8 @@ func (db *DB) NextWebhookAttempt(ctx context.Context, endpointID string) (time.T
 	return decTime(at), nil
 }
 
-// WebhookQueueDepth implements agentd.Store.WebhookQueueDepth.
-func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string) (map[string]int64, error) {
+// WebhookQueueDepth implements agentd.WebhookOutbox.WebhookQueueDepth.
+func (s *WebhookStore) WebhookQueueDepth(ctx context.Context, tenantID, projectID string) (map[string]int64, error) {
 	q, args := queueDepthQuery, []any(nil)
 	switch {
 	case tenantID != "" && projectID != "":
@@ -251,8 +257,8 @@ func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string)
 		return nil, agentd.Errorf(agentd.EINVALID, "a webhook queue depth is of every tenant or of one tenant's project")
 	}
 	out := map[string]int64{}
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
+	err := s.b.Read(ctx, func(tx Q) error {
+		rows, err := tx.Query(ctx, q, args...)
 		if err != nil {
 			return err
 		}
@@ -275,18 +281,18 @@ func (db *DB) WebhookQueueDepth(ctx context.Context, tenantID, projectID string)
 
 // The queue depths (WebhookQueueDepth): every tenant's counts the entries of
 // webhook_deliveries_due, a tenant's project's those of
-// webhook_deliveries_pending (0014, pinned by TestQueryPlans).
+// webhook_deliveries_pending (pinned by sqlite's TestQueryPlans).
 const (
 	queueDepthQuery       = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries WHERE status = 'pending' GROUP BY endpoint_id`
 	tenantQueueDepthQuery = `SELECT endpoint_id, COUNT(*) FROM webhook_deliveries
 		WHERE status = 'pending' AND tenant_id = ? AND project_id = ? GROUP BY endpoint_id`
 )
 
-// WebhookEndpointStates implements agentd.Store.WebhookEndpointStates.
-func (db *DB) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpointState, error) {
+// WebhookEndpointStates implements agentd.WebhookOutbox.WebhookEndpointStates.
+func (s *WebhookStore) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpointState, error) {
 	var out []agentd.WebhookEndpointState
-	err := db.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, disabled_at, disabled_reason, updated_at FROM webhook_endpoints ORDER BY id`)
+	err := s.b.Read(ctx, func(tx Q) error {
+		rows, err := tx.Query(ctx, `SELECT id, disabled_at, disabled_reason, updated_at FROM webhook_endpoints ORDER BY id`)
 		if err != nil {
 			return err
 		}
@@ -312,14 +318,14 @@ func (db *DB) WebhookEndpointStates(ctx context.Context) ([]agentd.WebhookEndpoi
 	return out, nil
 }
 
-// SetWebhookEndpointState implements agentd.Store.SetWebhookEndpointState.
-func (db *DB) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndpointState) error {
+// SetWebhookEndpointState implements agentd.WebhookOutbox.SetWebhookEndpointState.
+func (s *WebhookStore) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndpointState) error {
 	if st.ID == "" {
 		return agentd.Errorf(agentd.EINVALID, "a webhook endpoint state needs an id")
 	}
 	var disabled any
 	if st.DisabledAt != nil {
-		v, err := encTime("disabled_at", *st.DisabledAt)
+		v, err := EncTime("disabled_at", *st.DisabledAt)
 		if err != nil {
 			return err
 		}
@@ -329,15 +335,15 @@ func (db *DB) SetWebhookEndpointState(ctx context.Context, st agentd.WebhookEndp
 	if updated.IsZero() {
 		updated = time.Now()
 	}
-	return db.writeTx(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO webhook_endpoints (id, disabled_at, disabled_reason, updated_at) VALUES (?, ?, ?, ?)
+	return s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO webhook_endpoints (id, disabled_at, disabled_reason, updated_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET disabled_at = excluded.disabled_at, disabled_reason = excluded.disabled_reason,
 			updated_at = excluded.updated_at`, st.ID, disabled, st.DisabledReason, updated.UnixNano())
 		return err
 	})
 }
 
-func scanDeliveries(rows *sql.Rows) ([]agentd.WebhookDelivery, error) {
+func scanDeliveries(rows Rows) ([]agentd.WebhookDelivery, error) {
 	defer rows.Close()
 	var out []agentd.WebhookDelivery
 	for rows.Next() {
@@ -360,19 +366,20 @@ func scanDeliveries(rows *sql.Rows) ([]agentd.WebhookDelivery, error) {
 }
 
 // loadAttempts fills in the attempts of ds with one query.
-func loadAttempts(ctx context.Context, tx *sql.Tx, ds []agentd.WebhookDelivery) error {
+func (s *WebhookStore) loadAttempts(ctx context.Context, tx Q, ds []agentd.WebhookDelivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
 	bySeq := make(map[int64]*agentd.WebhookDelivery, len(ds))
-	args := make([]any, len(ds))
+	seqs := make([]int64, len(ds))
 	for i := range ds {
 		ds[i].Attempts = []agentd.WebhookAttempt{}
 		bySeq[ds[i].Seq] = &ds[i]
-		args[i] = ds[i].Seq
+		seqs[i] = ds[i].Seq
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT delivery_seq, at, status_code, error, duration_ns FROM webhook_attempts
-		WHERE delivery_seq IN (?`+strings.Repeat(", ?", len(ds)-1)+`) ORDER BY delivery_seq, n`, args...)
+	in, args := s.d.inInt64s("delivery_seq", seqs)
+	rows, err := tx.Query(ctx, `SELECT delivery_seq, at, status_code, error, duration_ns FROM webhook_attempts
+		WHERE `+in+` ORDER BY delivery_seq, n`, args...)
 	if err != nil {
 		return err
 	}

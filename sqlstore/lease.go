@@ -1,4 +1,4 @@
-package postgres
+package sqlstore
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 
 // The run lease's statements (docs/scale-out.md): one conditional UPDATE
 // each, so of two replicas racing for a free or expired lease one gets it.
+// One process uses a SQLite file, so agentd takes no lease on it there;
+// the store keeps the contract all the same.
 const (
 	leaseRunQuery = `UPDATE runs SET lease_owner = ?, lease_until = ?
 		WHERE id = ? AND status IN ('running', 'waiting') AND (lease_owner = '' OR lease_owner = ? OR lease_until <= ?)`
@@ -17,29 +19,29 @@ const (
 
 // LeaseRun takes or renews owner's lease of an active run until until
 // (agentd.RunStore.LeaseRun).
-func (db *DB) LeaseRun(ctx context.Context, runID, owner string, now, until time.Time) (bool, error) {
+func (s *RunStore) LeaseRun(ctx context.Context, runID, owner string, now, until time.Time) (bool, error) {
 	if err := checkLease(owner, now, until); err != nil {
 		return false, err
 	}
 	var ok bool
-	err := db.writeTx(ctx, func(tx *txn) error {
+	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
 		res, err := tx.Exec(ctx, leaseRunQuery, owner, until.UnixNano(), runID, owner, now.UnixNano())
 		if err != nil {
 			return err
 		}
-		n, _ := res.RowsAffected()
+		n, err := res.RowsAffected()
 		ok = n == 1
-		return nil
+		return err
 	})
 	return ok, err
 }
 
 // ReleaseRun frees owner's lease of a run (agentd.RunStore.ReleaseRun).
-func (db *DB) ReleaseRun(ctx context.Context, runID, owner string) error {
+func (s *RunStore) ReleaseRun(ctx context.Context, runID, owner string) error {
 	if owner == "" {
 		return agentd.Errorf(agentd.EINVALID, "a lease owner is required")
 	}
-	return db.writeTx(ctx, func(tx *txn) error {
+	return s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
 		_, err := tx.Exec(ctx, releaseRunQuery, runID, owner)
 		return err
 	})
