@@ -190,9 +190,9 @@ type ConfirmationExtendedPayload struct {
 	ToolName                   string    `json:"tool_name" event:"required"`
 	RequiresApprovalAt         time.Time `json:"requires_approval_at" event:"required"`
 	PreviousRequiresApprovalAt time.Time `json:"previous_requires_approval_at" event:"required"`
-	// ExtendedBy is the key id that extended; By the extension ("30m").
+	// ExtendedBy is the key id that extended; Extension (JSON "by") how much later ("30m").
 	ExtendedBy string `json:"extended_by" event:"required"`
-	By         string `json:"by" event:"required"`
+	Extension  string `json:"by" event:"required"`
 	Reason     string `json:"reason,omitempty"`
 }
 

@@ -111,7 +111,7 @@ func eventFixtures() []eventFixture {
 		}},
 		{"confirmation_extended", func() EventPayload {
 			return &ConfirmationExtendedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", RequiresApprovalAt: tDeadline.Add(30 * time.Minute),
-				PreviousRequiresApprovalAt: tDeadline, ExtendedBy: "key_ops1", By: "30m", Reason: "waiting for the invoice"}
+				PreviousRequiresApprovalAt: tDeadline, ExtendedBy: "key_ops1", Extension: "30m", Reason: "waiting for the invoice"}
 		}},
 		{"grant_created", func() EventPayload {
 			return &GrantCreatedPayload{GrantID: "grant_01", Scope: GrantConversation, ToolName: "lookup", ExpiresAt: tDeadline,

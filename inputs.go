@@ -30,10 +30,10 @@ type DecisionRequest struct {
 }
 
 // ExtendRequest is the body of POST /v1/tool-calls/{id}/extend (SPEC
-// §11.3): By is a Go duration ("30m"), Reason an optional note.
+// §11.3): Extension (JSON "by") is a Go duration ("30m"), Reason an optional note.
 type ExtendRequest struct {
-	By     string `json:"by"`
-	Reason string `json:"reason,omitempty"`
+	Extension string `json:"by"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // CallDecision is a decision on one named call: an item of a chat

@@ -181,7 +181,7 @@ type ToolCallStore interface {
 	ToolCallsAfter(ctx context.Context, conversationID, afterMessageID string) ([]ToolCall, error)
 	// UpdateToolCall is the one conditional state transition of a call:
 	// it applies u only if the current status is in u.From (and, with
-	// u.Card, the call still shows that card), inserts
+	// u.CardRevision, the call still shows that card), inserts
 	// u.Decision if set, and appends events, atomically. ECONFLICT, with
 	// the current call returned, when the status does not match.
 	UpdateToolCall(ctx context.Context, u CallUpdate, events []EventDraft) (*ToolCall, []Event, error)
@@ -459,11 +459,11 @@ type CallUpdate struct {
 	ID     string
 	From   []CallStatus
 	Status CallStatus
-	// Card, when not 0, is the card the update was planned against
+	// CardRevision, when not 0, is the card the update was planned against
 	// (ToolCall.CardRevision): the update applies only while the call
-	// still has Card-1 decisions, so a decision planned on a card is
+	// still has CardRevision-1 decisions, so a decision planned on a card is
 	// ECONFLICT once the call was decided and parked again meanwhile.
-	Card int
+	CardRevision int
 	// Result and Error are set when non-empty.
 	Result json.RawMessage
 	Error  string

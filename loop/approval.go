@@ -172,7 +172,7 @@ func (e *decider) planPartial(c *agentd.ToolCall, d *checkedDecision, r agentd.A
 		Role: mine.Role, Via: mine.Via, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: mine.At}
 	return &plannedDecision{call: c,
 		u: agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation,
-			Card: card, Now: now, Approvals: &agentd.ApprovalsUpdate{Before: stored, After: after}},
+			CardRevision: card, Now: now, Approvals: &agentd.ApprovalsUpdate{Before: stored, After: after}},
 		drafts: []agentd.EventDraft{draft},
 		answer: approvalAnswer(c, r, after, dec, agentd.StatusRequiresConfirmation),
 	}

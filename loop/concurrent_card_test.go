@@ -44,7 +44,7 @@ func (s *slowRead) ToolCall(ctx context.Context, id string) (*agentd.ToolCall, e
 // at once, where the second was planned on card 1 but commits after the
 // first was approved and the call parked again (its file changed), is
 // ESTALE and decides nothing: the commit is conditional on the card
-// (CallUpdate.Card), not only on the status.
+// (CallUpdate.CardRevision), not only on the status.
 func TestConcurrentRepeatDoesNotDecideTheNewCard(t *testing.T) {
 	box := &stateBox{s: "s1"}
 	st, err := sqlite.Open(filepath.Join(t.TempDir(), "a.db"))

@@ -158,7 +158,7 @@ func (e *timers) expire(ctx context.Context, c agentd.ToolCall) error {
 		Reason: reason, DecidedBy: agentd.SystemKeyID, Via: agentd.ViaDeadline, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: c.CardRevision(),
+			ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, CardRevision: c.CardRevision(),
 			Status: agentd.StatusExpired, Error: reason, Decision: dec, Now: now,
 		}, []agentd.EventDraft{e.resolvedEvent(c, dec)})
 		return evs, err

@@ -199,7 +199,7 @@ func (e *decider) planDecision(ctx context.Context, c *agentd.ToolCall, d *check
 		DecidedBy: d.by.KeyID, Role: d.by.Role, Via: d.via, ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC(),
 	}
 	pd := &plannedDecision{call: c,
-		u: agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Card: latest,
+		u: agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, CardRevision: latest,
 			Status: d.want, Decision: dec, Now: now},
 		drafts: []agentd.EventDraft{e.resolvedEvent(*c, dec)},
 	}

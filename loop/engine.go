@@ -198,7 +198,7 @@ func (e *Engine) ExpireDue(ctx context.Context) (int, error) { return e.timers.e
 // deadline timer does) and returns how many calls were reminded.
 func (e *Engine) RemindDue(ctx context.Context) (int, error) { return e.timers.remindPass(ctx) }
 
-// Extend moves the deadline of a parked call later by req.By (SPEC
+// Extend moves the deadline of a parked call later by req.Extension (SPEC
 // §11.3): p must be a key that may decide the call, and the total of the
 // call's extensions may not exceed its rule's max_extension. It emits
 // confirmation_extended in the same commit and returns the call as

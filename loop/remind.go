@@ -289,7 +289,7 @@ func (e *timers) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 		var updated *agentd.ToolCall
 		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
 			cur, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation},
-				Status: agentd.StatusRequiresConfirmation, Card: c.CardRevision(),
+				Status: agentd.StatusRequiresConfirmation, CardRevision: c.CardRevision(),
 				Governance: &agentd.GovernanceUpdate{Deadline: deadline, RemindedBefore: len(c.Reminded), Reminded: reminded, Extended: c.Extended}}, drafts)
 			updated = cur
 			return evs, err
@@ -322,12 +322,12 @@ func (e *timers) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 // duration, a reason over agentd.MaxReasonBytes), ENOTFOUND, ECONFLICT (not pending,
 // or no deadline), EEXPIRED (the deadline passed).
 func (e *timers) extend(ctx context.Context, p agentd.Principal, id string, req agentd.ExtendRequest) (*agentd.ToolCall, error) {
-	by, err := time.ParseDuration(req.By)
+	by, err := time.ParseDuration(req.Extension)
 	switch {
 	case !p.MayDecide():
 		return nil, agentd.Errorf(agentd.EFORBIDDEN, "delegate keys never decide approvals")
 	case err != nil || by <= 0:
-		return nil, agentd.Errorf(agentd.EINVALID, `"by" must be a positive Go duration such as "30m", got %q`, req.By)
+		return nil, agentd.Errorf(agentd.EINVALID, `"by" must be a positive Go duration such as "30m", got %q`, req.Extension)
 	case len(req.Reason) > agentd.MaxReasonBytes:
 		return nil, agentd.Errorf(agentd.EINVALID, "reason is longer than %d bytes", agentd.MaxReasonBytes)
 	}
@@ -351,7 +351,7 @@ func (e *timers) extend(ctx context.Context, p agentd.Principal, id string, req 
 		} else if err != nil {
 			return nil, err
 		}
-		e.log.Info().Str("tool_call_id", c.ID).Str("key_id", p.KeyID).Str("by", req.By).
+		e.log.Info().Str("tool_call_id", c.ID).Str("key_id", p.KeyID).Str("by", req.Extension).
 			Time("requires_approval_at", u.Governance.NewDeadline).Msg("approval extended")
 		e.noteReminders(updated)
 		return updated, nil
@@ -386,12 +386,12 @@ func (e *timers) planExtend(ctx context.Context, p agentd.Principal, c *agentd.T
 	next := prev.Add(by).UTC()
 	skipped := skippedReminders(rule, next, now)
 	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation,
-		Card: c.CardRevision(), Governance: &agentd.GovernanceUpdate{Deadline: prev, RemindedBefore: len(c.Reminded), Reminded: skipped,
+		CardRevision: c.CardRevision(), Governance: &agentd.GovernanceUpdate{Deadline: prev, RemindedBefore: len(c.Reminded), Reminded: skipped,
 			NewDeadline: next, Extended: total}}
 	draft := e.event(c.ConversationID, &agentd.ConfirmationExtendedPayload{RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name,
-		RequiresApprovalAt: next, PreviousRequiresApprovalAt: prev, ExtendedBy: cmp.Or(p.KeyID, agentd.AnonymousKeyID), By: req.By, Reason: req.Reason})
+		RequiresApprovalAt: next, PreviousRequiresApprovalAt: prev, ExtendedBy: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Extension: req.Extension, Reason: req.Reason})
 	draft.Audit = &agentd.AuditEntry{Kind: agentd.AuditExtension, RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name,
-		KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role, Reason: req.Reason, Outcome: req.By, Tier: c.Tier,
+		KeyID: cmp.Or(p.KeyID, agentd.AnonymousKeyID), Role: p.Role, Reason: req.Reason, Outcome: req.Extension, Tier: c.Tier,
 		ArgumentsSHA256: c.ArgumentsSHA256, CreatedAt: now.UTC()}
 	return u, []agentd.EventDraft{draft}, nil
 }

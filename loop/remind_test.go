@@ -56,13 +56,13 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 
 	// Extend by 2m at 30s before the deadline: the new deadline is 2m30s
 	// ahead, so the 5m reminder is skipped and the 1m one armed again.
-	if _, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{By: "bad"}); agentd.ErrorCode(err) != agentd.EINVALID {
+	if _, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{Extension: "bad"}); agentd.ErrorCode(err) != agentd.EINVALID {
 		t.Fatalf("a bad duration: %v", err)
 	}
-	if _, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{By: "2h"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
+	if _, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{Extension: "2h"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
 		t.Fatalf("past max_extension: %v", err)
 	}
-	up, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{By: "2m"})
+	up, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{Extension: "2m"})
 	if err != nil || !up.RequiresApprovalAt.Equal(c.RequiresApprovalAt.Add(2*time.Minute)) || up.Extended != 2*time.Minute {
 		t.Fatalf("extend: %+v, %v", up, err)
 	}
@@ -83,11 +83,11 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 	if err := json.Unmarshal(ev.Data, &p); err != nil || p.Offset != "1m" || !p.RequiresApprovalAt.Equal(*up.RequiresApprovalAt) {
 		t.Fatalf("reminder of the new deadline %s, %v", ev.Data, err)
 	}
-	if _, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{By: "59m"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
+	if _, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{Extension: "59m"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
 		t.Fatalf("the total past max_extension: %v", err)
 	}
 	if _, err := h.engine.Extend(ctx, agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "other"}, c.ID,
-		agentd.ExtendRequest{By: "1m"}); err == nil || errors.Is(err, context.Canceled) {
+		agentd.ExtendRequest{Extension: "1m"}); err == nil || errors.Is(err, context.Canceled) {
 		t.Fatal("a key that may not decide extended")
 	}
 }
@@ -101,15 +101,15 @@ func TestExtendToExactlyMax(t *testing.T) {
 	f := newGov(t, "", &rule, nil)
 	c := f.park(t, agentd.Principal{})
 	ctx := context.Background()
-	if _, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{By: "1m"}); err != nil {
+	if _, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{Extension: "1m"}); err != nil {
 		t.Fatal(err)
 	}
-	up, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{By: "2m"})
+	up, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{Extension: "2m"})
 	if err != nil || up.Extended != 3*time.Minute || !up.RequiresApprovalAt.Equal(c.RequiresApprovalAt.Add(3*time.Minute)) {
 		t.Fatalf("an extension to exactly max_extension: %+v, %v", up, err)
 	}
 	for _, by := range []string{"1ns", "2562047h47m16s"} {
-		if _, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{By: by}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
+		if _, err := f.engine.Extend(ctx, govOp1, c.ID, agentd.ExtendRequest{Extension: by}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
 			t.Fatalf("by %s past max_extension: %v", by, err)
 		}
 	}
@@ -119,7 +119,7 @@ func TestExtendToExactlyMax(t *testing.T) {
 func TestExtendOffByDefault(t *testing.T) {
 	f := newGov(t, "", nil, nil)
 	c := f.park(t, agentd.Principal{})
-	if _, err := f.engine.Extend(context.Background(), govOp1, c.ID, agentd.ExtendRequest{By: "1m"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
+	if _, err := f.engine.Extend(context.Background(), govOp1, c.ID, agentd.ExtendRequest{Extension: "1m"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
 		t.Fatalf("%v", err)
 	}
 }
@@ -238,7 +238,7 @@ func TestRemindersPerDeadline(t *testing.T) {
 	remind(f, "5m before the first deadline", 1)
 	f.clock.Advance(4 * time.Minute)
 	remind(f, "1m before the first deadline", 1)
-	up, err := f.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{By: "30m"}) // the new deadline: 40m
+	up, err := f.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{Extension: "30m"}) // the new deadline: 40m
 	if err != nil {
 		t.Fatal(err)
 	}

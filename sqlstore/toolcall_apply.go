@@ -13,7 +13,7 @@ import (
 // call when its status does not match.
 func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*agentd.ToolCall, error) {
 	u := p.u
-	res, err := tx.Exec(ctx, s.q.update, u.Status, p.result, u.Error, u.Error, p.now, u.ID, listOf(s.d, u.From), u.Card, u.Card)
+	res, err := tx.Exec(ctx, s.q.update, u.Status, p.result, u.Error, u.Error, p.now, u.ID, listOf(s.d, u.From), u.CardRevision, u.CardRevision)
 	if err != nil {
 		return nil, err
 	}

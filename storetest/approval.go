@@ -19,7 +19,7 @@ import (
 func partial(id string, card int, before []agentd.Approval, key string, now time.Time) agentd.CallUpdate {
 	after := append(slices.Clone(before), agentd.Approval{KeyID: key, Role: agentd.RoleOperator, Via: agentd.ViaSingle, At: now})
 	return agentd.CallUpdate{ID: id, From: []agentd.CallStatus{agentd.StatusRequiresConfirmation}, Status: agentd.StatusRequiresConfirmation,
-		Card: card, Now: now, Approvals: &agentd.ApprovalsUpdate{Before: len(before), After: after}}
+		CardRevision: card, Now: now, Approvals: &agentd.ApprovalsUpdate{Before: len(before), After: after}}
 }
 
 func testRunRequestedBy(t *testing.T, s agentd.Store) {
@@ -87,7 +87,7 @@ func testToolCallApprovalRule(t *testing.T, s agentd.Store) {
 	// The approval that reaches the quorum is a decision, planned on the
 	// approvals it saw.
 	u := approval(c.ID, "op-2", at(3*time.Minute))
-	u.Status, u.Card, u.Approvals = agentd.StatusApproved, 1, &agentd.ApprovalsUpdate{Before: 1, After: first.Approvals}
+	u.Status, u.CardRevision, u.Approvals = agentd.StatusApproved, 1, &agentd.ApprovalsUpdate{Before: 1, After: first.Approvals}
 	done, _, err := s.UpdateToolCall(ctx, u, nil)
 	noErr(t, err, "quorum")
 	if done.Status != agentd.StatusApproved || len(done.Approvals) != 1 || len(done.Decisions) != 1 {
@@ -104,7 +104,7 @@ func testToolCallApprovalRule(t *testing.T, s agentd.Store) {
 	}
 	// A re-park with a rule gives the new card that rule.
 	u = approval(c.ID, "op-1", at(5*time.Minute))
-	u.Status, u.Card = agentd.StatusApproved, 2
+	u.Status, u.CardRevision = agentd.StatusApproved, 2
 	_, _, err = s.UpdateToolCall(ctx, u, nil)
 	noErr(t, err, "approve card 2")
 	rp.Repark.Approval, rp.Now = &agentd.ApprovalRule{Approvers: []string{"admin"}, RequesterMayApprove: true, Quorum: 1}, at(6*time.Minute)

@@ -415,7 +415,7 @@ func testUpdateToolCallRepark(t *testing.T, s agentd.Store) {
 }
 
 // testUpdateToolCallCard: an update that names the card it was planned on
-// (CallUpdate.Card) applies only while the call shows that card. A decision
+// (CallUpdate.CardRevision) applies only while the call shows that card. A decision
 // planned on card 1 and committed after the call was approved and parked
 // again is ECONFLICT and writes nothing; one planned on card 2 applies; an
 // update without Card is unchanged.
@@ -425,9 +425,9 @@ func testUpdateToolCallCard(t *testing.T, s agentd.Store) {
 	c := newCall(startRun(t, s, conv), 1, 0, agentd.StatusRequiresConfirmation)
 	createCalls(t, s, c)
 	first := approval(c.ID, "key-1", at(time.Minute))
-	first.Status, first.Card = agentd.StatusApproved, 1
+	first.Status, first.CardRevision = agentd.StatusApproved, 1
 	late := approval(c.ID, "key-2", at(time.Minute)) // the same click, planned on card 1 too
-	late.Status, late.Card = agentd.StatusApproved, 1
+	late.Status, late.CardRevision = agentd.StatusApproved, 1
 	_, _, err := s.UpdateToolCall(ctx, first, nil)
 	noErr(t, err, "approve card 1")
 	rp := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRequiresConfirmation,
@@ -444,7 +444,7 @@ func testUpdateToolCallCard(t *testing.T, s agentd.Store) {
 		t.Fatalf("the current call with the conflict = %+v, want card 2 pending", cur)
 	}
 	second := approval(c.ID, "key-2", at(3*time.Minute))
-	second.Status, second.Card = agentd.StatusApproved, 2
+	second.Status, second.CardRevision = agentd.StatusApproved, 2
 	got, _, err := s.UpdateToolCall(ctx, second, nil)
 	noErr(t, err, "approve card 2")
 	if got.Status != agentd.StatusApproved || len(got.Decisions) != 2 || got.Decisions[1].DecidedBy != "key-2" {

@@ -209,7 +209,7 @@ func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payloa
 	case *agentd.ConfirmationExtendedPayload:
 		at, prev := p.RequiresApprovalAt, p.PreviousRequiresApprovalAt
 		tc.Status, tc.RequiresApprovalAt, tc.PreviousRequiresApprovalAt = StatusName(agentd.StatusRequiresConfirmation), &at, &prev
-		tc.ExtendedBy, tc.ExtendedFor, tc.Reason = p.ExtendedBy, p.By, p.Reason
+		tc.ExtendedBy, tc.ExtendedFor, tc.Reason = p.ExtendedBy, p.Extension, p.Reason
 	}
 	summarize(tc)
 	if !isObject(tc.ArgumentsJSON) {
