@@ -14,7 +14,8 @@
 #   -n          dry run: list the mutants, run none (gremlins still runs
 #               the unit's tests once, for their coverage)
 #   UNIT        what to mutate (default: all of them):
-#                 confirm, links, schedule, mcp, tools (tools/*.go only),
+#                 confirm, links, schedule, mcp (mcp/*.go only: not its test
+#                 server), tools (tools/*.go only),
 #                 tools/callcontext, tools/direct, tools/registry,
 #                 tools/gofunc, loop (its governance files only: grant.go,
 #                 approval.go, decide.go, links.go, remind.go, deadline.go),
@@ -23,7 +24,7 @@
 #
 # Scoping: gremlins mutates every non-test .go file under the directory it
 # is given and runs, for each mutant, `go test` of the mutant's package
-# only. So a directory with sub-packages (tools) excludes them (-E '/'),
+# only. So a directory with sub-packages (tools, mcp) excludes them (-E '/'),
 # and loop excludes by name every file that is not a governance file (the
 # list is read at run time, so a new loop file is excluded too).
 #
@@ -79,7 +80,7 @@ governance="grant.go approval.go decide.go links.go remind.go deadline.go"
 # relative to the unit's directory).
 excludes() {
 	case "$1" in
-	tools) printf '%s\n' -E / ;;
+	tools | mcp) printf '%s\n' -E / ;;
 	loop)
 		local others="" f name
 		for f in loop/*.go; do
