@@ -145,13 +145,20 @@ func TestStdioRestartBackoff(t *testing.T) {
 	restart := func() time.Duration {
 		t.Helper()
 		pid := s.Status().PID
+		if pid <= 0 {
+			t.Fatalf("status %+v: no process to kill", s.Status()) // kill(0) would signal the test's own process group
+		}
 		killed := time.Now()
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the server is seen down", func() bool { return s.Status().State != StateReady })
-		if st := s.Status(); st.Error != `the server stopped: signal: killed` {
-			t.Errorf("status of a dead server: %+v", st)
+		var down Status
+		eventually(t, "the server is seen down", func() bool {
+			down = s.Status()
+			return down.State != StateReady
+		})
+		if down.Error != `the server stopped: signal: killed` {
+			t.Errorf("status of a dead server: %+v", down)
 		}
 		eventually(t, "the server comes back", func() bool {
 			st := s.Status()
