@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -216,5 +217,19 @@ func TestRebuildUnchanged(t *testing.T) {
 	}
 	if other, v3 := rebuild(tools("a")); v3 != v1+1 || !slices.Equal(names(other), []string{"notes__a"}) {
 		t.Fatalf("other tools: version %d → %d, tools %v", v1, v3, names(other))
+	}
+}
+
+// A stdio server that does not exit when its stdin closes is stopped with
+// SIGTERM after the grace: Close leaves no server running.
+func TestStdioCloseStopsLingering(t *testing.T) {
+	s, _ := stdioServer(t, `{"servers": [{"id": "notes", "command": ["SERVER", "-linger", "10s"], "env": ["NOTES_FILE"]}]}`)
+	pid := s.Status().PID
+	if pid <= 0 {
+		t.Fatalf("status %+v: no process", s.Status())
+	}
+	s.Close()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the server (pid %d) still runs after Close: %v", pid, err)
 	}
 }
