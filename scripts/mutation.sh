@@ -3,14 +3,19 @@
 # agentd's rules, each package mutated against its own tests only, and a
 # table of the results.
 #
-#   scripts/mutation.sh [-w N] [--diff REF] [-n] [UNIT...]
+#   scripts/mutation.sh [-w N] [--timeout-coefficient K] [--diff REF] [-n] [UNIT...]
 #
 #   -w N        gremlins workers (default 1: mutation testing is heavy)
+#   --timeout-coefficient K
+#               gremlins waits K times the tests' normal run time before
+#               it calls a mutant "timed out" (gremlins' default: 3); on a
+#               loaded machine use e.g. 10
 #   --diff REF  mutate only the lines changed since the git ref REF
 #   -n          dry run: list the mutants, run none (gremlins still runs
 #               the unit's tests once, for their coverage)
 #   UNIT        what to mutate (default: all of them):
-#                 confirm, links, schedule, mcp, tools (tools/*.go only),
+#                 confirm, links, schedule, mcp (mcp/*.go only: not its test
+#                 server), tools (tools/*.go only),
 #                 tools/callcontext, tools/direct, tools/registry,
 #                 tools/gofunc, loop (its governance files only: grant.go,
 #                 approval.go, decide.go, links.go, remind.go, deadline.go),
@@ -19,7 +24,7 @@
 #
 # Scoping: gremlins mutates every non-test .go file under the directory it
 # is given and runs, for each mutant, `go test` of the mutant's package
-# only. So a directory with sub-packages (tools) excludes them (-E '/'),
+# only. So a directory with sub-packages (tools, mcp) excludes them (-E '/'),
 # and loop excludes by name every file that is not a governance file (the
 # list is read at run time, so a new loop file is excluded too).
 #
@@ -32,20 +37,23 @@
 set -euo pipefail
 
 workers=1
+coefficient=""
 diff_ref=""
 dry=""
 units=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-w) workers="${2:?-w needs a number}"; shift 2 ;;
+	--timeout-coefficient) coefficient="${2:?--timeout-coefficient needs a number}"; shift 2 ;;
 	--diff) diff_ref="${2:?--diff needs a git ref}"; shift 2 ;;
 	-n) dry=1; shift ;;
-	-h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	-*) echo "mutation.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 	*) units+=("$1"); shift ;;
 	esac
 done
 case "$workers" in '' | *[!0-9]* | 0) echo "mutation.sh: -w wants a positive number, got '$workers'" >&2; exit 2 ;; esac
+case "$coefficient" in *[!0-9]* | 0) echo "mutation.sh: --timeout-coefficient wants a positive number, got '$coefficient'" >&2; exit 2 ;; esac
 if [ ${#units[@]} -eq 0 ]; then
 	units=(confirm links schedule mcp tools tools/callcontext tools/direct tools/registry tools/gofunc loop sqlite)
 fi
@@ -72,7 +80,7 @@ governance="grant.go approval.go decide.go links.go remind.go deadline.go"
 # relative to the unit's directory).
 excludes() {
 	case "$1" in
-	tools) printf '%s\n' -E / ;;
+	tools | mcp) printf '%s\n' -E / ;;
 	loop)
 		local others="" f name
 		for f in loop/*.go; do
@@ -106,6 +114,9 @@ for unit in "${units[@]}"; do
 	name=${unit//\//_}
 	args=(unleash --workers "$workers" --output "$out/$name.json")
 	while IFS= read -r a; do args+=("$a"); done < <(excludes "$unit")
+	if [ -n "$coefficient" ]; then
+		args+=(--timeout-coefficient "$coefficient")
+	fi
 	if [ -n "$diff_ref" ]; then
 		args+=(--diff "$diff_ref")
 	fi

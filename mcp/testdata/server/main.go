@@ -7,7 +7,9 @@
 // stdout once it accepts connections. With -odd-names it also offers the
 // tools of testserver.AddOddNames; with -banner TEXT a stdio server prints TEXT and a
 // newline on stdout before it speaks MCP (as some servers print a start-up
-// banner).
+// banner); with -linger D a stdio server, once its stdin is closed, waits D,
+// then writes "exited after stdin closed" to $NOTES_FILE and exits (as a
+// server that cleans up before it exits).
 package main
 
 import (
@@ -18,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/agentd-dev/agentd/mcp/internal/testserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,6 +30,7 @@ func main() {
 	addr := flag.String("http", "", "serve streamable HTTP on this address instead of stdio")
 	odd := flag.Bool("odd-names", false, "also offer tools with names no model may be offered")
 	banner := flag.String("banner", "", "print this line on stdout before speaking MCP")
+	linger := flag.Duration("linger", 0, "once stdin is closed, wait this long, write a note and exit")
 	flag.Parse()
 	srv := testserver.New(os.Getenv("NOTES_FILE"))
 	if *odd {
@@ -36,12 +40,32 @@ func main() {
 		if *banner != "" {
 			fmt.Println(*banner)
 		}
-		if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
+		err := srv.Run(context.Background(), &mcp.StdioTransport{})
+		if *linger > 0 {
+			time.Sleep(*linger)
+			note(os.Getenv("NOTES_FILE"), "exited after stdin closed")
+			return
+		}
+		if err != nil {
 			log.Fatal(err)
 		}
 		return
 	}
 	if err := serveHTTP(srv, *addr, os.Getenv("MCP_TOKEN")); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// note appends line to file.
+func note(file, line string) {
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		log.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
 		log.Fatal(err)
 	}
 }
