@@ -240,14 +240,18 @@ func (r *Runner) record(ctx context.Context, a *agentd.AuditEntry, res *Result, 
 // outcome sets a's outcome and reason from res or the error that refused
 // the call.
 func outcome(a *agentd.AuditEntry, res *Result, err error) {
-	switch {
-	case err != nil:
+	if err != nil {
 		a.Outcome, a.Reason = agentd.ErrorCode(err), agentd.ErrorMessage(err)
-	case res != nil && res.Status == agentd.StatusCompleted:
-		a.Outcome = OutcomeCompleted
-	case res != nil:
-		a.Outcome, a.Reason = OutcomeFailed, agentd.TruncateUTF8(res.Error, 1024)
+		return
 	}
+	if res == nil {
+		return
+	}
+	if res.Status == agentd.StatusCompleted {
+		a.Outcome = OutcomeCompleted
+		return
+	}
+	a.Outcome, a.Reason = OutcomeFailed, agentd.TruncateUTF8(res.Error, 1024)
 }
 
 // append appends a, logging the call either way (these paths have no
