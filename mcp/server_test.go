@@ -277,6 +277,9 @@ func TestStdioWedged(t *testing.T) {
 	t.Cleanup(func() { pingTimeout = agentd.DefaultMCPPingTimeout })
 	s, _ := stdioServer(t, `{"servers": [{"id": "notes", "command": ["SERVER"], "env": ["NOTES_FILE"], "timeout_ms": 200}]}`)
 	first := s.Status()
+	if first.PID <= 0 { // never signal a process group (pid 0, or a negative one)
+		t.Fatalf("status pid %d, want a running server's", first.PID)
+	}
 	if err := syscall.Kill(first.PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
