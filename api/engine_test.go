@@ -12,7 +12,7 @@ import (
 	"github.com/agentd-dev/agentd/api"
 )
 
-// fakeEngine is an in-memory api.Service with the state and the reach
+// fakeEngine is an in-memory api.Engine with the state and the reach
 // rules of the engine, for the tests that need objects to exist: it keeps
 // conversations, messages, runs and calls in its store, and answers
 // ENOTFOUND for an object the principal does not reach (agentd.Principal
@@ -30,7 +30,7 @@ type fakeEngine struct {
 
 func newFakeEngine(store *fakeStore) *fakeEngine { return &fakeEngine{store: store} }
 
-var _ api.Service = (*fakeEngine)(nil)
+var _ api.Engine = (*fakeEngine)(nil)
 
 // executed is how many calls ran.
 func (e *fakeEngine) executed() int {

@@ -14,7 +14,7 @@ import (
 	"github.com/agentd-dev/agentd/sse"
 )
 
-// fakeService is an in-memory api.Service that records what each call
+// fakeService is an in-memory api.Engine that records what each call
 // received, so handler tests check the HTTP layer alone: it keeps the
 // conversations it creates (in its store), answers every other id as an
 // object that exists (a run, a call of no conversation), and answers with
@@ -197,7 +197,7 @@ func (f *fakeService) ToolSpecs(string) []agentd.ToolSpec {
 
 func (f *fakeService) ToolTier(name string) (agentd.Tier, string) { return agentd.TierConfirm, "tools" }
 
-var _ api.Service = (*fakeService)(nil)
+var _ api.Engine = (*fakeService)(nil)
 
 // newFakeServer serves the API over the recording fake and an in-memory
 // store on loopback.
@@ -210,7 +210,7 @@ func newFakeServer(t *testing.T, keys []testKey, cfg api.Config) (*server, *fake
 
 // serve starts the API over engine and store on loopback, with keys (none:
 // dev mode) and the other settings of cfg.
-func serve(t *testing.T, engine api.Service, store api.Store, keys []testKey, cfg api.Config) *server {
+func serve(t *testing.T, engine api.Engine, store api.StoreReads, keys []testKey, cfg api.Config) *server {
 	t.Helper()
 	hub := sse.NewHub()
 	for _, k := range keys {

@@ -9,7 +9,7 @@ import (
 	"github.com/agentd-dev/agentd/api"
 )
 
-// fakeStore is an in-memory api.Store: the conversations, messages, runs
+// fakeStore is an in-memory api.StoreReads: the conversations, messages, runs
 // and calls the fake services record, each conversation's event log, the
 // protocol threads' bindings; Ping answers down. Lookups by id answer
 // ENOTFOUND for what it does not hold, as a store does, and leave the
@@ -31,7 +31,7 @@ func newFakeStore() *fakeStore {
 		threads: map[agentd.ThreadKey]string{}}
 }
 
-var _ api.Store = (*fakeStore)(nil)
+var _ api.StoreReads = (*fakeStore)(nil)
 
 func (s *fakeStore) putConversation(c *agentd.Conversation) {
 	s.mu.Lock()

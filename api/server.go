@@ -162,12 +162,12 @@ type Connections interface {
 	Request(ctx context.Context, name string, args json.RawMessage, caller agentd.Principal, idempotencyKey string) (out any, preview bool, err error)
 }
 
-// Service is the agent loop as the API's handlers use it; loop.Engine
+// Engine is the agent loop as the API's handlers use it; loop.Engine
 // implements it. Every method that takes a principal answers ENOTFOUND for
 // an object the principal does not reach (SPEC §5), with one message per
 // kind of object whether or not it exists elsewhere; EINVALID for a
 // malformed id or input.
-type Service interface {
+type Engine interface {
 	// CreateConversation starts a conversation owned by p's key. EINVALID
 	// for an unknown agent or metadata that is not a JSON object of at most
 	// 16 KiB of valid UTF-8.
@@ -223,24 +223,24 @@ type Service interface {
 	ToolTier(name string) (agentd.Tier, string)
 }
 
-// Store is what the API reads of the store itself rather than through its
-// Service, each read after the engine has answered that the principal
+// StoreReads is what the API reads of the store itself rather than through its
+// Engine, each read after the engine has answered that the principal
 // reaches the conversation: the event log its streams replay, the
 // chat-protocol endpoints' reads (threads, runs, calls, messages) and
 // readiness. The store backends satisfy it.
-type Store interface {
+type StoreReads interface {
 	sse.EventSource
-	protocol.Store
+	protocol.StoreReads
 	agentd.Health
 }
 
 // Server serves the API.
 type Server struct {
-	engine Service
+	engine Engine
 	// protocols serves the chat-protocol endpoints over the same engine.
 	protocols *protocol.Service
 	hub       *sse.Hub
-	store     Store
+	store     StoreReads
 	cfg       Config
 	keys      map[string]agentd.APIKey // by SHA-256
 	echo      *echo.Echo
@@ -254,7 +254,7 @@ type Server struct {
 
 // New returns the API server for one service, the hub its streams follow
 // live and the store reads it makes itself.
-func New(engine Service, hub *sse.Hub, store Store, cfg Config) *Server {
+func New(engine Engine, hub *sse.Hub, store StoreReads, cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = agentd.DefaultMaxBodyBytes
 	}

@@ -21,9 +21,9 @@ import (
 	"github.com/agentd-dev/agentd"
 )
 
-// Source is what the feed reads of the store: the one feed read of
+// EventReader is what the feed reads of the store: the one feed read of
 // agentd.EventLog.
-type Source interface {
+type EventReader interface {
 	// EventsAfter returns up to f.Limit events matching f with Position >
 	// f.After, in position order (agentd.EventLog.EventsAfter).
 	EventsAfter(ctx context.Context, f agentd.FeedFilter) ([]agentd.Event, error)
@@ -62,7 +62,7 @@ type Options struct {
 // Feed is an agentd.Feed over a Source. It is safe for concurrent use; the
 // zero value is not usable, use New, and Close it when done.
 type Feed struct {
-	src  Source
+	src  EventReader
 	done chan struct{} // closed by Close
 	poll sync.WaitGroup
 
@@ -75,7 +75,7 @@ var _ agentd.Feed = (*Feed)(nil)
 
 // New returns an open feed reading src. It starts one goroutine, the poll
 // ticker, which Close stops.
-func New(src Source, opt Options) *Feed {
+func New(src EventReader, opt Options) *Feed {
 	f := &Feed{src: src, done: make(chan struct{}), subs: map[*Subscription]struct{}{}}
 	tick, stop := opt.Tick, func() {}
 	if tick == nil {

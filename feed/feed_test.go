@@ -227,7 +227,7 @@ func TestPollSeesUnannouncedCommits(t *testing.T) {
 
 // countingSource passes reads through to the store and records them.
 type countingSource struct {
-	feed.Source
+	feed.EventReader
 	reads  atomic.Int64
 	most   atomic.Int64 // the largest page returned
 	failAt atomic.Int64 // the read number that fails, 0 for none
@@ -240,7 +240,7 @@ func (c *countingSource) EventsAfter(ctx context.Context, f agentd.FeedFilter) (
 	if n == c.failAt.Load() {
 		return nil, errInjected
 	}
-	evs, err := c.Source.EventsAfter(ctx, f)
+	evs, err := c.EventReader.EventsAfter(ctx, f)
 	if int64(len(evs)) > c.most.Load() {
 		c.most.Store(int64(len(evs)))
 	}
@@ -253,7 +253,7 @@ func (c *countingSource) EventsAfter(ctx context.Context, f agentd.FeedFilter) (
 // and that a failed read loses nothing.
 func TestSlowConsumerBuffersNothing(t *testing.T) {
 	fx := newFixture(t)
-	src := &countingSource{Source: fx.db}
+	src := &countingSource{EventReader: fx.db}
 	f := feed.New(src, feed.Options{Tick: fx.tick})
 	defer f.Close()
 	sub, err := f.Follow(agentd.FeedFilter{Limit: 10})

@@ -628,7 +628,7 @@ func TestImportRules(t *testing.T) {
 
 // apiTestsUseFakes: the API's handler tests run against fakes of what the
 // API uses, with no database file: they import neither the loop nor a
-// store; and the API's code names the store reads it makes (api.Store),
+// store; and the API's code names the store reads it makes (api.StoreReads),
 // never the whole agentd.Store.
 func apiTestsUseFakes(t *testing.T) {
 	t.Helper()

@@ -36,7 +36,7 @@ const (
 const MaxThreadID = 256
 
 // Engine is the agent loop as the protocol endpoints use it: a subset of
-// api.Service, implemented by loop.Engine. Its methods answer ENOTFOUND for
+// api.Engine, implemented by loop.Engine. Its methods answer ENOTFOUND for
 // objects the principal does not reach, and apply the native API's rules.
 type Engine interface {
 	CreateConversation(ctx context.Context, p agentd.Principal, agent string, metadata json.RawMessage) (*agentd.Conversation, error)
@@ -49,13 +49,13 @@ type Engine interface {
 	DecideAll(ctx context.Context, p agentd.Principal, ds []agentd.CallDecision, expiredIsAnswer bool) ([]agentd.BatchDecisionResult, error)
 }
 
-// Store is what the endpoints read of the store, after the engine has
+// StoreReads is what the endpoints read of the store, after the engine has
 // answered that the principal reaches the conversation: the thread
 // bindings (agentd.ThreadStore), a conversation's event log
 // (sse.EventSource, of agentd.EventLog), and the few reads of the runs,
 // tool calls and messages a turn's replay needs (of agentd.RunStore,
 // agentd.ToolCallStore and agentd.ConversationStore).
-type Store interface {
+type StoreReads interface {
 	agentd.ThreadStore
 	sse.EventSource
 	Run(ctx context.Context, id string) (*agentd.Run, error)
@@ -79,13 +79,13 @@ type Options struct {
 // Service serves the protocol endpoints over one engine, store and hub.
 type Service struct {
 	engine Engine
-	store  Store
+	store  StoreReads
 	hub    *sse.Hub
 	opt    Options
 }
 
 // New returns the Service.
-func New(engine Engine, store Store, hub *sse.Hub, opt Options) *Service {
+func New(engine Engine, store StoreReads, hub *sse.Hub, opt Options) *Service {
 	if opt.Heartbeat <= 0 {
 		opt.Heartbeat = sse.DefaultHeartbeat
 	}

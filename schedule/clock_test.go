@@ -84,7 +84,7 @@ func (g *gatedRuns) run(ctx context.Context, r schedule.Run) schedule.Outcome {
 
 // startClocked starts a scheduler of an "@every 1m" job on a fake clock at
 // start; it returns the clock, the runs and the store.
-func startClocked(t *testing.T, start time.Time) (*fakeClock, *gatedRuns, *schedule.Scheduler, schedule.Store) {
+func startClocked(t *testing.T, start time.Time) (*fakeClock, *gatedRuns, *schedule.Scheduler, schedule.TickStore) {
 	t.Helper()
 	db := openStore(t, filepath.Join(t.TempDir(), "agentd.db"))
 	job := schedule.Job{Tool: "report", Schedule: mustParse(t, "@every 1m"), TenantID: "t1", ProjectID: "p1"}
@@ -126,7 +126,7 @@ func waitRan(t *testing.T, g *gatedRuns, want time.Time) {
 }
 
 // checkMissed checks the one schedule_missed audit entry.
-func checkMissed(t *testing.T, db schedule.Store, want string) {
+func checkMissed(t *testing.T, db schedule.TickStore, want string) {
 	t.Helper()
 	entries, err := db.(interface {
 		Audit(context.Context, agentd.AuditFilter) ([]agentd.AuditEntry, error)

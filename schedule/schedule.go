@@ -28,10 +28,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Store is what the scheduler uses of the store: the tick claims, the
+// TickStore is what the scheduler uses of the store: the tick claims, the
 // audit log for missed ticks, and the conversation and events each run is
 // recorded in.
-type Store interface {
+type TickStore interface {
 	agentd.ScheduleStore
 	AppendAudit(ctx context.Context, e agentd.AuditEntry) (agentd.AuditEntry, error)
 	CreateConversation(ctx context.Context, c *agentd.Conversation) error
@@ -95,7 +95,7 @@ type Options struct {
 
 // Scheduler runs its jobs at their ticks from Start until Close.
 type Scheduler struct {
-	store Store
+	store TickStore
 	jobs  []Job
 	run   RunFunc
 	log   zerolog.Logger
@@ -109,7 +109,7 @@ type Scheduler struct {
 }
 
 // New returns a scheduler of jobs over store; run runs each claimed tick.
-func New(store Store, jobs []Job, run RunFunc, o Options) *Scheduler {
+func New(store TickStore, jobs []Job, run RunFunc, o Options) *Scheduler {
 	if o.Now == nil {
 		o.Now = time.Now
 	}

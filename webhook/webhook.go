@@ -81,11 +81,11 @@ type Links interface {
 	Seal(url string) (string, error)
 }
 
-// Store is what the service keeps in the store: the webhook outbox, the
+// OutboxStore is what the service keeps in the store: the webhook outbox, the
 // event log's feed cursors (the dispatcher's, and the feed's newest
 // position when a cursor starts), and the one tool call lookup a payload
 // needs (the call an event is about, for its tenant and server).
-type Store interface {
+type OutboxStore interface {
 	agentd.WebhookOutbox
 	agentd.EventLog
 	// ToolCall returns one call with its decisions, or ENOTFOUND
@@ -99,7 +99,7 @@ type Store interface {
 // Service is the webhook dispatcher and its delivery workers, and what
 // operators see of them (the delivery log, redelivery, endpoint states).
 type Service struct {
-	store     Store
+	store     OutboxStore
 	feed      agentd.Feed
 	endpoints []*endpoint
 	byID      map[string]*endpoint
@@ -144,7 +144,7 @@ func (e *endpoint) poke() {
 
 // New returns the service for endpoints (ParseConfig). It starts nothing:
 // Start does.
-func New(store Store, feed agentd.Feed, endpoints []Endpoint, opts Options) (*Service, error) {
+func New(store OutboxStore, feed agentd.Feed, endpoints []Endpoint, opts Options) (*Service, error) {
 	if opts.Clock == nil {
 		opts.Clock = agentd.SystemClock{}
 	}
