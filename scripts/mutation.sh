@@ -19,8 +19,11 @@
 #                 tools/callcontext, tools/direct, tools/registry,
 #                 tools/gofunc, loop (its governance files only: grant.go,
 #                 approval.go, decide.go, links.go, remind.go, deadline.go),
-#                 sqlite (the store contract: sqlite/ mutated, its tests,
-#                 which run storetest against SQLite, as the killers)
+#                 sqlstore (the store's logic, with the store contract,
+#                 storetest against SQLite, as the killer: the unit sets
+#                 AGENTD_STORE_CONTRACT=1 for sqlstore's TestContract),
+#                 sqlite (SQLite's own files: group commit, statements;
+#                 its tests, which run storetest, as the killers)
 #
 # Scoping: gremlins mutates every non-test .go file under the directory it
 # is given and runs, for each mutant, `go test` of the mutant's package
@@ -55,7 +58,7 @@ done
 case "$workers" in '' | *[!0-9]* | 0) echo "mutation.sh: -w wants a positive number, got '$workers'" >&2; exit 2 ;; esac
 case "$coefficient" in *[!0-9]* | 0) echo "mutation.sh: --timeout-coefficient wants a positive number, got '$coefficient'" >&2; exit 2 ;; esac
 if [ ${#units[@]} -eq 0 ]; then
-	units=(confirm links schedule mcp tools tools/callcontext tools/direct tools/registry tools/gofunc loop sqlite)
+	units=(confirm links schedule mcp tools tools/callcontext tools/direct tools/registry tools/gofunc loop sqlstore sqlite)
 fi
 
 cd "$(dirname "$0")/.."
@@ -124,7 +127,7 @@ for unit in "${units[@]}"; do
 		args+=(--dry-run)
 	fi
 	echo "== $unit: gremlins ${args[*]} ./$dir" >&2
-	if ! "$gremlins" "${args[@]}" "./$dir" >"$out/$name.txt" 2>&1; then
+	if ! AGENTD_STORE_CONTRACT=1 "$gremlins" "${args[@]}" "./$dir" >"$out/$name.txt" 2>&1; then
 		echo "mutation.sh: gremlins failed on $unit; see $out/$name.txt" >&2
 		tail -5 "$out/$name.txt" >&2
 		status=1
