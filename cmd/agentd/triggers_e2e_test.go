@@ -160,9 +160,17 @@ func TestScheduleAcrossRestartE2E(t *testing.T) {
 		t.Fatalf("schedule_missed entries: %d %v", st, m)
 	}
 	t.Logf("reported: %v", entries[0].(map[string]any)["reason"])
-	st, m = call(t, http.MethodGet, base+"/v1/audit?kind=schedule_run", "k-ops", "")
-	if entries, _ := m["entries"].([]any); st != 200 || len(entries) < before+2 {
-		t.Fatalf("schedule_run entries: %d, %d, want at least %d", st, len(entries), before+2)
+	// A run's audit entry is appended after its tool has finished (and
+	// written its tick): wait for the entries, not only for the ticks.
+	for deadline := time.Now().Add(waitLimit); ; time.Sleep(50 * time.Millisecond) {
+		st, m = call(t, http.MethodGet, base+"/v1/audit?kind=schedule_run", "k-ops", "")
+		entries, _ := m["entries"].([]any)
+		if st == 200 && len(entries) >= before+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedule_run entries: %d, %d, want at least %d", st, len(entries), before+2)
+		}
 	}
 }
 
