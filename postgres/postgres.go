@@ -167,22 +167,9 @@ func (db *DB) Close() error {
 	return nil
 }
 
-// migration is one embedded, numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations returns the embedded migrations in version order
-// (sqlstore.Migrations).
-func migrations() ([]migration, error) {
-	ms, err := sqlstore.Migrations(migrationFS, "migrations/*.sql")
-	out := make([]migration, len(ms))
-	for i, m := range ms {
-		out[i] = migration{version: m.Version, name: m.Name, sql: m.SQL}
-	}
-	return out, err
+// migrations returns the embedded migrations in version order.
+func migrations() ([]sqlstore.Migration, error) {
+	return sqlstore.Migrations(migrationFS, "migrations/*.sql")
 }
 
 // migrate applies, in version order, each embedded migration not yet
@@ -219,19 +206,19 @@ func (db *DB) migrate(ctx context.Context) error {
 		for _, v := range versions {
 			applied[int(v)], current = true, max(current, int(v))
 		}
-		if n := len(ms); n > 0 && current > ms[n-1].version {
-			return fmt.Errorf("migrate: database schema version %d is newer than this binary's %d", current, ms[n-1].version)
+		if n := len(ms); n > 0 && current > ms[n-1].Version {
+			return fmt.Errorf("migrate: database schema version %d is newer than this binary's %d", current, ms[n-1].Version)
 		}
 		for _, m := range ms {
-			if applied[m.version] {
+			if applied[m.Version] {
 				continue // a version below the newest that is missing is applied too
 			}
-			if _, err := tx.Exec(ctx, m.sql, pgx.QueryExecModeSimpleProtocol); err != nil {
-				return fmt.Errorf("migrate %s: %w", m.name, err)
+			if _, err := tx.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.Name, err)
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
-				m.version, m.name, time.Now().UnixNano()); err != nil {
-				return fmt.Errorf("migrate %s: %w", m.name, err)
+				m.Version, m.Name, time.Now().UnixNano()); err != nil {
+				return fmt.Errorf("migrate %s: %w", m.Name, err)
 			}
 		}
 		return nil

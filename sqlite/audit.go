@@ -89,17 +89,11 @@ func decisionEntries(f agentd.AuditFilter, from int64) (string, []any, bool) {
 		where += ` AND ` + cond
 		args = append(args, v)
 	}
-	switch f.Kind {
-	case "":
-	case agentd.AuditDecision:
-		where += ` AND d.decision NOT IN ('expired', 'cancelled')`
-	case agentd.AuditExpiry:
-		where += ` AND d.decision = 'expired'`
-	case agentd.AuditCancellation:
-		where += ` AND d.decision = 'cancelled'`
-	default:
+	kind, ok := sqlstore.DecisionKindCondition(f.Kind)
+	if !ok {
 		return "", nil, false
 	}
+	where += kind
 	if f.ToolCallID != "" {
 		add(`d.tool_call_id = ?`, f.ToolCallID)
 	}

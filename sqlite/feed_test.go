@@ -40,11 +40,11 @@ func writeVersion4(t *testing.T, path string, convs []oldConv) {
 	}
 	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
 	for _, m := range ms {
-		if m.version > 4 {
+		if m.Version > 4 {
 			break
 		}
-		exec(m.sql)
-		exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, m.version, m.name)
+		exec(m.SQL)
+		exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, m.Version, m.Name)
 	}
 	for _, c := range convs {
 		exec(`INSERT INTO conversations (id, tenant_id, project_id, agent, delegated, created_at, last_seq) VALUES (?, ?, ?, 'a', 0, ?, 3)`,

@@ -169,8 +169,8 @@ func TestReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if applied != len(ms) || version != ms[len(ms)-1].version {
-		t.Errorf("after reopen: %d migration rows, user_version %d; want %d and %d", applied, version, len(ms), ms[len(ms)-1].version)
+	if applied != len(ms) || version != ms[len(ms)-1].Version {
+		t.Errorf("after reopen: %d migration rows, user_version %d; want %d and %d", applied, version, len(ms), ms[len(ms)-1].Version)
 	}
 }
 

@@ -32,11 +32,11 @@ func TestMigrateThreadsPerKey(t *testing.T) {
 	}
 	exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
 	for _, m := range ms {
-		if m.version >= 14 {
+		if m.Version >= 14 {
 			break
 		}
-		exec(m.sql)
-		exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, m.version, m.name)
+		exec(m.SQL)
+		exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, 0)`, m.Version, m.Name)
 	}
 	exec(`INSERT INTO conversations (id, tenant_id, project_id, agent, delegated, created_at, last_seq, created_by) VALUES ('conv_a', 't1', 'p1', 'a', 0, 1, 0, 'k-alice')`)
 	exec(`INSERT INTO protocol_threads (tenant_id, project_id, protocol, thread_id, conversation_id, created_at) VALUES ('t1', 'p1', 'ag-ui', 'my-chat', 'conv_a', 1)`)

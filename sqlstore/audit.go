@@ -146,3 +146,20 @@ func auditWhere(f agentd.AuditFilter) (string, []any) {
 	}
 	return where, args
 }
+
+// DecisionKindCondition is the condition (" AND …" on the decisions row d)
+// that selects the decisions rows holding audit entries of kind ("" for
+// every kind); false when no decisions row is of that kind.
+func DecisionKindCondition(kind string) (string, bool) {
+	switch kind {
+	case "":
+		return "", true
+	case agentd.AuditDecision:
+		return ` AND d.decision NOT IN ('expired', 'cancelled')`, true
+	case agentd.AuditExpiry:
+		return ` AND d.decision = 'expired'`, true
+	case agentd.AuditCancellation:
+		return ` AND d.decision = 'cancelled'`, true
+	}
+	return "", false
+}
