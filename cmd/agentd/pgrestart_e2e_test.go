@@ -167,13 +167,28 @@ func followResuming(t *testing.T, base, conv string) ([]sseEvent, error) {
 		}
 		s := &eventStream{t: t, resp: resp, events: make(chan sseEvent, 4096)}
 		go s.read()
-		for ev := range s.events {
-			seen = append(seen, ev)
-			if ev.Type == "run_finished" {
-				s.close()
-				return seen, nil
+		// The deadline holds on an open stream too: a stream that stays
+		// open (heartbeats) but never brings run_finished fails the test
+		// with the replicas' logs, not the whole package's timeout.
+		timer := time.NewTimer(time.Until(deadline))
+	read:
+		for {
+			select {
+			case ev, ok := <-s.events:
+				if !ok {
+					break read
+				}
+				seen = append(seen, ev)
+				if ev.Type == "run_finished" {
+					timer.Stop()
+					s.close()
+					return seen, nil
+				}
+			case <-timer.C:
+				break read
 			}
 		}
+		timer.Stop()
 		s.close()
 	}
 	return seen, fmt.Errorf("no run_finished on %s within %s: %v", conv, 2*waitLimit, types(seen))
