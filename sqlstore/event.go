@@ -49,15 +49,7 @@ func (s *EventLog) AppendEvents(ctx context.Context, events []agentd.EventDraft)
 	if err := checkEvents(events); err != nil {
 		return nil, err
 	}
-	var out []agentd.Event
-	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) (err error) {
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
+	return writeEvents(ctx, s.b, events, func(context.Context, Tx) error { return nil })
 }
 
 // Events returns up to limit events of a conversation with Seq > afterSeq,
@@ -113,6 +105,26 @@ func (s *EventLog) EventsAfter(ctx context.Context, f agentd.FeedFilter) ([]agen
 	var out []agentd.Event
 	err := s.b.Poll(ctx, func(q Q) (err error) {
 		out, err = queryEvents(ctx, q, feedQueries[len(args)-1], append(args, f.PageLimit())...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// writeEvents runs fn and then appends events, in one write transaction
+// of b, and returns the appended events: the shape of every write that
+// announces itself. A transaction the backend runs again (PostgreSQL's
+// retry of a lost connection) runs fn again from the start.
+func writeEvents(ctx context.Context, b Backend, events []agentd.EventDraft, fn func(ctx context.Context, tx Tx) error) ([]agentd.Event, error) {
+	var out []agentd.Event
+	err := b.Write(ctx, func(ctx context.Context, tx Tx) error {
+		if err := fn(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		out, err = AppendEventsIn(ctx, tx, events)
 		return err
 	})
 	if err != nil {

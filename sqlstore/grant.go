@@ -131,9 +131,8 @@ func (s *GrantStore) RevokeGrant(ctx context.Context, id string, by agentd.Actor
 		return nil, nil, err
 	}
 	var g *agentd.Grant
-	var out []agentd.Event
-	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		g, out = nil, nil
+	out, err := writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
+		g = nil
 		res, err := tx.Exec(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL`, at, by.KeyID, id)
 		if err != nil {
 			return err
@@ -148,11 +147,7 @@ func (s *GrantStore) RevokeGrant(ctx context.Context, id string, by agentd.Actor
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "grant %q was revoked already", id)
 		}
-		if err := tx.Audit(ctx, agentd.GrantAudit(agentd.AuditGrantRevoked, g, by, now.UTC())); err != nil {
-			return err
-		}
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
+		return tx.Audit(ctx, agentd.GrantAudit(agentd.AuditGrantRevoked, g, by, now.UTC()))
 	})
 	if err != nil {
 		if agentd.ErrorCode(err) == agentd.ECONFLICT && g != nil {

@@ -38,19 +38,12 @@ func (s *ConversationStore) AddMessage(ctx context.Context, m *agentd.Message, e
 	if err := checkEvents(events); err != nil {
 		return nil, err
 	}
-	var out []agentd.Event
-	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
 		if _, err := tx.Exec(ctx, insertMessageQuery, m.ID, m.ConversationID, nullString(m.RunID), m.Role, m.Content, created); err != nil {
 			return InsertErr(s.b.Err, err, "message", m.ID)
 		}
-		var err error
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Messages returns a conversation's messages in insertion order; an unknown

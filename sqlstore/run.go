@@ -86,38 +86,31 @@ func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Me
 		return nil, err
 	}
 
-	var out []agentd.Event
-	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		q := tx
+	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
 		var one int
-		err := q.QueryRow(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
+		err := tx.QueryRow(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
 		} else if err != nil {
 			return err
 		}
 		var active string
-		err = q.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
+		err = tx.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
 		if err == nil {
 			return agentd.Errorf(agentd.ERUNACTIVE, "conversation %q already has active run %q", run.ConversationID, active)
 		} else if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
-		if _, err := q.Exec(ctx, insertRunQuery,
+		if _, err := tx.Exec(ctx, insertRunQuery,
 			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
 			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason, run.RequestedBy, run.TraceParent, run.TraceCaller); err != nil {
 			return InsertErr(s.b.Err, err, "run", run.ID)
 		}
-		if _, err := q.Exec(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
+		if _, err := tx.Exec(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
 			return InsertErr(s.b.Err, err, "message", msg.ID)
 		}
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // Run returns a run, or ENOTFOUND.
@@ -165,14 +158,12 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 	}
 
 	var run *agentd.Run
-	var out []agentd.Event
-	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		q := tx
+	out, err := writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
 		query, args := updateRunQuery, []any{u.Status, u.Reason, step, input, output, now, u.ID}
 		if len(u.From) > 0 {
 			query, args = s.updateFrom, append(args, listOf(s.d, u.From))
 		}
-		res, err := q.Exec(ctx, query, args...)
+		res, err := tx.Exec(ctx, query, args...)
 		if err != nil {
 			if agentd.ErrorCode(s.b.Err(err)) == agentd.ECONFLICT {
 				// The only unique index an update can violate: runs_one_active.
@@ -184,7 +175,7 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 		if err != nil {
 			return err
 		}
-		cur, err := getRun(ctx, q, u.ID)
+		cur, err := getRun(ctx, tx, u.ID)
 		if err != nil {
 			return err
 		}
@@ -192,8 +183,7 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
 		}
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
+		return nil
 	})
 	if err != nil {
 		if agentd.ErrorCode(err) == agentd.ECONFLICT && run != nil {
@@ -280,10 +270,8 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 	if err != nil {
 		return nil, err
 	}
-	var out []agentd.Event
-	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		q := tx
-		res, err := q.Exec(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
+	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
+		res, err := tx.Exec(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
 		if err != nil {
 			return err
 		}
@@ -291,7 +279,7 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 		if err != nil {
 			return err
 		}
-		run, err := getRun(ctx, q, r.RunID)
+		run, err := getRun(ctx, tx, r.RunID)
 		if err != nil {
 			return err
 		} else if n == 0 {
@@ -302,7 +290,7 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 			if m.ConversationID != "" && m.ConversationID != run.ConversationID {
 				return agentd.Errorf(agentd.EINVALID, "message conversation %q differs from run conversation %q", m.ConversationID, run.ConversationID)
 			}
-			if _, err := q.Exec(ctx, insertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
+			if _, err := tx.Exec(ctx, insertMessageQuery, m.ID, run.ConversationID, run.ID, m.Role, m.Content, msgCreated); err != nil {
 				return InsertErr(s.b.Err, err, "message", m.ID)
 			}
 		}
@@ -322,13 +310,8 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 				return err
 			}
 		}
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // checkStep validates what RecordStep can check before its transaction:

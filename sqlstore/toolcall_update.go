@@ -26,19 +26,9 @@ func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.Too
 	if err := checkEvents(events); err != nil {
 		return nil, err
 	}
-	var out []agentd.Event
-	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		if err := s.insert(ctx, tx, calls, rows); err != nil {
-			return err
-		}
-		var err error
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
+	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
+		return s.insert(ctx, tx, calls, rows)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
 }
 
 // insert inserts calls, whose column values are rows (toolCallArgs),
@@ -126,12 +116,8 @@ func (s *ToolCallStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate,
 		return nil, nil, err
 	}
 	var call *agentd.ToolCall
-	var out []agentd.Event
-	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
-		if call, err = s.apply(ctx, tx, p); err != nil {
-			return err
-		}
-		out, err = AppendEventsIn(ctx, tx, events)
+	out, err := writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) (err error) {
+		call, err = s.apply(ctx, tx, p)
 		return err
 	})
 	if err != nil {
@@ -162,8 +148,7 @@ func (s *ToolCallStore) UpdateToolCalls(ctx context.Context, us []agentd.CallUpd
 		return nil, nil, err
 	}
 	calls := make([]agentd.ToolCall, len(us))
-	var out []agentd.Event
-	err := s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
+	out, err := writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
 		for i, p := range ps {
 			c, err := s.apply(ctx, tx, p)
 			if err != nil {
@@ -171,9 +156,7 @@ func (s *ToolCallStore) UpdateToolCalls(ctx context.Context, us []agentd.CallUpd
 			}
 			calls[i] = *c
 		}
-		var err error
-		out, err = AppendEventsIn(ctx, tx, events)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err
