@@ -71,13 +71,15 @@ done
 bin="$work/agentd"
 go build -o "$bin" ./cmd/agentd
 data=$(mktemp -d)
-port=$((20000 + RANDOM % 20000))
-"$bin" serve --addr "127.0.0.1:$port" --data "$data" >"$data/log" 2>&1 &
+"$bin" serve --addr 127.0.0.1:0 --data "$data" >"$data/out" 2>"$data/log" &
 pid=$!
-for _ in $(seq 1 300); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+base=""
+for _ in $(seq 1 300); do # the port the kernel gave it, from the "agentd listening on" line, then /readyz
+  base=${base:-$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$data/out" 2>/dev/null | head -1)}
+  [ -n "$base" ] && curl -sf "$base/readyz" >/dev/null 2>&1 && break
   sleep 0.1
 done
+[ -n "$base" ] || { echo "rssparts.sh: agentd did not start:" >&2; cat "$data/log" >&2; exit 1; }
 rss=$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")
 kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$data"
 printf '| agentd serve (the demo) at /readyz | %.1f MB | %+.1f MB | %.1f MiB | %+.1f MiB |\n' \
