@@ -330,7 +330,9 @@ const retryPause = 500 * time.Millisecond
 // runTx runs fn in a transaction (tryTx), again on another connection
 // when the connection was lost before COMMIT was sent (a server restart, a
 // dropped connection, a pooled connection the server closed, a server that
-// refuses connections while it starts), for up to DefaultReconnectWait
+// refuses connections while it starts) or the server aborted it as a
+// deadlock's victim (two writes that lock the same rows in opposite
+// orders, as a decision and a cancel of one run can), for up to DefaultReconnectWait
 // (WithReconnectWait): the server rolled that attempt back, so running it
 // again neither loses an accepted write nor doubles one. A transaction that
 // failed at COMMIT may or may not have committed and is not run again: its
@@ -375,9 +377,10 @@ func (db *DB) tryTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func
 }
 
 // lostBefore reports whether err, met before COMMIT was sent, is the loss
-// of the connection (or a server shutting down or starting up) rather than
-// an answer to a statement: then the server has rolled the transaction
-// back.
+// of the connection (or a server shutting down or starting up) or the
+// server's abort of a deadlock's victim, rather than an answer to a
+// statement: then the server has rolled the transaction back, and it can
+// run again.
 func lostBefore(err error, tx pgx.Tx) bool {
 	var ae *agentd.Error
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ae) && ae.Detail == nil) {
@@ -390,8 +393,11 @@ func lostBefore(err error, tx pgx.Tx) bool {
 	if errors.As(err, &pe) {
 		// admin_shutdown, crash_shutdown, cannot_connect_now (a server
 		// starting up), and the connection exceptions; not, say, a
-		// refused password.
-		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08")
+		// refused password. And deadlock_detected and
+		// serialization_failure: the server aborted the transaction
+		// (TestDeadlockRetried), rolled back whole like a lost one.
+		return pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || strings.HasPrefix(pe.Code, "08") ||
+			pe.Code == "40P01" || pe.Code == "40001"
 	}
 	var ce *pgconn.ConnectError
 	if tx == nil && errors.As(err, &ce) {

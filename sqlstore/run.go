@@ -25,9 +25,7 @@ type RunStore struct {
 
 func newRunStore(b Backend, d *Dialect, calls *ToolCallStore) *RunStore {
 	return &RunStore{b: b, d: d, calls: calls, updateFrom: updateRunSQL + ` AND ` + d.In("status"),
-		runsToDriveWhere: `status IN ('running', 'waiting') AND (status = 'running' OR NOT EXISTS (
-	SELECT 1 FROM tool_calls c WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation'))
-	ORDER BY created_at, ` + d.runOrder}
+		runsToDriveWhere: `(status = 'running' OR (status = 'waiting' AND parked = 0)) ORDER BY created_at, ` + d.runOrder}
 }
 
 // The run statements of every step (Store.Prepared).
@@ -39,6 +37,8 @@ const (
 	updateRunQuery          = updateRunSQL
 	recordStepQuery         = `
 			UPDATE runs SET step = ?, status = 'running',
+				parked = (SELECT COUNT(*) FROM tool_calls c
+					WHERE c.run_id = runs.id AND c.step = ? AND c.status = 'requires_confirmation') + ?,
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`
@@ -182,6 +182,8 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 		run = cur
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
+		} else if u.Step != nil {
+			return countParked(ctx, tx, u.ID) // another step: its own parked calls
 		}
 		return nil
 	})
@@ -195,10 +197,11 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 }
 
 // RunsToDrive implements agentd.RunStore.RunsToDrive, oldest first. The query
-// walks the partial index of active runs (runs_active, migration 0006) and,
-// for each waiting run, probes the partial index of parked calls
-// (tool_calls_parked) once: it reads no finished run and no call row, and
-// decodes only the runs it returns.
+// reads one partial index, runs_to_drive (SQLite's migration 0026,
+// PostgreSQL's 0011): the running runs and the waiting runs whose count of
+// parked calls at their step (runs.parked) is zero. It reads no run that
+// waits for a decision, no finished run and no call row: its cost follows
+// the runs it returns, not the number of parked calls.
 func (s *RunStore) RunsToDrive(ctx context.Context) ([]agentd.Run, error) {
 	return s.listRuns(ctx, s.runsToDriveWhere)
 }
@@ -225,6 +228,31 @@ func (s *RunStore) listRuns(ctx context.Context, where string) ([]agentd.Run, er
 		return nil, err
 	}
 	return runs, nil
+}
+
+// countParkedQuery sets a run's count of parked calls at its current step
+// (runs.parked, which RunsToDrive reads) from its calls.
+const countParkedQuery = `UPDATE runs SET parked = (SELECT COUNT(*) FROM tool_calls c
+	WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation') WHERE id = ?`
+
+// countParked sets runID's count of parked calls inside tx: every write
+// that parks a call, takes one out of requires_confirmation or moves a run
+// to another step keeps runs.parked true in its own transaction (RecordStep
+// and CancelRun set it in their update of the run).
+func countParked(ctx context.Context, tx Tx, runID string) error {
+	_, err := tx.Exec(ctx, countParkedQuery, runID)
+	return err
+}
+
+// parkedAmong is the number of calls parked among calls.
+func parkedAmong(calls []*agentd.ToolCall) int {
+	n := 0
+	for _, c := range calls {
+		if c != nil && c.Status == agentd.StatusRequiresConfirmation {
+			n++
+		}
+	}
+	return n
 }
 
 // getRun reads one run inside tx, or ENOTFOUND.
@@ -271,7 +299,7 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 		return nil, err
 	}
 	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
-		res, err := tx.Exec(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
+		res, err := tx.Exec(ctx, recordStepQuery, r.Step, r.Step, parkedAmong(r.Calls), r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
 		if err != nil {
 			return err
 		}
@@ -364,7 +392,7 @@ func (s *RunStore) CancelRun(ctx context.Context, runID, reason string, by agent
 	var out []agentd.Event
 	err = s.b.Write(ctx, func(ctx context.Context, tx Tx) error {
 		res, err := tx.Exec(ctx, `
-			UPDATE runs SET status = 'cancelled', reason = ?, updated_at = COALESCE(?, updated_at)
+			UPDATE runs SET status = 'cancelled', parked = 0, reason = ?, updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting')`, reason, at, runID)
 		if err != nil {
 			return err

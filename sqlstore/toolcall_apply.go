@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -48,6 +49,11 @@ func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*a
 	if err != nil {
 		return nil, err
 	}
+	if call.RunID != "" && parksOrUnparks(u) {
+		if err := countParked(ctx, tx, call.RunID); err != nil {
+			return nil, err
+		}
+	}
 	if d := p.d; d != nil {
 		// Recorded with the call's tier as it is now; the call is
 		// returned with it.
@@ -67,6 +73,18 @@ func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*a
 		}
 	}
 	return call, nil
+}
+
+// parksOrUnparks reports whether u can move a call into or out of
+// requires_confirmation, which changes its run's count of parked calls:
+// not when it keeps a parked call parked (an approval short of its
+// quorum, a reminder) or involves no parked call at all.
+func parksOrUnparks(u agentd.CallUpdate) bool {
+	fromParked := slices.Contains(u.From, agentd.StatusRequiresConfirmation)
+	if u.Status == agentd.StatusRequiresConfirmation {
+		return !fromParked || len(u.From) > 1
+	}
+	return fromParked
 }
 
 // storedDecision is d as a read of its row returns it: at and edited are

@@ -27,7 +27,19 @@ func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.Too
 		return nil, err
 	}
 	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
-		return s.insert(ctx, tx, calls, rows)
+		if err := s.insert(ctx, tx, calls, rows); err != nil {
+			return err
+		}
+		counted := map[string]bool{}
+		for _, c := range calls {
+			if c.Status == agentd.StatusRequiresConfirmation && c.RunID != "" && !counted[c.RunID] {
+				counted[c.RunID] = true
+				if err := countParked(ctx, tx, c.RunID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
 	})
 }
 

@@ -112,6 +112,64 @@ func testRunsToDrive(t *testing.T, s agentd.Store) {
 	}
 }
 
+// testRunsToDriveCountsParked: a waiting run is held by the number of its
+// parked calls at its step, kept by every write that parks a call, takes
+// one out of requires_confirmation or moves the run to another step.
+func testRunsToDriveCountsParked(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	run := func() *agentd.Run { return startRun(t, s, newConversation(t, s)) }
+	P, A := agentd.StatusRequiresConfirmation, agentd.StatusApproved
+	update := func(what string, u agentd.CallUpdate) {
+		t.Helper()
+		u.Now = t0
+		_, _, err := s.UpdateToolCall(ctx, u, nil)
+		noErr(t, err, what)
+	}
+	moveTo := func(r *agentd.Run, step int) {
+		t.Helper()
+		_, _, err := s.UpdateRun(ctx, agentd.RunUpdate{ID: r.ID, Status: agentd.RunWaiting, Step: &step, Now: t0}, nil)
+		noErr(t, err, "UpdateRun to step")
+	}
+
+	// Two parked calls: deciding one leaves the run waiting for the other;
+	// deciding both, in one transaction, lets it go.
+	two, three := run(), run()
+	twoCalls := stepRun(t, s, two, 1, P, P)
+	threeCalls := stepRun(t, s, three, 1, P, P, P)
+	update("decide the first of two", agentd.CallUpdate{ID: twoCalls[0].ID, From: []agentd.CallStatus{P}, Status: A})
+	_, _, err := s.UpdateToolCalls(ctx, []agentd.CallUpdate{
+		{ID: threeCalls[0].ID, From: []agentd.CallStatus{P}, Status: agentd.StatusDenied, Now: t0},
+		{ID: threeCalls[1].ID, From: []agentd.CallStatus{P}, Status: agentd.StatusExpired, Now: t0},
+	}, nil)
+	noErr(t, err, "UpdateToolCalls")
+	wantIDs(t, "RunsToDrive with one call of each run still parked", runsToDrive(t, s))
+	update("decide the second of two", agentd.CallUpdate{ID: twoCalls[1].ID, From: []agentd.CallStatus{P}, Status: A})
+	wantIDs(t, "RunsToDrive after the last of two was decided", runsToDrive(t, s), two.ID)
+
+	// A call parked again (into requires_confirmation from another
+	// status), and a parked call created at the run's step, hold it.
+	update("park an approved call again", agentd.CallUpdate{ID: twoCalls[0].ID, From: []agentd.CallStatus{A}, Status: P})
+	wantIDs(t, "RunsToDrive after a call was parked again", runsToDrive(t, s))
+	update("decide it", agentd.CallUpdate{ID: twoCalls[0].ID, From: []agentd.CallStatus{P}, Status: A})
+	created := run()
+	stepRun(t, s, created, 1, agentd.StatusCompleted)
+	wantIDs(t, "RunsToDrive", runsToDrive(t, s), sorted(two.ID, created.ID)...)
+	createCalls(t, s, newCall(created, 1, 1, P))
+	wantIDs(t, "RunsToDrive after a parked call was created", runsToDrive(t, s), two.ID)
+
+	// Moved to another step, a run counts that step's parked calls.
+	moveTo(created, 2)
+	wantIDs(t, "RunsToDrive after moving to a step with nothing parked", runsToDrive(t, s), sorted(two.ID, created.ID)...)
+	moveTo(created, 1)
+	wantIDs(t, "RunsToDrive after moving back to the parked step", runsToDrive(t, s), two.ID)
+
+	// A cancelled run is never returned, and a run started anew in its
+	// conversation is not held by the cancelled run's calls.
+	_, _, err = s.CancelRun(ctx, three.ID, "stop", agentd.Actor{KeyID: "key"}, t0, nil)
+	noErr(t, err, "CancelRun")
+	wantIDs(t, "RunsToDrive after a cancel", runsToDrive(t, s), two.ID)
+}
+
 func testNextDeadline(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	next := func(what string, want time.Time) {

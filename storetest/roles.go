@@ -83,6 +83,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"UpdateRun/AnyFrom", testUpdateRunAnyFrom},
 		{"UpdateRun/Errors", testUpdateRunErrors},
 		{"RunsToDrive", testRunsToDrive},
+		{"RunsToDrive/CountsParked", testRunsToDriveCountsParked},
 		{"RecordStep/Applies", testRecordStepApplies},
 		{"RecordStep/Conflict", testRecordStepConflict},
 		{"CancelRun", testCancelRun},
