@@ -3,6 +3,7 @@ package loop
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,23 +47,64 @@ func (e *runner) startCall(c agentd.ToolCall) {
 
 // claim moves an approved call to executing with its tool_call_started.
 // It reports false when the call is no longer approved (cancelled, claimed
-// elsewhere) or the store failed (logged).
+// elsewhere) or the engine shut down. A store error is tried again
+// (untilStored); when a try failed at its commit but did commit (a lost
+// connection at COMMIT), the next one conflicts with the call this claim
+// made executing — its time is the claim's to the nanosecond — and the
+// call is run: it is claimed, and nothing else would run it.
 func (e *runner) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 	var claimed *agentd.ToolCall
-	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-		cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusExecuting, Now: e.clock.Now(),
-		}, []agentd.EventDraft{e.toolCallStarted(&c)})
-		claimed = cur
-		return evs, err
-	})
-	if err != nil {
-		if agentd.ErrorCode(err) != agentd.ECONFLICT && e.ctx.Err() == nil {
-			e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("claim approved call")
+	now, failed := e.clock.Now(), false
+	err := e.untilStored(c.ID, "claim approved call", func() error {
+		err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+			cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
+				ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusExecuting, Now: now,
+			}, []agentd.EventDraft{e.toolCallStarted(&c)})
+			claimed = cur
+			return evs, err
+		})
+		if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+			failed = true
 		}
-		return nil, false
+		return err
+	})
+	switch {
+	case err == nil:
+		return claimed, true
+	case agentd.ErrorCode(err) == agentd.ECONFLICT && failed && claimed != nil &&
+		claimed.Status == agentd.StatusExecuting && claimed.UpdatedAt.Equal(now):
+		return claimed, true // an earlier try committed
 	}
-	return claimed, true
+	return nil, false
+}
+
+// untilStored runs write, a store write of a tool goroutine (a claim, a
+// result), until it succeeds, conflicts (the call moved on: that is the
+// answer) or fails otherwise than by the store (an invalid write is not
+// tried again), backing off as a driver does (250 ms more each time, up to
+// 5 s), and while the engine runs and write's context has not ended. A call whose claim or result was not
+// stored would otherwise stay approved or executing with nothing to move it:
+// its driver waits for it and keeps its run's lease, so no recovery takes it
+// over until the process restarts (TestToolWritesRetriedAfterStoreErrors;
+// a PostgreSQL restart did it). It returns the last error.
+func (e *runner) untilStored(callID, what string, write func() error) error {
+	for failures := 1; ; failures++ {
+		err := write()
+		code := agentd.ErrorCode(err)
+		if (code != agentd.EINTERNAL && code != agentd.EUNAVAILABLE) || errors.Is(err, context.Canceled) ||
+			errors.Is(err, context.DeadlineExceeded) || e.ctx.Err() != nil {
+			return err
+		}
+		wait := min(time.Duration(failures)*250*time.Millisecond, 5*time.Second)
+		e.log.Error().Err(err).Str("tool_call_id", callID).Dur("retry_in", wait).Msg(what)
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-e.ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
 }
 
 // runCall runs an executing call's tool and records its result; goTool then
@@ -111,13 +153,7 @@ func (e *runner) runCall(rs *runState, c agentd.ToolCall) {
 	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
 	status, errMsg = u.Status, u.Error
 	log.Info().Str("status", string(u.Status)).Msg("tool finished")
-	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-		_, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u,
-			[]agentd.EventDraft{e.event(c.ConversationID, p)})
-		return evs, err
-	})
-	if err != nil {
-		log.Error().Err(err).Msg("record tool result")
+	if !e.recordResult(rs, c.ConversationID, u, p) {
 		return
 	}
 	e.obs.ToolExecuted(c.Name, u.Status, took)
@@ -127,6 +163,37 @@ func (e *runner) runCall(rs *runState, c agentd.ToolCall) {
 			log.Warn().Err(err).Msg("postToolUse hook failed")
 		}
 	}
+}
+
+// recordResult stores an executing call's result (u, with p its event in
+// conversation conv)
+// and reports whether it did. A store error is tried again (untilStored):
+// a conflict after a failed try that did commit finds the call as this
+// update left it (its status, its time to the nanosecond), and the result
+// is recorded.
+func (e *runner) recordResult(rs *runState, conv string, u agentd.CallUpdate, p *agentd.ToolCallResultPayload) bool {
+	drafts := []agentd.EventDraft{e.event(conv, p)}
+	var cur *agentd.ToolCall
+	failed := false
+	err := e.untilStored(u.ID, "record tool result", func() error {
+		err := e.commit(conv, func() ([]agentd.Event, error) {
+			c, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u, drafts)
+			cur = c
+			return evs, err
+		})
+		if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+			failed = true
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		return true
+	case agentd.ErrorCode(err) == agentd.ECONFLICT:
+		return failed && cur != nil && cur.Status == u.Status && cur.UpdatedAt.Equal(u.Now)
+	}
+	e.log.Error().Err(err).Str("tool_call_id", u.ID).Msg("record tool result")
+	return false
 }
 
 // hookCall is what the hooks are told of a stored call.

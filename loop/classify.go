@@ -93,7 +93,11 @@ func (e *runner) recheck(ctx context.Context, c agentd.ToolCall) bool {
 	if def == nil || (e.agent.Hooks == nil && def.Prepare == nil) {
 		return true // an unknown tool fails in Execute, as before
 	}
-	conv, err := e.store.Conversation(ctx, c.ConversationID)
+	var conv *agentd.Conversation
+	err := e.untilStored(c.ID, "recheck: read conversation", func() (err error) {
+		conv, err = e.store.Conversation(ctx, c.ConversationID)
+		return err
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("recheck: read conversation")
@@ -131,13 +135,15 @@ func (e *runner) recheck(ctx context.Context, c agentd.ToolCall) bool {
 
 // refuseApproved ends an approved call that may not run after all.
 func (e *runner) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
-	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRefused, Error: d.Reason, Now: e.clock.Now(),
-		}, []agentd.EventDraft{e.event(c.ConversationID, &agentd.ToolCallRefusedPayload{
-			RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Tier: d.Tier, Reason: d.Reason, Escalated: d.Escalated,
-		})})
-		return evs, err
+	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRefused, Error: d.Reason, Now: e.clock.Now()}
+	drafts := []agentd.EventDraft{e.event(c.ConversationID, &agentd.ToolCallRefusedPayload{
+		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Tier: d.Tier, Reason: d.Reason, Escalated: d.Escalated,
+	})}
+	err := e.untilStored(c.ID, "refuse approved call", func() error {
+		return e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+			_, evs, err := e.store.UpdateToolCall(ctx, u, drafts)
+			return evs, err
+		})
 	})
 	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT && ctx.Err() == nil {
 		e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("refuse approved call")
@@ -162,15 +168,19 @@ func (e *runner) repark(ctx context.Context, c agentd.ToolCall, cl classified, r
 	next.AllowedDecisions, next.Diff, next.StateSHA256, next.RequiresApprovalAt = allowed, cl.prep.Diff, cl.prep.State, &deadline
 	next.Approval, next.Approvals = rule, nil // a new card is approved afresh
 	next.Method, next.Endpoint, next.PathTemplate, next.Params = cl.d.Method, cl.d.Endpoint, cl.d.PathTemplate, cl.d.Params
-	err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-		_, evs, err := e.store.UpdateToolCall(ctx, agentd.CallUpdate{
-			ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRequiresConfirmation, Now: now,
-			Repark: &agentd.CallRepark{Arguments: next.Arguments, ArgumentsSHA256: next.ArgumentsSHA256, Tier: next.Tier,
-				Reason: reason, Escalated: escalated, AllowedDecisions: allowed, Diff: next.Diff, StateSHA256: next.StateSHA256,
-				RequiresApprovalAt: deadline, Method: next.Method, Endpoint: next.Endpoint, PathTemplate: next.PathTemplate, Params: next.Params,
-				Approval: rule},
-		}, []agentd.EventDraft{e.confirmationRequired(&next)})
-		return evs, err
+	u := agentd.CallUpdate{
+		ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRequiresConfirmation, Now: now,
+		Repark: &agentd.CallRepark{Arguments: next.Arguments, ArgumentsSHA256: next.ArgumentsSHA256, Tier: next.Tier,
+			Reason: reason, Escalated: escalated, AllowedDecisions: allowed, Diff: next.Diff, StateSHA256: next.StateSHA256,
+			RequiresApprovalAt: deadline, Method: next.Method, Endpoint: next.Endpoint, PathTemplate: next.PathTemplate, Params: next.Params,
+			Approval: rule},
+	}
+	drafts := []agentd.EventDraft{e.confirmationRequired(&next)}
+	err := e.untilStored(c.ID, "park approved call again", func() error {
+		return e.commit(c.ConversationID, func() ([]agentd.Event, error) {
+			_, evs, err := e.store.UpdateToolCall(ctx, u, drafts)
+			return evs, err
+		})
 	})
 	if err != nil {
 		if agentd.ErrorCode(err) != agentd.ECONFLICT && ctx.Err() == nil {
