@@ -52,12 +52,14 @@ func (r ApprovalRule) GrantMaxTTLOf() time.Duration {
 	return DefaultGrantMaxTTL
 }
 
-// Reminder is a reminder sent for a call (SPEC §11.3): its offset before
-// the deadline it was sent for. A reminder counts once per deadline, so an
-// extension (a new deadline) arms every offset again.
+// Reminder is a reminder sent for a call (SPEC §11.3): the deadline it was
+// sent for, and Before, how long before it, as the rule writes the offset
+// ("10m", one of ApprovalRule.Reminders; JSON "offset"). A reminder counts
+// once per deadline, so an extension (a new deadline) arms every offset
+// again.
 type Reminder struct {
 	Deadline time.Time `json:"deadline"`
-	Offset   string    `json:"offset"`
+	Before   string    `json:"offset"`
 }
 
 // ReminderOffsets is r's reminders as durations (Check validated them).

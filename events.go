@@ -168,17 +168,17 @@ type ConfirmationProgressPayload struct {
 }
 
 // ConfirmationReminderPayload is the data of confirmation_reminder: a
-// parked call is still pending Offset before its deadline (SPEC §11.3).
+// parked call is still pending Before its deadline (SPEC §11.3).
 type ConfirmationReminderPayload struct {
 	EventHeader
 	RunID              string    `json:"run_id" event:"required"`
 	ToolCallID         string    `json:"tool_call_id" event:"required"`
 	ToolName           string    `json:"tool_name" event:"required"`
 	RequiresApprovalAt time.Time `json:"requires_approval_at" event:"required"`
-	// RemainingMS is the time left when the reminder was sent; Offset the
-	// reminder as configured ("10m").
+	// RemainingMS is the time left when the reminder was sent; Before the
+	// reminder's offset as the rule writes it ("10m"; JSON "offset").
 	RemainingMS int64  `json:"remaining_ms"`
-	Offset      string `json:"offset" event:"required"`
+	Before      string `json:"offset" event:"required"`
 }
 
 // ConfirmationExtendedPayload is the data of confirmation_extended: a

@@ -107,7 +107,7 @@ func eventFixtures() []eventFixture {
 		}},
 		{"confirmation_reminder", func() EventPayload {
 			return &ConfirmationReminderPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", RequiresApprovalAt: tDeadline,
-				RemainingMS: 60000, Offset: "1m"}
+				RemainingMS: 60000, Before: "1m"}
 		}},
 		{"confirmation_extended", func() EventPayload {
 			return &ConfirmationExtendedPayload{RunID: tRun, ToolCallID: tCall, ToolName: "refund", RequiresApprovalAt: tDeadline.Add(30 * time.Minute),

@@ -56,7 +56,7 @@ func dueReminders(c *agentd.ToolCall, now time.Time) (due []string, next time.Ti
 	}
 	for i, off := range c.Approval.ReminderOffsets() {
 		name := c.Approval.Reminders[i]
-		if slices.ContainsFunc(c.Reminded, func(r agentd.Reminder) bool { return r.Offset == name && r.Deadline.Equal(deadline) }) {
+		if slices.ContainsFunc(c.Reminded, func(r agentd.Reminder) bool { return r.Before == name && r.Deadline.Equal(deadline) }) {
 			continue
 		}
 		at := deadline.Add(-off)
@@ -282,9 +282,9 @@ func (e *timers) remind(ctx context.Context, c *agentd.ToolCall) (sent bool, err
 		reminded := slices.Clone(c.Reminded)
 		drafts := make([]agentd.EventDraft, 0, len(due))
 		for _, off := range due {
-			reminded = append(reminded, agentd.Reminder{Deadline: deadline, Offset: off})
+			reminded = append(reminded, agentd.Reminder{Deadline: deadline, Before: off})
 			drafts = append(drafts, e.event(c.ConversationID, &agentd.ConfirmationReminderPayload{RunID: c.RunID,
-				ToolCallID: c.ID, ToolName: c.Name, RequiresApprovalAt: deadline, RemainingMS: deadline.Sub(now).Milliseconds(), Offset: off}))
+				ToolCallID: c.ID, ToolName: c.Name, RequiresApprovalAt: deadline, RemainingMS: deadline.Sub(now).Milliseconds(), Before: off}))
 		}
 		var updated *agentd.ToolCall
 		err = e.commit(c.ConversationID, func() ([]agentd.Event, error) {
@@ -403,7 +403,7 @@ func skippedReminders(rule agentd.ApprovalRule, next, now time.Time) []agentd.Re
 	var skipped []agentd.Reminder
 	for i, off := range rule.ReminderOffsets() {
 		if !next.Add(-off).After(now) {
-			skipped = append(skipped, agentd.Reminder{Deadline: next, Offset: rule.Reminders[i]})
+			skipped = append(skipped, agentd.Reminder{Deadline: next, Before: rule.Reminders[i]})
 		}
 	}
 	return skipped

@@ -31,7 +31,7 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 	}
 	ev := f.rec.wait(t, agentd.EventConfirmationReminder, 1)
 	var p agentd.ConfirmationReminderPayload
-	if err := json.Unmarshal(ev.Data, &p); err != nil || p.Offset != "5m" || p.RemainingMS != (5*time.Minute).Milliseconds() ||
+	if err := json.Unmarshal(ev.Data, &p); err != nil || p.Before != "5m" || p.RemainingMS != (5*time.Minute).Milliseconds() ||
 		!p.RequiresApprovalAt.Equal(*c.RequiresApprovalAt) {
 		t.Fatalf("reminder %s, %v", ev.Data, err)
 	}
@@ -80,7 +80,7 @@ func TestRemindersOnceAcrossRestarts(t *testing.T) {
 		t.Fatalf("the 1m reminder of the new deadline: %d", n)
 	}
 	ev = h.rec.wait(t, agentd.EventConfirmationReminder, 2)
-	if err := json.Unmarshal(ev.Data, &p); err != nil || p.Offset != "1m" || !p.RequiresApprovalAt.Equal(*up.RequiresApprovalAt) {
+	if err := json.Unmarshal(ev.Data, &p); err != nil || p.Before != "1m" || !p.RequiresApprovalAt.Equal(*up.RequiresApprovalAt) {
 		t.Fatalf("reminder of the new deadline %s, %v", ev.Data, err)
 	}
 	if _, err := h.engine.Extend(ctx, govOwner, c.ID, agentd.ExtendRequest{Extension: "59m"}); agentd.ErrorCode(err) != agentd.EEXTENSIONEXCEEDSMAX {
@@ -264,7 +264,7 @@ func TestRemindersPerDeadline(t *testing.T) {
 		if err := json.Unmarshal(ev.Data, &p); err != nil {
 			t.Fatal(err)
 		}
-		sent = append(sent, p.Offset+" before "+p.RequiresApprovalAt.Sub(*c.RequiresApprovalAt).String())
+		sent = append(sent, p.Before+" before "+p.RequiresApprovalAt.Sub(*c.RequiresApprovalAt).String())
 	}
 	if want := []string{"5m before 0s", "1m before 0s", "5m before 30m0s", "1m before 30m0s"}; !slices.Equal(sent, want) {
 		t.Fatalf("reminders sent %q, want %q (deadlines after the first)", sent, want)

@@ -28,9 +28,9 @@ func TestSkippedReminders(t *testing.T) {
 			var got []string
 			for _, r := range skippedReminders(rule, tc.next, now) {
 				if !r.Deadline.Equal(tc.next) {
-					t.Errorf("reminder %s recorded for %v, want the new deadline %v", r.Offset, r.Deadline, tc.next)
+					t.Errorf("reminder %s recorded for %v, want the new deadline %v", r.Before, r.Deadline, tc.next)
 				}
-				got = append(got, r.Offset)
+				got = append(got, r.Before)
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("skipped %v, want %v", got, tc.want)

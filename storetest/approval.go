@@ -131,7 +131,7 @@ func testToolCallGovernance(t *testing.T, s agentd.Store) {
 			Status: agentd.StatusRequiresConfirmation, Governance: &g}, nil)
 		return err
 	}
-	sent := []agentd.Reminder{{Deadline: deadline, Offset: "1m"}}
+	sent := []agentd.Reminder{{Deadline: deadline, Before: "1m"}}
 	noErr(t, gov(agentd.GovernanceUpdate{Deadline: deadline, Reminded: sent}), "a reminder")
 	wantCode(t, gov(agentd.GovernanceUpdate{Deadline: deadline, Reminded: append(sent, sent[0])}), agentd.ECONFLICT) // a stale count
 	later := deadline.Add(30 * time.Minute)
@@ -143,7 +143,7 @@ func testToolCallGovernance(t *testing.T, s agentd.Store) {
 		!slices.Equal(got.Approval.Reminders, []string{"1m"}) {
 		t.Fatalf("after the extension: deadline %v, extended %v, reminded %v, rule %+v", got.RequiresApprovalAt, got.Extended, got.Reminded, got.Approval)
 	}
-	noErr(t, gov(agentd.GovernanceUpdate{Deadline: later, Reminded: []agentd.Reminder{{Deadline: later, Offset: "1m"}}, Extended: got.Extended}), "a reminder of the new deadline")
+	noErr(t, gov(agentd.GovernanceUpdate{Deadline: later, Reminded: []agentd.Reminder{{Deadline: later, Before: "1m"}}, Extended: got.Extended}), "a reminder of the new deadline")
 	if got, _ = s.ToolCall(ctx, c.ID); len(got.Reminded) != 1 || !got.Reminded[0].Deadline.Equal(later) || got.Extended != 30*time.Minute {
 		t.Fatalf("after the second reminder: %+v, extended %v", got.Reminded, got.Extended)
 	}

@@ -205,7 +205,7 @@ func Build(e agentd.Event, p agentd.EventPayload, call *agentd.ToolCall) (Payloa
 		tc.Status, tc.Reason = StatusName(agentd.StatusRefused), p.Reason
 	case *agentd.ConfirmationReminderPayload:
 		at, ms := p.RequiresApprovalAt, p.RemainingMS
-		tc.Status, tc.RequiresApprovalAt, tc.ReminderOffset, tc.RemainingMS = StatusName(agentd.StatusRequiresConfirmation), &at, p.Offset, &ms
+		tc.Status, tc.RequiresApprovalAt, tc.ReminderOffset, tc.RemainingMS = StatusName(agentd.StatusRequiresConfirmation), &at, p.Before, &ms
 	case *agentd.ConfirmationExtendedPayload:
 		at, prev := p.RequiresApprovalAt, p.PreviousRequiresApprovalAt
 		tc.Status, tc.RequiresApprovalAt, tc.PreviousRequiresApprovalAt = StatusName(agentd.StatusRequiresConfirmation), &at, &prev
