@@ -79,7 +79,7 @@ func (e *runner) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 }
 
 // untilStored runs write, a store write of a tool goroutine (a claim, a
-// result), until it succeeds, conflicts (the call moved on: that is the
+// result) or of a run's end (finish), until it succeeds, conflicts (the call moved on: that is the
 // answer) or fails otherwise than by the store (an invalid write is not
 // tried again), backing off as a driver does (250 ms more each time, up to
 // 5 s), and while the engine runs and write's context has not ended. A call whose claim or result was not
@@ -87,7 +87,7 @@ func (e *runner) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 // its driver waits for it and keeps its run's lease, so no recovery takes it
 // over until the process restarts (TestToolWritesRetriedAfterStoreErrors;
 // a PostgreSQL restart did it). It returns the last error.
-func (e *runner) untilStored(callID, what string, write func() error) error {
+func (e *runner) untilStored(id, what string, write func() error) error {
 	for failures := 1; ; failures++ {
 		err := write()
 		code := agentd.ErrorCode(err)
@@ -96,7 +96,7 @@ func (e *runner) untilStored(callID, what string, write func() error) error {
 			return err
 		}
 		wait := min(time.Duration(failures)*250*time.Millisecond, 5*time.Second)
-		e.log.Error().Err(err).Str("tool_call_id", callID).Dur("retry_in", wait).Msg(what)
+		e.log.Error().Err(err).Str("id", id).Dur("retry_in", wait).Msg(what)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:

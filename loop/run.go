@@ -212,11 +212,16 @@ func (e *runner) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 		reason += ": " + errMsg
 	}
 	now := e.clock.Now()
-	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
-		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
-			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: now,
-		}, []agentd.EventDraft{e.event(run.ConversationID, p)})
-		return evs, err
+	drafts := []agentd.EventDraft{e.event(run.ConversationID, p)}
+	// Tried again after a store error, or the run would stay active with
+	// no driver until a restart (one process) or a lease tick (replicas).
+	err := e.untilStored(run.ID, "finish run", func() error {
+		return e.commit(run.ConversationID, func() ([]agentd.Event, error) {
+			_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
+				ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning, agentd.RunWaiting}, Status: status, Reason: reason, Now: now,
+			}, drafts)
+			return evs, err
+		})
 	})
 	if err == nil {
 		e.obs.RunFinished(status)

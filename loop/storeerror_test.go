@@ -45,11 +45,25 @@ func (s *failOnceStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate,
 	return nil, nil, errors.New("store: connection lost at " + key)
 }
 
+func (s *failOnceStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, drafts []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
+	key := "run→" + string(u.Status)
+	s.mu.Lock()
+	fail := s.fail[key]
+	delete(s.fail, key)
+	s.mu.Unlock()
+	if fail {
+		return nil, nil, errors.New("store: connection lost at " + key)
+	}
+	return s.DB.UpdateRun(ctx, u, drafts)
+}
+
 // A store error when an approved call is claimed, or when its result is
 // recorded, does not strand the call (approved or executing, its driver
 // waiting for it and holding its run): the write is tried again, and the
 // tool runs once, its result is stored and the run finishes — whether the
-// failed try was rolled back or did commit.
+// failed try was rolled back or did commit. Nor does one when the run's end
+// is recorded (rolled back: a committed end is published by the feed on
+// PostgreSQL, not by the loop).
 func TestToolWritesRetriedAfterStoreErrors(t *testing.T) {
 	for _, committed := range []bool{false, true} {
 		name := map[bool]string{false: "rolled back", true: "committed"}[committed]
@@ -65,7 +79,11 @@ func TestToolWritesRetriedAfterStoreErrors(t *testing.T) {
 			mustOK(t, err)
 			db, err := sqlite.Open(filepath.Join(dir, "agentd.db"))
 			mustOK(t, err)
-			st := &failOnceStore{DB: db, committed: committed, fail: map[string]bool{"approved→executing": true, "executing→completed": true}}
+			fail := map[string]bool{"approved→executing": true, "executing→completed": true}
+			if !committed {
+				fail["run→completed"] = true
+			}
+			st := &failOnceStore{DB: db, committed: committed, fail: fail}
 			rec := newRecorder()
 			model := &stepModel{replies: []agentd.ModelResponse{{ToolCalls: []agentd.ModelToolCall{{Name: "pay", Arguments: json.RawMessage(`{"amount":3}`)}}}}}
 			e := loop.New(st, rec, &loop.Agent{Name: "a", Model: model, Tools: registered(t, tools.NewSource(ts)), ApprovalTimeout: 10 * time.Minute, MaxTurns: 5},
