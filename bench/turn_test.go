@@ -42,8 +42,8 @@ import (
 //	   the event                                                       3
 //	   write RecordStep: the run's step, the run read back, the
 //	   assistant's message, its message event (counter, event)         5
-//	   write finish: the run's status, the run read back,
-//	   run_finished (counter, event)                                   4
+//	   write finish: the run's status (the run comes back with it),
+//	   run_finished (counter, event)                                   3
 //	   the run again, to find it finished                              1
 //
 // The transactions: the five writes (each its own group commit when
@@ -51,7 +51,7 @@ import (
 // read in one snapshot); every other read is one statement, which SQLite
 // runs outside a transaction.
 const (
-	turnStatements   = 26
+	turnStatements   = 25
 	turnTransactions = 6
 )
 

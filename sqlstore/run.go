@@ -24,7 +24,7 @@ type RunStore struct {
 }
 
 func newRunStore(b Backend, d *Dialect, calls *ToolCallStore) *RunStore {
-	return &RunStore{b: b, d: d, calls: calls, updateFrom: updateRunSQL + ` AND ` + d.In("status"),
+	return &RunStore{b: b, d: d, calls: calls, updateFrom: updateRunSQL + ` AND ` + d.In("status") + returningRun,
 		runsToDriveWhere: `status IN ('running', 'waiting') AND (status = 'running' OR NOT EXISTS (
 	SELECT 1 FROM tool_calls c WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation'))
 	ORDER BY created_at, ` + d.runOrder}
@@ -36,13 +36,16 @@ const (
 	activeRunQuery          = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
 	insertRunQuery          = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	runByIDQuery            = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
-	updateRunQuery          = updateRunSQL
+	updateRunQuery          = updateRunSQL + returningRun
 	recordStepQuery         = `
 			UPDATE runs SET step = ?, status = 'running',
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`
 )
+
+// returningRun ends an update of one run that returns the run as updated.
+const returningRun = ` RETURNING ` + runColumns
 
 const updateRunSQL = `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?, step),
 			input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
@@ -163,27 +166,24 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 		if len(u.From) > 0 {
 			query, args = s.updateFrom, append(args, listOf(s.d, u.From))
 		}
-		res, err := tx.Exec(ctx, query, args...)
-		if err != nil {
+		// The updated run comes back from the update itself; only an
+		// update that matched no row reads the run, to say why.
+		cur, err := scanRun(tx.QueryRow(ctx, query, args...))
+		switch {
+		case err == nil:
+			run = cur
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
 			if agentd.ErrorCode(s.b.Err(err)) == agentd.ECONFLICT {
 				// The only unique index an update can violate: runs_one_active.
 				return &agentd.Error{Code: agentd.ERUNACTIVE, Message: "the conversation already has an active run", Detail: err}
 			}
 			return err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		if run, err = getRun(ctx, tx, u.ID); err != nil {
 			return err
 		}
-		cur, err := getRun(ctx, tx, u.ID)
-		if err != nil {
-			return err
-		}
-		run = cur
-		if n == 0 {
-			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
-		}
-		return nil
+		return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, run.Status)
 	})
 	if err != nil {
 		if agentd.ErrorCode(err) == agentd.ECONFLICT && run != nil {
