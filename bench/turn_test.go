@@ -40,8 +40,9 @@ import (
 //	   the conversation (is it delegated?)                             1
 //	   write the reply's text_delta: the counter, the log's head,
 //	   the event                                                       3
-//	   write RecordStep: the run's step, the run read back, the
-//	   assistant's message, its message event (counter, event)         5
+//	   write RecordStep: the run's step (its conversation comes
+//	   back with it), the assistant's message, its message event
+//	   (counter, event)                                                4
 //	   write finish: the run's status (the run comes back with it),
 //	   run_finished (counter, event)                                   3
 //	   the run again, to find it finished                              1
@@ -51,7 +52,7 @@ import (
 // read in one snapshot); every other read is one statement, which SQLite
 // runs outside a transaction.
 const (
-	turnStatements   = 25
+	turnStatements   = 24
 	turnTransactions = 6
 )
 

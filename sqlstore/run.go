@@ -41,7 +41,8 @@ const (
 			UPDATE runs SET step = ?, status = 'running',
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`
+			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?
+			RETURNING conversation_id`
 )
 
 // returningRun ends an update of one run that returns the run as updated.
@@ -271,19 +272,18 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 		return nil, err
 	}
 	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
-		res, err := tx.Exec(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		run, err := getRun(ctx, tx, r.RunID)
-		if err != nil {
-			return err
-		} else if n == 0 {
+		// The update returns the run's conversation; only one that
+		// matched no row reads the run, to say why.
+		run := &agentd.Run{ID: r.RunID}
+		err := tx.QueryRow(ctx, recordStepQuery, r.Step, r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1).
+			Scan(&run.ConversationID)
+		if errors.Is(err, sql.ErrNoRows) {
+			if run, err = getRun(ctx, tx, r.RunID); err != nil {
+				return err
+			}
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s at step %d, cannot record step %d", r.RunID, run.Status, run.Step, r.Step)
+		} else if err != nil {
+			return err
 		}
 
 		if m := r.Message; m != nil {
