@@ -45,26 +45,26 @@ import (
 //	   (counter, event)                                                4
 //	   write finish: the run's status (the run comes back with it),
 //	   run_finished (counter, event)                                   3
-//	   the run again, to find it finished                              1
 //
 // The transactions: the five writes (each its own group commit when
 // nothing else is writing) and one read (the driver's history: messages
-// read in one snapshot); every other read is one statement, which SQLite
-// runs outside a transaction.
+// read in one snapshot); every other read (turnLoneReads of them) is one
+// statement, which SQLite runs outside a transaction.
 const (
-	turnStatements   = 24
+	turnStatements   = 23
 	turnTransactions = 6
+	turnLoneReads    = 5
 )
 
 // On PostgreSQL a turn runs, besides, the feed lock and the notification
 // of each of the four writes that append events (+8), but its append of a
 // text_delta takes no log's head (-1); and every lone read is a read
-// transaction of its own (+6). Each transaction adds two round trips
-// (BEGIN, COMMIT) to its statements; a statement new to its connection, a
-// prepare.
+// transaction of its own (turnLoneReads). Each transaction adds two round
+// trips (BEGIN, COMMIT) to its statements; a statement new to its
+// connection, a prepare.
 const (
 	turnPostgresStatements   = turnStatements + 7
-	turnPostgresTransactions = turnTransactions + 6
+	turnPostgresTransactions = turnTransactions + turnLoneReads
 )
 
 // turnRules is the script model's one-word reply to any message.
