@@ -37,7 +37,6 @@ import (
 //	the run's driver
 //	   the run                                                         1
 //	   the history: the conversation's messages                        1
-//	   the conversation (is it delegated?)                             1
 //	   write the reply's text_delta: the counter, the log's head,
 //	   the event                                                       3
 //	   write RecordStep: the run's step (its conversation comes
@@ -51,9 +50,9 @@ import (
 // read in one snapshot); every other read (turnLoneReads of them) is one
 // statement, which SQLite runs outside a transaction.
 const (
-	turnStatements   = 23
+	turnStatements   = 22
 	turnTransactions = 6
-	turnLoneReads    = 5
+	turnLoneReads    = 4
 )
 
 // On PostgreSQL a turn runs, besides, the feed lock and the notification
