@@ -348,6 +348,10 @@ type setup struct {
 	maxTurns int
 	// open opens the store in dir (nil: the SQLite file agentd.db).
 	open func(tb testing.TB, dir string) countedStore
+	// expireEvery is the engine's ExpireEvery (0: the default; negative:
+	// no background expiry, whose first pass reads the store once the
+	// engine has started).
+	expireEvery time.Duration
 }
 
 // countedStore is a store that counts the statements and transactions it
@@ -437,7 +441,8 @@ func startAgentdWith(tb testing.TB, dir, rules string, defs []toolDef, su setup)
 	}
 	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolSet, MaxTurns: su.maxTurns,
-	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount), Tracer: tp})
+	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount), Tracer: tp,
+		ExpireEvery: su.expireEvery})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
