@@ -31,9 +31,9 @@ import (
 //	   the stream's history (no event yet)                             1
 //	POST /v1/conversations/{id}/messages
 //	   the conversation (Engine.Send reaches it)                       1
-//	   write StartRun: the conversation exists, no run is active,
-//	   insert the run, the user's message, run_started (the
-//	   conversation's counter, the event)                              6
+//	   write StartRun: no run is active, insert the run (its
+//	   conversation must exist), the user's message, run_started
+//	   (the conversation's counter, the event)                         5
 //	the run's driver
 //	   the run                                                         1
 //	   the history: the conversation's messages                        1
@@ -49,7 +49,7 @@ import (
 // nothing else is writing. Every read (turnLoneReads of them) is one
 // statement, which SQLite runs outside a transaction.
 const (
-	turnStatements   = 22
+	turnStatements   = 21
 	turnTransactions = 5
 	turnLoneReads    = 5
 )

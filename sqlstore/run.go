@@ -32,12 +32,11 @@ func newRunStore(b Backend, d *Dialect, calls *ToolCallStore) *RunStore {
 
 // The run statements of every step (Store.Prepared).
 const (
-	conversationExistsQuery = `SELECT 1 FROM conversations WHERE id = ?`
-	activeRunQuery          = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
-	insertRunQuery          = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	runByIDQuery            = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
-	updateRunQuery          = updateRunSQL + returningRun
-	recordStepQuery         = `
+	activeRunQuery  = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
+	insertRunQuery  = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	runByIDQuery    = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+	updateRunQuery  = updateRunSQL + returningRun
+	recordStepQuery = `
 			UPDATE runs SET step = ?, status = 'running',
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
@@ -91,15 +90,8 @@ func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Me
 	}
 
 	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
-		} else if err != nil {
-			return err
-		}
 		var active string
-		err = tx.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
+		err := tx.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
 		if err == nil {
 			return agentd.Errorf(agentd.ERUNACTIVE, "conversation %q already has active run %q", run.ConversationID, active)
 		} else if !errors.Is(err, sql.ErrNoRows) {
@@ -108,6 +100,11 @@ func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Me
 		if _, err := tx.Exec(ctx, insertRunQuery,
 			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
 			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason, run.RequestedBy, run.TraceParent, run.TraceCaller); err != nil {
+			if agentd.ErrorCode(s.b.Err(err)) == agentd.ENOTFOUND {
+				// The run's one reference, its conversation, checked
+				// by the insert itself.
+				return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
+			}
 			return InsertErr(s.b.Err, err, "run", run.ID)
 		}
 		if _, err := tx.Exec(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
