@@ -1,8 +1,9 @@
 // Package bench holds agentd's performance benchmarks. It has no library
 // code: everything is in its _test.go files, and nothing in them asserts on
 // time. A plain `go test ./bench/` runs only quick correctness checks of the
-// helpers and a small parked-scale run that reports nothing
-// (TestParkedScaleSmoke, skipped by -short); the measurements run with
+// helpers, a small parked-scale run that reports nothing
+// (TestParkedScaleSmoke, skipped by -short) and the statement budget of a
+// chat turn (TestTurnBudget: counts, not time); the measurements run with
 // -bench:
 //
 //	go test -run '^$' -bench . -benchtime 1x ./bench/

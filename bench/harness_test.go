@@ -29,6 +29,7 @@ import (
 	"github.com/agentd-dev/agentd/metrics"
 	"github.com/agentd-dev/agentd/model/script"
 	"github.com/agentd-dev/agentd/sqlite"
+	"github.com/agentd-dev/agentd/sqlstore"
 	"github.com/agentd-dev/agentd/sse"
 	"github.com/agentd-dev/agentd/tools"
 	"github.com/agentd-dev/agentd/tools/registry"
@@ -219,7 +220,7 @@ type toolDef struct {
 // a loopback listener.
 type instance struct {
 	dir    string
-	store  *sqlite.DB
+	store  countedStore
 	hub    *sse.Hub
 	w      *watcher
 	engine *loop.Engine
@@ -264,7 +265,7 @@ func (inst *instance) publish(e agentd.Event) {
 
 // followFeed feeds w (and so the hub) from feed, from the newest event
 // on, in one goroutine, and returns a function that ends it.
-func followFeed(tb testing.TB, store *sqlite.DB, feed *feed.Feed, w *watcher) func() {
+func followFeed(tb testing.TB, store agentd.Store, feed *feed.Feed, w *watcher) func() {
 	head, err := store.LastPosition(context.Background())
 	if err != nil {
 		tb.Fatal(err)
@@ -345,6 +346,29 @@ type setup struct {
 	sources []toolset.Source
 	// maxTurns is the agent's max_turns (0: the default).
 	maxTurns int
+	// open opens the store in dir (nil: the SQLite file agentd.db).
+	open func(tb testing.TB, dir string) countedStore
+	// expireEvery is the engine's ExpireEvery (0: the default; negative:
+	// no background expiry, whose first pass reads the store once the
+	// engine has started).
+	expireEvery time.Duration
+}
+
+// countedStore is a store that counts the statements and transactions it
+// runs (sqlite.DB, postgres.DB).
+type countedStore interface {
+	agentd.Store
+	Counts() sqlstore.Counts
+}
+
+// openSQLite opens the SQLite store agentd.db in dir.
+func openSQLite(tb testing.TB, dir string) countedStore {
+	tb.Helper()
+	store, err := sqlite.Open(filepath.Join(dir, "agentd.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return store
 }
 
 // startAgentdWith is startAgentd with everything the setup says.
@@ -389,10 +413,11 @@ func startAgentdWith(tb testing.TB, dir, rules string, defs []toolDef, su setup)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	store, err := sqlite.Open(filepath.Join(dir, "agentd.db"))
-	if err != nil {
-		tb.Fatal(err)
+	open := su.open
+	if open == nil {
+		open = openSQLite
 	}
+	store := open(tb, dir)
 	hub := sse.NewHub()
 	w := &watcher{hub: hub, subs: map[string]chan stamped{}}
 	inst := &instance{dir: dir, store: store, hub: hub, w: w, feed: feed.New(store, feed.Options{})}
@@ -416,7 +441,8 @@ func startAgentdWith(tb testing.TB, dir, rules string, defs []toolDef, su setup)
 	}
 	engine := loop.New(store, pub, &loop.Agent{
 		Name: "bench", System: "You are a benchmark agent.", Model: model, Tools: toolSet, MaxTurns: su.maxTurns,
-	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount), Tracer: tp})
+	}, loop.Options{Logger: zerolog.Nop(), Observer: metrics.NewLoop(promReg, store.ParkedCount), Tracer: tp,
+		ExpireEvery: su.expireEvery})
 	if err := engine.Start(context.Background()); err != nil {
 		tb.Fatal(err)
 	}

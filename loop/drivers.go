@@ -76,24 +76,28 @@ type stepCache struct {
 func (e *drivers) alive() int { return int(e.count.Load()) }
 
 // ensureDriver returns the handle of a run, starting its driver if there
-// is none.
-func (e *drivers) ensureDriver(runID string) *runState {
+// is none; delegated is its conversation's flag, which a driver started
+// here need not read.
+func (e *drivers) ensureDriver(runID string, delegated bool) *runState {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rs, _ := e.driverLocked(runID, false)
+	rs, _ := e.driverLocked(runID, false, &delegated)
 	return rs
 }
 
 // driverLocked returns the handle of a run and whether it is new: a run
 // without a driver gets one, which reads the store at once or, with
-// asleep, only once woken. e.mu must be held. A driver leaves e.runs when
-// it exits, under e.mu, so a handle found here belongs to a live driver.
-func (e *drivers) driverLocked(runID string, asleep bool) (*runState, bool) {
+// asleep, only once woken; delegated, when not nil, is the conversation's
+// flag, known before the new driver starts. e.mu must be held. A driver
+// leaves e.runs when it exits, under e.mu, so a handle found here belongs
+// to a live driver.
+func (e *drivers) driverLocked(runID string, asleep bool, delegated *bool) (*runState, bool) {
 	if rs, ok := e.runs[runID]; ok {
 		return rs, false
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	rs := &runState{id: runID, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
+	rs.delegated.Store(delegated)
 	e.runs[runID] = rs
 	e.wg.Add(1)
 	e.count.Add(1)
@@ -132,7 +136,7 @@ func (e *drivers) wakeRun(runID string) {
 
 // wakeLocked is wakeRun with e.mu held.
 func (e *drivers) wakeLocked(runID string) {
-	rs, created := e.driverLocked(runID, false)
+	rs, created := e.driverLocked(runID, false, nil)
 	if created {
 		return // a new driver reads the store first anyway
 	}
@@ -152,7 +156,7 @@ func (e *drivers) wakeLocked(runID string) {
 // the tool ends, and the approval's fork is not kept waiting by its reads.
 func (e *drivers) goTool(runID string, fn func(rs *runState)) {
 	e.mu.Lock()
-	rs, _ := e.driverLocked(runID, true)
+	rs, _ := e.driverLocked(runID, true, nil)
 	rs.tools++
 	e.wg.Add(1)
 	e.mu.Unlock()
@@ -213,7 +217,7 @@ func (e *drivers) stopDriver(runID string) {
 func (e *drivers) wakeLeased(runID string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rs, _ := e.driverLocked(runID, false)
+	rs, _ := e.driverLocked(runID, false, nil)
 	rs.leased.Store(true)
 	select {
 	case rs.wake <- struct{}{}:

@@ -101,13 +101,14 @@ func (e *runner) drive(rs *runState) {
 				return
 			}
 		}
-		if err := e.modelStep(rs, run); err != nil {
-			if rs.ctx.Err() != nil {
-				return // cancelled or shutting down; Cancel reports it
-			}
-			if agentd.ErrorCode(err) == agentd.ECONFLICT {
-				continue // the run changed under us (cancelled); reload
-			}
+		ended, err := e.modelStep(rs, run)
+		switch {
+		case ended || rs.ctx.Err() != nil:
+			return // the step ended the run, or cancelled or shutting down (Cancel reports it)
+		case err == nil:
+		case agentd.ErrorCode(err) == agentd.ECONFLICT:
+			continue // the run changed under us (cancelled); reload
+		default:
 			log.Error().Err(err).Msg("model step")
 			e.fail(rs.ctx, run, err)
 			return
@@ -205,7 +206,10 @@ func (e *runner) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 // finish ends an active run with a run_finished event. reason is one
 // word — model_stop, max_turns or error; errMsg is a failed run's message,
 // in the event's "error" (the stored run's reason reads "error: <message>").
-func (e *runner) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason, errMsg string) {
+// It reports whether the run has ended: finished now, or already (a
+// cancel won); false after a store error, when the run may still be
+// active.
+func (e *runner) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason, errMsg string) bool {
 	p := &agentd.RunFinishedPayload{RunID: run.ID, CorrelationID: run.CorrelationID, Status: status, Reason: reason,
 		Usage: run.Usage, StopReason: run.StopReason, Error: errMsg}
 	if errMsg != "" {
@@ -223,12 +227,15 @@ func (e *runner) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 			return evs, err
 		})
 	})
-	if err == nil {
+	switch {
+	case err == nil:
 		e.obs.RunFinished(status)
 		e.tr.runSpan(run, e.agent.Name, status, errMsg, now)
-	} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
+	case agentd.ErrorCode(err) != agentd.ECONFLICT:
 		e.log.Error().Err(err).Str("run_id", run.ID).Msg("finish run")
+		return false
 	}
+	return true
 }
 
 // fail ends a run after an error the model or the store reported.
@@ -246,22 +253,24 @@ func (e *runner) fail(ctx context.Context, run *agentd.Run, cause error) {
 }
 
 // modelStep asks the model for the next step of run and records it with its
-// calls atomically; then it starts the auto calls.
-func (e *runner) modelStep(rs *runState, run *agentd.Run) error {
+// calls atomically; then it starts the auto calls. A step without calls
+// finishes the run: ended reports that it has ended, so that the driver
+// exits without reading the run again.
+func (e *runner) modelStep(rs *runState, run *agentd.Run) (ended bool, err error) {
 	ctx := rs.ctx
 	conv := run.ConversationID
 	history, err := e.history(ctx, rs, run)
 	if err != nil {
-		return err
+		return false, err
 	}
 	delegated, err := e.delegated(rs, conv)
 	if err != nil {
-		return err
+		return false, err
 	}
 	msgID := agentd.NewID(agentd.PrefixMessage)
 	resp, err := e.generate(ctx, run, history, msgID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	step := run.Step + 1
 	now := e.clock.Now()
@@ -280,7 +289,7 @@ func (e *runner) modelStep(rs *runState, run *agentd.Run) error {
 		}, drafts)
 	})
 	if err != nil {
-		return err
+		return false, err
 	}
 	rs.step = stepCache{step: step, known: true, calls: make([]agentd.ToolCall, len(calls)), read: make([]bool, len(calls))}
 	for i, c := range calls {
@@ -292,9 +301,9 @@ func (e *runner) modelStep(rs *runState, run *agentd.Run) error {
 		run.Usage.OutputTokens += usage.OutputTokens
 		run.StopReason = resp.StopReason
 		e.keepHistory(rs)
-		e.finish(ctx, run, agentd.RunCompleted, "model_stop", "")
+		return e.finish(ctx, run, agentd.RunCompleted, "model_stop", ""), nil
 	}
-	return nil
+	return false, nil
 }
 
 // delegated reports whether the conversation conv of the run rs drives is

@@ -106,7 +106,7 @@ func (e *Engine) Send(ctx context.Context, p agentd.Principal, convID, content s
 	}
 	e.log.Info().Str("conversation_id", conv.ID).Str("run_id", run.ID).Str("correlation_id", run.CorrelationID).Msg("run started")
 	e.obs.RunStarted()
-	e.drv.ensureDriver(run.ID)
+	e.drv.ensureDriver(run.ID, conv.Delegated)
 	return run, nil
 }
 

@@ -104,19 +104,24 @@ func (b backend) ReadOne(ctx context.Context, fn func(q sqlstore.Q) error) error
 // Poll runs fn's one statement on a pooled connection: one statement reads
 // one snapshot, so it needs no transaction around it.
 func (b backend) Poll(ctx context.Context, fn func(q sqlstore.Q) error) error {
-	return storeErr(fn(pooled{b.db.pool}))
+	return storeErr(fn(pooled{b.db.pool, b.db.count}))
 }
 
 // pooled runs single statements on the pool, outside any transaction
 // (sqlstore.Q).
-type pooled struct{ pool *pgxpool.Pool }
+type pooled struct {
+	pool  *pgxpool.Pool
+	count *sqlstore.Counter // counts its statements as Polls
+}
 
 func (p pooled) Exec(ctx context.Context, s string, args ...any) (sqlstore.Result, error) {
+	p.count.Polls.Add(1)
 	tag, err := p.pool.Exec(ctx, rebind(s), args...)
 	return result{tag}, err
 }
 
 func (p pooled) Query(ctx context.Context, s string, args ...any) (sqlstore.Rows, error) {
+	p.count.Polls.Add(1)
 	rows, err := p.pool.Query(ctx, rebind(s), args...)
 	if err != nil {
 		return nil, err
@@ -125,5 +130,25 @@ func (p pooled) Query(ctx context.Context, s string, args ...any) (sqlstore.Rows
 }
 
 func (p pooled) QueryRow(ctx context.Context, s string, args ...any) sqlstore.Row {
+	p.count.Polls.Add(1)
 	return p.pool.QueryRow(ctx, rebind(s), args...)
 }
+
+// roundTrips counts the requests a connection sends the server
+// (sqlstore.Counts.RoundTrips): every query (statements, BEGIN, COMMIT,
+// ROLLBACK) and every prepare of a statement new to the connection.
+type roundTrips struct{ count *sqlstore.Counter }
+
+func (r roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.count.RoundTrips.Add(1)
+	return ctx
+}
+
+func (roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	r.count.RoundTrips.Add(1)
+	return ctx
+}
+
+func (roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}

@@ -24,6 +24,7 @@ func (t *txn) notify(ctx context.Context) error {
 	if t.notified {
 		return nil
 	}
+	t.count.Statements.Add(1)
 	if _, err := t.tx.Exec(ctx, `SELECT pg_notify('`+EventsChannel+`', '')`); err != nil {
 		return err
 	}

@@ -116,6 +116,9 @@ type DB struct {
 	conn *pgx.ConnConfig
 	// reconnect is how long runTx tries a transaction again.
 	reconnect time.Duration
+	// count counts the statements, transactions and round trips run
+	// (Counts).
+	count *sqlstore.Counter
 }
 
 // Open connects to the database url names (a postgres:// URL or a
@@ -137,11 +140,13 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	cfg.MaxConns, cfg.MinConns = o.maxConns, min(o.minConns, o.maxConns)
 	cfg.MaxConnIdleTime = o.idleTime
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(o.stmtTime.Milliseconds(), 10)
+	count := &sqlstore.Counter{}
+	cfg.ConnConfig.Tracer = roundTrips{count}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: open: %w", err)
 	}
-	db := &DB{pool: pool, conn: cfg.ConnConfig, reconnect: o.reconnect}
+	db := &DB{pool: pool, conn: cfg.ConnConfig, reconnect: o.reconnect, count: count}
 	db.Store = sqlstore.New(backend{db}, sqlstore.Postgres)
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
@@ -149,6 +154,10 @@ func Open(ctx context.Context, url string, opts ...Option) (*DB, error) {
 	}
 	return db, nil
 }
+
+// Counts returns the statements, transactions and round trips the store
+// has run since it opened (sqlstore.Counts; Savepoints is 0).
+func (db *DB) Counts() sqlstore.Counts { return db.count.Counts() }
 
 // Ping reports whether the database can be reached and answers a query.
 func (db *DB) Ping(ctx context.Context) error {
@@ -232,6 +241,7 @@ func (db *DB) migrate(ctx context.Context) error {
 // an audit id (lockFeed).
 type txn struct {
 	tx       pgx.Tx
+	count    *sqlstore.Counter
 	locked   bool
 	notified bool
 	audit    []queued
@@ -245,17 +255,20 @@ func (r result) RowsAffected() (int64, error) { return r.tag.RowsAffected(), nil
 
 // Exec runs a statement that returns no rows.
 func (t *txn) Exec(ctx context.Context, q string, args ...any) (result, error) {
+	t.count.Statements.Add(1)
 	tag, err := t.tx.Exec(ctx, rebind(q), args...)
 	return result{tag}, err
 }
 
 // Query runs a statement that returns rows.
 func (t *txn) Query(ctx context.Context, q string, args ...any) (pgx.Rows, error) {
+	t.count.Statements.Add(1)
 	return t.tx.Query(ctx, rebind(q), args...)
 }
 
 // QueryRow runs a statement that returns at most one row.
 func (t *txn) QueryRow(ctx context.Context, q string, args ...any) pgx.Row {
+	t.count.Statements.Add(1)
 	return t.tx.QueryRow(ctx, rebind(q), args...)
 }
 
@@ -274,6 +287,7 @@ func (t *txn) lockFeed(ctx context.Context) error {
 	if t.locked {
 		return nil
 	}
+	t.count.Statements.Add(1)
 	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(feedLockKey)); err != nil {
 		return err
 	}
@@ -359,12 +373,17 @@ func (db *DB) runTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func
 // tryTx runs fn in one transaction and reports, on error, whether the
 // attempt was rolled back by a lost connection before COMMIT (lostBefore).
 func (db *DB) tryTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func(tx *txn) error) (retry bool, err error) {
+	if write {
+		db.count.Writes.Add(1)
+	} else {
+		db.count.Reads.Add(1)
+	}
 	tx, err := db.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return lostBefore(err, nil), err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	t := &txn{tx: tx}
+	t := &txn{tx: tx, count: db.count}
 	if err := fn(t); err != nil {
 		return lostBefore(err, tx), err
 	}
@@ -373,7 +392,13 @@ func (db *DB) tryTx(ctx context.Context, opts pgx.TxOptions, write bool, fn func
 			return lostBefore(err, tx), err
 		}
 	}
-	return false, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		return false, err
+	}
+	if write {
+		db.count.Commits.Add(1)
+	}
+	return false, nil
 }
 
 // lostBefore reports whether err, met before COMMIT was sent, is the loss

@@ -65,7 +65,7 @@ var lastPositionQuery = prepared(`SELECT COALESCE(MAX(position), 0) FROM events`
 // true). It sets each member's error; the error returned is the
 // savepoint's own, which loses the group's transaction.
 func (db *DB) runAppends(tx *sql.Tx, run []*txReq, savepoint bool) error {
-	q, ctx := db.w(tx), context.Background()
+	q, ctx := db.sp(tx), context.Background()
 	if savepoint {
 		if _, err := q.ExecContext(ctx, savepointQuery); err != nil {
 			return err

@@ -63,10 +63,10 @@ func (t *wtx) Decide(ctx context.Context, d *agentd.Decision, at, edited any, _ 
 // a single statement reads one snapshot by itself, and the BEGIN and
 // ROLLBACK of a transaction cost about a third of a short read.
 func (b backend) ReadOne(_ context.Context, fn func(q sqlstore.Q) error) error {
-	return storeErr(fn(stmtDB{b.db.reader, b.db.readStmts}))
+	return storeErr(fn(stmtDB{b.db.reader, b.db.readStmts, &b.db.count.Statements}))
 }
 
-// Poll runs fn's statement as ReadOne does.
-func (b backend) Poll(ctx context.Context, fn func(q sqlstore.Q) error) error {
-	return b.ReadOne(ctx, fn)
+// Poll runs fn's statement as ReadOne does, counted apart.
+func (b backend) Poll(_ context.Context, fn func(q sqlstore.Q) error) error {
+	return storeErr(fn(stmtDB{b.db.reader, b.db.readStmts, &b.db.count.Polls}))
 }

@@ -128,6 +128,7 @@ func (db *DB) writeTx(ctx context.Context, fn func(ctx context.Context, tx *sql.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	db.count.Writes.Add(1)
 	r := &txReq{ctx: ctx, fn: fn, done: make(chan struct{})}
 	if !db.group.submit(r) {
 		return errClosed
@@ -145,6 +146,7 @@ func (db *DB) writeApp(ctx context.Context, app *appendReq) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	db.count.Writes.Add(1)
 	r := &txReq{ctx: ctx, app: app, done: make(chan struct{})}
 	if !db.group.submit(r) {
 		return errClosed
@@ -253,13 +255,14 @@ func (db *DB) commit(tx *sql.Tx, n int) error {
 	if err := tx.Commit(); err != nil {
 		return storeErr(err)
 	}
+	db.count.Commits.Add(1)
 	return nil
 }
 
 // runMember runs r's body inside a savepoint, rolled back when the body
 // fails. The error is the savepoint's own, when it fails.
 func (db *DB) runMember(tx *sql.Tx, r *txReq) error {
-	q, ctx := db.w(tx), context.Background()
+	q, ctx := db.sp(tx), context.Background()
 	if _, err := q.ExecContext(ctx, savepointQuery); err != nil {
 		return err
 	}

@@ -147,6 +147,8 @@ type DB struct {
 	// decisionsFrom is the last decision rid whose audit entry is in the
 	// audit table (0024): later decisions are entries themselves.
 	decisionsFrom int64
+	// count counts the statements and transactions run (Counts).
+	count sqlstore.Counter
 }
 
 // Open opens (creating if needed) the SQLite database file at path and
@@ -231,6 +233,10 @@ func Open(path string, opts ...Option) (*DB, error) {
 	go db.commitLoop()
 	return db, nil
 }
+
+// Counts returns the statements, transactions and group commits the
+// store has run since it opened (sqlstore.Counts; RoundTrips is 0).
+func (db *DB) Counts() sqlstore.Counts { return db.count.Counts() }
 
 // Path returns the absolute path of the database file.
 func (db *DB) Path() string { return db.path }
@@ -374,6 +380,7 @@ func (db *DB) migrateTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 // readTx runs fn in one read-only transaction on the read pool, so that
 // everything fn reads comes from one consistent snapshot.
 func (db *DB) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	db.count.Reads.Add(1)
 	tx, err := db.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return storeErr(err)

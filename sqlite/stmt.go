@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	"github.com/agentd-dev/agentd/sqlstore"
 )
@@ -46,6 +47,8 @@ type stmtTx struct {
 	// bound, when set, keeps the statements bound to tx for the rest of
 	// the transaction (a group commit's, which runs many bodies).
 	bound *boundStmts
+	// n counts the statements run (one of DB.count's counters).
+	n *atomic.Int64
 }
 
 // boundStmts are the registered statements bound to the group commit's
@@ -63,10 +66,16 @@ func (b *boundStmts) begin(tx *sql.Tx) { b.tx = tx }
 func (b *boundStmts) end()             { b.tx = nil; clear(b.m) }
 
 // w wraps a write transaction (of writeTx).
-func (db *DB) w(tx *sql.Tx) stmtTx { return stmtTx{tx, db.writeStmts, &db.bound} }
+func (db *DB) w(tx *sql.Tx) stmtTx { return stmtTx{tx, db.writeStmts, &db.bound, &db.count.Statements} }
+
+// sp wraps the group commit's transaction for its savepoint statements,
+// counted apart (sqlstore.Counts.Savepoints).
+func (db *DB) sp(tx *sql.Tx) stmtTx {
+	return stmtTx{tx, db.writeStmts, &db.bound, &db.count.Savepoints}
+}
 
 // r wraps a read transaction (of readTx).
-func (db *DB) r(tx *sql.Tx) stmtTx { return stmtTx{tx, db.readStmts, nil} }
+func (db *DB) r(tx *sql.Tx) stmtTx { return stmtTx{tx, db.readStmts, nil, &db.count.Statements} }
 
 // stmt returns q's prepared statement bound to the transaction, or nil when
 // q is not registered.
@@ -90,6 +99,7 @@ func (s stmtTx) stmt(ctx context.Context, q string) *sql.Stmt {
 }
 
 func (s stmtTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	s.n.Add(1)
 	if st := s.stmt(ctx, q); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -97,6 +107,7 @@ func (s stmtTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Res
 }
 
 func (s stmtTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	s.n.Add(1)
 	if st := s.stmt(ctx, q); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -104,6 +115,7 @@ func (s stmtTx) QueryContext(ctx context.Context, q string, args ...any) (*sql.R
 }
 
 func (s stmtTx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	s.n.Add(1)
 	if st := s.stmt(ctx, q); st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}
@@ -137,9 +149,11 @@ func (db *DB) prepareAll(ctx context.Context) error {
 type stmtDB struct {
 	db    *sql.DB
 	stmts map[string]*sql.Stmt
+	n     *atomic.Int64 // counts the statements run
 }
 
 func (s stmtDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	s.n.Add(1)
 	if st := s.stmts[q]; st != nil {
 		return st.ExecContext(ctx, args...)
 	}
@@ -147,6 +161,7 @@ func (s stmtDB) ExecContext(ctx context.Context, q string, args ...any) (sql.Res
 }
 
 func (s stmtDB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	s.n.Add(1)
 	if st := s.stmts[q]; st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -154,6 +169,7 @@ func (s stmtDB) QueryContext(ctx context.Context, q string, args ...any) (*sql.R
 }
 
 func (s stmtDB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	s.n.Add(1)
 	if st := s.stmts[q]; st != nil {
 		return st.QueryRowContext(ctx, args...)
 	}

@@ -72,7 +72,7 @@ func (s *ConversationStore) MessagesAfter(ctx context.Context, conversationID, a
 // ENOTFOUND (or the read's error).
 func (s *ConversationStore) messageExists(ctx context.Context, conversationID, id string) error {
 	var one int
-	err := s.b.Read(ctx, func(tx Q) error {
+	err := s.b.ReadOne(ctx, func(tx Q) error {
 		return tx.QueryRow(ctx, messageExistsQuery, id, conversationID).Scan(&one)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -84,7 +84,7 @@ func (s *ConversationStore) messageExists(ctx context.Context, conversationID, i
 // messages runs query, a SELECT of a conversation's messages, with args.
 func (s *ConversationStore) messages(ctx context.Context, query string, args ...any) ([]agentd.Message, error) {
 	var msgs []agentd.Message
-	err := s.b.Read(ctx, func(tx Q) error {
+	err := s.b.ReadOne(ctx, func(tx Q) error {
 		rows, err := tx.Query(ctx, query, args...)
 		if err != nil {
 			return err

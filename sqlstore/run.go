@@ -24,25 +24,28 @@ type RunStore struct {
 }
 
 func newRunStore(b Backend, d *Dialect, calls *ToolCallStore) *RunStore {
-	return &RunStore{b: b, d: d, calls: calls, updateFrom: updateRunSQL + ` AND ` + d.In("status"),
+	return &RunStore{b: b, d: d, calls: calls, updateFrom: updateRunSQL + ` AND ` + d.In("status") + returningRun,
 		runsToDriveWhere: `(status = 'running' OR (status = 'waiting' AND parked = 0)) ORDER BY created_at, ` + d.runOrder}
 }
 
 // The run statements of every step (Store.Prepared).
 const (
-	conversationExistsQuery = `SELECT 1 FROM conversations WHERE id = ?`
-	activeRunQuery          = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
-	insertRunQuery          = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	runByIDQuery            = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
-	updateRunQuery          = updateRunSQL
-	recordStepQuery         = `
+	activeRunQuery  = `SELECT id FROM runs WHERE conversation_id = ? AND status IN ('running', 'waiting') LIMIT 1`
+	insertRunQuery  = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	runByIDQuery    = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
+	updateRunQuery  = updateRunSQL + returningRun
+	recordStepQuery = `
 			UPDATE runs SET step = ?, status = 'running',
 				parked = (SELECT COUNT(*) FROM tool_calls c
 					WHERE c.run_id = runs.id AND c.step = ? AND c.status = 'requires_confirmation') + ?,
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
-			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?`
+			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?
+			RETURNING conversation_id`
 )
+
+// returningRun ends an update of one run that returns the run as updated.
+const returningRun = ` RETURNING ` + runColumns
 
 const updateRunSQL = `UPDATE runs SET status = ?, reason = ?, step = COALESCE(?, step),
 			input_tokens = COALESCE(?, input_tokens), output_tokens = COALESCE(?, output_tokens),
@@ -87,15 +90,8 @@ func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Me
 	}
 
 	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, conversationExistsQuery, run.ConversationID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
-		} else if err != nil {
-			return err
-		}
 		var active string
-		err = tx.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
+		err := tx.QueryRow(ctx, activeRunQuery, run.ConversationID).Scan(&active)
 		if err == nil {
 			return agentd.Errorf(agentd.ERUNACTIVE, "conversation %q already has active run %q", run.ConversationID, active)
 		} else if !errors.Is(err, sql.ErrNoRows) {
@@ -104,6 +100,11 @@ func (s *RunStore) StartRun(ctx context.Context, run *agentd.Run, msg *agentd.Me
 		if _, err := tx.Exec(ctx, insertRunQuery,
 			run.ID, run.ConversationID, run.TenantID, run.ProjectID, run.CorrelationID, run.Status, run.Step, run.Reason,
 			run.Usage.InputTokens, run.Usage.OutputTokens, runCreated, runUpdated, run.StopReason, run.RequestedBy, run.TraceParent, run.TraceCaller); err != nil {
+			if agentd.ErrorCode(s.b.Err(err)) == agentd.ENOTFOUND {
+				// The run's one reference, its conversation, checked
+				// by the insert itself.
+				return agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", run.ConversationID)
+			}
 			return InsertErr(s.b.Err, err, "run", run.ID)
 		}
 		if _, err := tx.Exec(ctx, insertMessageQuery, msg.ID, run.ConversationID, run.ID, msg.Role, msg.Content, msgCreated); err != nil {
@@ -163,29 +164,27 @@ func (s *RunStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, events []a
 		if len(u.From) > 0 {
 			query, args = s.updateFrom, append(args, listOf(s.d, u.From))
 		}
-		res, err := tx.Exec(ctx, query, args...)
-		if err != nil {
+		// The updated run comes back from the update itself; only an
+		// update that matched no row reads the run, to say why.
+		cur, err := scanRun(tx.QueryRow(ctx, query, args...))
+		switch {
+		case err == nil && u.Step != nil:
+			run = cur
+			return countParked(ctx, tx, u.ID) // another step: its own parked calls
+		case err == nil:
+			run = cur
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
 			if agentd.ErrorCode(s.b.Err(err)) == agentd.ECONFLICT {
 				// The only unique index an update can violate: runs_one_active.
 				return &agentd.Error{Code: agentd.ERUNACTIVE, Message: "the conversation already has an active run", Detail: err}
 			}
 			return err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		if run, err = getRun(ctx, tx, u.ID); err != nil {
 			return err
 		}
-		cur, err := getRun(ctx, tx, u.ID)
-		if err != nil {
-			return err
-		}
-		run = cur
-		if n == 0 {
-			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, cur.Status)
-		} else if u.Step != nil {
-			return countParked(ctx, tx, u.ID) // another step: its own parked calls
-		}
-		return nil
+		return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", u.ID, run.Status)
 	})
 	if err != nil {
 		if agentd.ErrorCode(err) == agentd.ECONFLICT && run != nil {
@@ -299,19 +298,18 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 		return nil, err
 	}
 	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
-		res, err := tx.Exec(ctx, recordStepQuery, r.Step, r.Step, parkedAmong(r.Calls), r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		run, err := getRun(ctx, tx, r.RunID)
-		if err != nil {
-			return err
-		} else if n == 0 {
+		// The update returns the run's conversation; only one that
+		// matched no row reads the run, to say why.
+		run := &agentd.Run{ID: r.RunID}
+		err := tx.QueryRow(ctx, recordStepQuery, r.Step, r.Step, parkedAmong(r.Calls), r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1).
+			Scan(&run.ConversationID)
+		if errors.Is(err, sql.ErrNoRows) {
+			if run, err = getRun(ctx, tx, r.RunID); err != nil {
+				return err
+			}
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s at step %d, cannot record step %d", r.RunID, run.Status, run.Step, r.Step)
+		} else if err != nil {
+			return err
 		}
 
 		if m := r.Message; m != nil {

@@ -43,6 +43,6 @@ func New(b Backend, d *Dialect) *Store {
 func (s *Store) Prepared() []string {
 	return append(s.ToolCallStore.prepared(), insertGrantQuery, activeGrantsQuery, conversationQuery,
 		insertMessageQuery, messagesQuery, messagesAfterQuery, messageExistsQuery,
-		conversationExistsQuery, activeRunQuery, insertRunQuery, runByIDQuery, updateRunQuery, s.RunStore.updateFrom, recordStepQuery, countParkedQuery,
+		activeRunQuery, insertRunQuery, runByIDQuery, updateRunQuery, s.RunStore.updateFrom, recordStepQuery, countParkedQuery,
 		eventsQuery, lastSeqQuery, nextSeqQuery, insertEventQuery, feedQueries[0], feedQueries[1], feedQueries[2])
 }
