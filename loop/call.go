@@ -47,20 +47,29 @@ func (e *runner) startCall(c agentd.ToolCall) {
 
 // claim moves an approved call to executing with its tool_call_started.
 // It reports false when the call is no longer approved (cancelled, claimed
-// elsewhere) or the engine shut down. A store error is tried again
-// (untilStored); when a try failed at its commit but did commit (a lost
-// connection at COMMIT), the next one conflicts with the call this claim
-// made executing — its time is the claim's to the nanosecond — and the
-// call is run: it is claimed, and nothing else would run it.
+// elsewhere) or the engine shut down; a store error is tried again
+// (updateCall).
 func (e *runner) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
-	var claimed *agentd.ToolCall
-	now, failed := e.clock.Now(), false
-	err := e.untilStored(c.ID, "claim approved call", func() error {
-		err := e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-			cur, evs, err := e.store.UpdateToolCall(e.ctx, agentd.CallUpdate{
-				ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusExecuting, Now: now,
-			}, []agentd.EventDraft{e.toolCallStarted(&c)})
-			claimed = cur
+	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusExecuting, Now: e.clock.Now()}
+	claimed, err := e.updateCall(e.ctx, "claim approved call", u, []agentd.EventDraft{e.toolCallStarted(&c)})
+	return claimed, err == nil
+}
+
+// updateCall applies u with its events (drafts) in one commit, for a tool
+// goroutine: a store error is tried again (untilStored) until the update
+// is stored or conflicts. When a try failed at its commit but did commit
+// (a connection lost at COMMIT), the next one conflicts with the call as
+// that try left it — u's status, u's time to the nanosecond — and the
+// update counts as stored: the claimed call runs, the result stands. It
+// returns the call as updated, or the error (logged unless a conflict or
+// the engine's shutdown).
+func (e *runner) updateCall(ctx context.Context, what string, u agentd.CallUpdate, drafts []agentd.EventDraft) (*agentd.ToolCall, error) {
+	var cur *agentd.ToolCall
+	failed := false
+	err := e.untilStored(u.ID, what, func() error {
+		err := e.commit(drafts[0].ConversationID, func() ([]agentd.Event, error) {
+			c, evs, err := e.store.UpdateToolCall(ctx, u, drafts)
+			cur = c
 			return evs, err
 		})
 		if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
@@ -70,12 +79,15 @@ func (e *runner) claim(c agentd.ToolCall) (*agentd.ToolCall, bool) {
 	})
 	switch {
 	case err == nil:
-		return claimed, true
-	case agentd.ErrorCode(err) == agentd.ECONFLICT && failed && claimed != nil &&
-		claimed.Status == agentd.StatusExecuting && claimed.UpdatedAt.Equal(now):
-		return claimed, true // an earlier try committed
+		return cur, nil
+	case agentd.ErrorCode(err) == agentd.ECONFLICT:
+		if failed && cur != nil && cur.Status == u.Status && cur.UpdatedAt.Equal(u.Now) {
+			return cur, nil // an earlier try committed
+		}
+	case e.ctx.Err() == nil && ctx.Err() == nil:
+		e.log.Error().Err(err).Str("tool_call_id", u.ID).Msg(what)
 	}
-	return nil, false
+	return nil, err
 }
 
 // untilStored runs write, a store write of a tool goroutine (a claim, a
@@ -153,7 +165,7 @@ func (e *runner) runCall(rs *runState, c agentd.ToolCall) {
 	p.Status, p.Result, p.Error = u.Status, u.Result, u.Error
 	status, errMsg = u.Status, u.Error
 	log.Info().Str("status", string(u.Status)).Msg("tool finished")
-	if !e.recordResult(rs, c.ConversationID, u, p) {
+	if _, err := e.updateCall(context.WithoutCancel(rs.ctx), "record tool result", u, []agentd.EventDraft{e.event(c.ConversationID, p)}); err != nil {
 		return
 	}
 	e.obs.ToolExecuted(c.Name, u.Status, took)
@@ -163,37 +175,6 @@ func (e *runner) runCall(rs *runState, c agentd.ToolCall) {
 			log.Warn().Err(err).Msg("postToolUse hook failed")
 		}
 	}
-}
-
-// recordResult stores an executing call's result (u, with p its event in
-// conversation conv)
-// and reports whether it did. A store error is tried again (untilStored):
-// a conflict after a failed try that did commit finds the call as this
-// update left it (its status, its time to the nanosecond), and the result
-// is recorded.
-func (e *runner) recordResult(rs *runState, conv string, u agentd.CallUpdate, p *agentd.ToolCallResultPayload) bool {
-	drafts := []agentd.EventDraft{e.event(conv, p)}
-	var cur *agentd.ToolCall
-	failed := false
-	err := e.untilStored(u.ID, "record tool result", func() error {
-		err := e.commit(conv, func() ([]agentd.Event, error) {
-			c, evs, err := e.store.UpdateToolCall(context.WithoutCancel(rs.ctx), u, drafts)
-			cur = c
-			return evs, err
-		})
-		if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
-			failed = true
-		}
-		return err
-	})
-	switch {
-	case err == nil:
-		return true
-	case agentd.ErrorCode(err) == agentd.ECONFLICT:
-		return failed && cur != nil && cur.Status == u.Status && cur.UpdatedAt.Equal(u.Now)
-	}
-	e.log.Error().Err(err).Str("tool_call_id", u.ID).Msg("record tool result")
-	return false
 }
 
 // hookCall is what the hooks are told of a stored call.

@@ -136,18 +136,9 @@ func (e *runner) recheck(ctx context.Context, c agentd.ToolCall) bool {
 // refuseApproved ends an approved call that may not run after all.
 func (e *runner) refuseApproved(ctx context.Context, c agentd.ToolCall, d confirm.Classification) {
 	u := agentd.CallUpdate{ID: c.ID, From: []agentd.CallStatus{agentd.StatusApproved}, Status: agentd.StatusRefused, Error: d.Reason, Now: e.clock.Now()}
-	drafts := []agentd.EventDraft{e.event(c.ConversationID, &agentd.ToolCallRefusedPayload{
+	_, _ = e.updateCall(ctx, "refuse approved call", u, []agentd.EventDraft{e.event(c.ConversationID, &agentd.ToolCallRefusedPayload{
 		RunID: c.RunID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID, Tier: d.Tier, Reason: d.Reason, Escalated: d.Escalated,
-	})}
-	err := e.untilStored(c.ID, "refuse approved call", func() error {
-		return e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-			_, evs, err := e.store.UpdateToolCall(ctx, u, drafts)
-			return evs, err
-		})
-	})
-	if err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT && ctx.Err() == nil {
-		e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("refuse approved call")
-	}
+	})})
 }
 
 // repark parks an approved call again with its new classification and a
@@ -175,17 +166,7 @@ func (e *runner) repark(ctx context.Context, c agentd.ToolCall, cl classified, r
 			RequiresApprovalAt: deadline, Method: next.Method, Endpoint: next.Endpoint, PathTemplate: next.PathTemplate, Params: next.Params,
 			Approval: rule},
 	}
-	drafts := []agentd.EventDraft{e.confirmationRequired(&next)}
-	err := e.untilStored(c.ID, "park approved call again", func() error {
-		return e.commit(c.ConversationID, func() ([]agentd.Event, error) {
-			_, evs, err := e.store.UpdateToolCall(ctx, u, drafts)
-			return evs, err
-		})
-	})
-	if err != nil {
-		if agentd.ErrorCode(err) != agentd.ECONFLICT && ctx.Err() == nil {
-			e.log.Error().Err(err).Str("tool_call_id", c.ID).Msg("park call again")
-		}
+	if _, err := e.updateCall(ctx, "park approved call again", u, []agentd.EventDraft{e.confirmationRequired(&next)}); err != nil {
 		return
 	}
 	e.log.Info().Str("tool_call_id", c.ID).Str("run_id", c.RunID).Msg("call parked again: " + reason)
