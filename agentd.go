@@ -306,6 +306,9 @@ type ToolCall struct {
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	Decisions []Decision `json:"decisions,omitempty"`
+	// Inputs are the call's input requests (SPEC §12), where the reader
+	// filled them in.
+	Inputs []Input `json:"inputs,omitempty"`
 }
 
 // Decision values as stored and as shown in confirmation_resolved.
