@@ -2,6 +2,8 @@ package agentd
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -117,6 +119,8 @@ type InputFilter struct {
 	Status         InputStatus
 	ConversationID string
 	ToolName       string
+	// ToolCallID, when set, keeps only the inputs of that call.
+	ToolCallID string
 	// After is the cursor: only inputs with a greater ID.
 	After string
 	// Limit bounds the result (1..1000; other values mean 1000).
@@ -146,4 +150,55 @@ type InputResolution struct {
 type FieldError struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
+}
+
+// DefaultInputTimeout is how long an input waits for its answer when the
+// input rule sets no timeout (SPEC §12.3).
+const DefaultInputTimeout = 15 * time.Minute
+
+// InputRule is who answers an input request and for how long (SPEC §12.3:
+// agent.json "inputs"). AskUser gives the agent's model the ask_user tool.
+type InputRule struct {
+	AskUser bool `json:"ask_user"`
+	// Timeout sets an input's expires_at (0: DefaultInputTimeout).
+	Timeout time.Duration `json:"-"`
+	// Answerers are §11.1's words: owner, operator, admin, group:<name>
+	// (nil: owner).
+	Answerers []string `json:"answerers,omitempty"`
+}
+
+// AnswerersOf is r's answerers, ["owner"] when it names none.
+func (r *InputRule) AnswerersOf() []string {
+	if r == nil || len(r.Answerers) == 0 {
+		return []string{ApproverOwner}
+	}
+	return r.Answerers
+}
+
+// TimeoutOf is r's timeout, DefaultInputTimeout when it sets none.
+func (r *InputRule) TimeoutOf() time.Duration {
+	if r == nil || r.Timeout <= 0 {
+		return DefaultInputTimeout
+	}
+	return r.Timeout
+}
+
+// MayAnswer is the one check of SPEC §12.3 of who may answer an input
+// whose answerers are answerers, in conversation conv (which p reaches):
+// nil, or EANSWERERNOTALLOWED naming the rule. A delegate key answers
+// only as the owner of its own conversation.
+func MayAnswer(answerers []string, p Principal, conv *Conversation) error {
+	rule := ApprovalRule{Approvers: answerers}
+	if p.Role == RoleDelegate {
+		rule.Approvers = nil
+		if slices.Contains(answerers, ApproverOwner) {
+			rule.Approvers = []string{ApproverOwner}
+		}
+		p.Role = RoleClient // Covers refuses delegates; an owner's check is by key
+	}
+	if !rule.Covers(p, conv) {
+		return Errorf(EANSWERERNOTALLOWED, "key %q may not answer this input: its input rule allows answerers %s",
+			p.KeyID, strings.Join(answerers, ", "))
+	}
+	return nil
 }

@@ -71,7 +71,7 @@ func (e *runner) drive(rs *runState) {
 				if !c.Status.Terminal() {
 					unresolved = append(unresolved, c.ID)
 				}
-				if c.Status == agentd.StatusRequiresConfirmation {
+				if c.Status.Held() { // a decision or an input: a person moves it
 					parked = append(parked, c.ID)
 				}
 			}
@@ -271,7 +271,8 @@ func (e *runner) modelStep(rs *runState, run *agentd.Run) error {
 	usage := resp.Usage
 	err = e.commit(conv, func() ([]agentd.Event, error) {
 		return e.store.RecordStep(ctx, agentd.StepRecord{
-			RunID: run.ID, Step: step, Usage: usage, StopReason: resp.StopReason, Message: msg, Calls: calls, Now: now,
+			RunID: run.ID, Step: step, Usage: usage, StopReason: resp.StopReason, Message: msg, Calls: calls,
+			Inputs: inputsOf(calls), Now: now,
 		}, drafts)
 	})
 	if err != nil {
@@ -400,6 +401,10 @@ func (e *runner) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 			RunID: run.ID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID,
 			Tier: c.Tier, Reason: c.Reason, Escalated: c.Escalated,
 		})}
+	case asks(c):
+		// The question is the person's part: an input request, never a
+		// card (SPEC §12.1).
+		return e.ask(run, c, now)
 	case d.Tier == agentd.TierConfirm:
 		c.Approval = ruleFor(d, e.agent.Approval)
 		if ref := e.decider.grantFor(ctx, run, c, cl.hookAsked, now); ref != nil {
@@ -439,6 +444,11 @@ func (e *runner) toolResultText(c agentd.ToolCall) (content, reason string) {
 		}
 		content = "The user denied this action, so it was not performed. Reason: " + reason
 	case agentd.StatusExpired:
+		if asks(&c) {
+			reason = "nobody answered in time"
+			content = "Nobody answered the question in time."
+			break
+		}
 		reason = "the approval request expired before anyone decided; nothing was done"
 		content = "The approval request expired before anyone decided, so the action was not performed."
 	case agentd.StatusRefused:

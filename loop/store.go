@@ -23,6 +23,15 @@ type Store interface {
 	timerStore
 	leaseStore
 	decisionStore
+	inputStore
+}
+
+// inputStore is what the answerer uses: input requests (SPEC §12).
+type inputStore interface {
+	coreStore
+	Input(ctx context.Context, id string) (*agentd.Input, error)
+	Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd.Input, error)
+	ResolveInput(ctx context.Context, r agentd.InputResolution, events []agentd.EventDraft) (*agentd.Input, []agentd.Event, error)
 }
 
 // coreStore is what every part reads and how events are committed (core).

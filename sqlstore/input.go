@@ -122,6 +122,10 @@ func (s *InputStore) Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd
 		q += ` AND tool_name = ?`
 		args = append(args, f.ToolName)
 	}
+	if f.ToolCallID != "" {
+		q += ` AND tool_call_id = ?`
+		args = append(args, f.ToolCallID)
+	}
 	if f.CreatedBy != "" {
 		q += ` AND conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND project_id = ? AND created_by = ?)`
 		args = append(args, f.TenantID, f.ProjectID, f.CreatedBy)
