@@ -440,6 +440,12 @@ type InputStore interface {
 	// when there is no such input. Of concurrent resolutions exactly one
 	// commits; on any error nothing is written.
 	ResolveInput(ctx context.Context, r InputResolution, events []EventDraft) (*Input, []Event, error)
+	// DueInputs returns at most limit (DuePage) pending inputs whose
+	// ExpiresAt is at or before now, earliest first.
+	DueInputs(ctx context.Context, now time.Time, limit int) ([]Input, error)
+	// NextInputDeadline returns the earliest ExpiresAt of a pending input,
+	// the zero time when none is pending.
+	NextInputDeadline(ctx context.Context) (time.Time, error)
 }
 
 // Health reports on the store for readiness.

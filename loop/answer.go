@@ -159,16 +159,55 @@ func sameJSON(a, b json.RawMessage) bool {
 	return errA == nil && errB == nil && bytes.Equal(ca, cb)
 }
 
-// expire ends an input whose deadline passed when an answer came: the
-// input expired, its call expired (the model is told nobody answered in
-// time), and the run woken; the answer is refused with EEXPIRED.
+// expire ends an input whose deadline passed when an answer came
+// (expireInput) and refuses the answer with EEXPIRED.
 func (e *answerer) expire(ctx context.Context, in *agentd.Input, now time.Time) error {
-	r := agentd.InputResolution{InputID: in.ID, Status: agentd.InputExpired, Via: agentd.ViaDeadline,
-		Reason: "nobody answered in time", At: now, CallStatus: agentd.StatusExpired}
-	if _, err := e.resolve(ctx, in, r); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
+	if err := e.expireInput(ctx, in, now); err != nil && agentd.ErrorCode(err) != agentd.ECONFLICT {
 		return err
 	}
 	return agentd.Errorf(agentd.EEXPIRED, "the input expired at %s; nobody answered in time", in.ExpiresAt.Format(time.RFC3339))
+}
+
+// expireInput ends an input whose deadline passed (SPEC §12.3): the input
+// expired (input_resolved), its call expired (the model is told nobody
+// answered in time), and the run woken. ECONFLICT when it was resolved
+// meanwhile.
+func (e *answerer) expireInput(ctx context.Context, in *agentd.Input, now time.Time) error {
+	r := agentd.InputResolution{InputID: in.ID, Status: agentd.InputExpired, Via: agentd.ViaDeadline,
+		Reason: "nobody answered in time", At: now, CallStatus: agentd.StatusExpired}
+	_, err := e.resolve(ctx, in, r)
+	if err == nil {
+		e.log.Info().Str("input_id", in.ID).Str("tool_call_id", in.ToolCallID).Str("run_id", in.RunID).Msg("input expired")
+	}
+	return err
+}
+
+// expireDue expires every pending input whose deadline has passed on the
+// engine's clock, a page at a time (as the timers expire parked calls),
+// and returns how many it expired and the earliest deadline left.
+func (e *answerer) expireDue(ctx context.Context) (int, time.Time, error) {
+	now := e.clock.Now()
+	n := 0
+	for {
+		due, err := e.store.DueInputs(ctx, now, expirePage)
+		if err != nil {
+			return n, time.Time{}, err
+		}
+		expired := 0
+		for _, in := range due {
+			if err := e.expireInput(ctx, &in, now); err == nil {
+				expired++
+			} else if agentd.ErrorCode(err) != agentd.ECONFLICT {
+				return n + expired, time.Time{}, err
+			}
+		}
+		n += expired
+		if len(due) < expirePage || expired == 0 {
+			break
+		}
+	}
+	next, err := e.store.NextInputDeadline(ctx)
+	return n, next, err
 }
 
 // resolve commits r with input_resolved and the call's tool_call_result,

@@ -161,6 +161,7 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	tm.mayDecide = dc.mayDecide
 	ls.startCall, dc.startCall = rn.startCall, rn.startCall
 	an := &answerer{core: c, store: store, drv: drv}
+	tm.expireInputs = an.expireDue
 	return &Engine{core: c, store: store, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn, answers: an}
 }
 
@@ -216,10 +217,17 @@ func (e *Engine) AnswerInput(ctx context.Context, p agentd.Principal, id string,
 	return e.answers.answer(ctx, p, id, a)
 }
 
-// ExpireDue expires every parked call whose deadline has passed on the
-// engine's clock, a page of calls at a time, and returns how many it
-// expired (what the deadline timer does).
-func (e *Engine) ExpireDue(ctx context.Context) (int, error) { return e.timers.expireDue(ctx) }
+// ExpireDue expires every parked call and every input request whose
+// deadline has passed on the engine's clock, a page at a time, and
+// returns how many it expired (what the deadline timer does).
+func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
+	n, err := e.timers.expireDue(ctx)
+	if err != nil {
+		return n, err
+	}
+	m, _, err := e.answers.expireDue(ctx)
+	return n + m, err
+}
 
 // RemindDue sends the reminders due on the engine's clock (what the
 // deadline timer does) and returns how many calls were reminded.

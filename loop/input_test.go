@@ -30,14 +30,24 @@ var askStart = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func newAskFixture(t *testing.T, path string, rule *agentd.InputRule, replies ...agentd.ModelResponse) *askFixture {
 	t.Helper()
+	return newAskFixtureWith(t, path, rule, loop.Options{ExpireEvery: -1}, replies...)
+}
+
+// newAskFixtureWith is newAskFixture with opts (its clock is the fixture's).
+func newAskFixtureWith(t *testing.T, path string, rule *agentd.InputRule, opts loop.Options, replies ...agentd.ModelResponse) *askFixture {
+	t.Helper()
 	st, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := &askFixture{store: st, rec: newRecorder(), model: &stepModel{replies: replies}, clock: &fakeClock{now: askStart},
 		p: agentd.Principal{TenantID: "t1", ProjectID: "p1", Role: agentd.RoleClient, KeyID: "k1"}}
+	opts.Clock = f.clock
+	if opts.ExpireEvery >= 0 {
+		opts.AfterFunc = f.clock.AfterFunc
+	}
 	f.engine = loop.New(st, f.rec, &loop.Agent{Name: "a", Model: f.model, Tools: registered(t, loop.InputSource()),
-		Inputs: rule, MaxTurns: 5}, loop.Options{Clock: f.clock, ExpireEvery: -1})
+		Inputs: rule, MaxTurns: 5}, opts)
 	if err := f.engine.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -353,5 +363,62 @@ func TestAskUserSurvivesRestart(t *testing.T) {
 	}
 	if last := second.lastToolResult(t, 0); last.Content != `{"action":"accept","content":{"n":2,"note":"none"}}` {
 		t.Errorf("the model read %q", last.Content)
+	}
+}
+
+// TestAskUserExpires: the engine's one deadline timer is armed to a new
+// input's expires_at (the earlier of it and a parked call's); when it
+// fires the input expires by itself — input_resolved expired, the call
+// expired, the model told nobody answered in time — and after a restart
+// the timer is armed to a pending input's deadline from the store.
+func TestAskUserExpires(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	f := newAskFixtureWith(t, path, &agentd.InputRule{AskUser: true, Timeout: 3 * time.Minute}, loop.Options{},
+		askCall(askHowMany), agentd.ModelResponse{Text: "nobody"})
+	f.clock.waitArmed(t) // the first pass found nothing
+	_, in := f.ask(t)
+	f.clock.waitArmed(t, askStart.Add(3*time.Minute))
+	f.engine.Close()
+	if err := f.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	g := newAskFixtureWith(t, path, &agentd.InputRule{AskUser: true}, loop.Options{}, agentd.ModelResponse{Text: "nobody"})
+	g.clock.waitArmed(t, askStart.Add(3*time.Minute)) // from the store, after the restart
+	g.clock.Advance(3 * time.Minute)
+	ev := g.rec.wait(t, agentd.EventInputResolved, 1)
+	var d agentd.InputResolvedPayload
+	_ = json.Unmarshal(ev.Data, &d)
+	if d.InputID != in.ID || d.Status != agentd.InputExpired || d.Via != agentd.ViaDeadline {
+		t.Fatalf("input_resolved = %+v", d)
+	}
+	g.rec.wait(t, agentd.EventRunFinished, 1)
+	if last := g.lastToolResult(t, 0); last.ToolStatus != agentd.StatusExpired || !strings.Contains(last.Content, "Nobody answered") {
+		t.Errorf("the model read %+v", last)
+	}
+	g.clock.waitArmed(t) // nothing left
+	if _, err := g.engine.AnswerInput(ctx, g.p, in.ID, agentd.InputAnswer{Action: agentd.InputDecline}); agentd.ErrorCode(err) != agentd.EEXPIRED {
+		t.Errorf("answer after the expiry = %v, want expired", err)
+	}
+}
+
+// TestAskUserExpireDue: Engine.ExpireDue expires due inputs as it does
+// parked calls, and counts them.
+func TestAskUserExpireDue(t *testing.T) {
+	ctx := context.Background()
+	f := newAskFixture(t, filepath.Join(t.TempDir(), "agentd.db"), &agentd.InputRule{AskUser: true, Timeout: time.Minute},
+		askCall(askHowMany), agentd.ModelResponse{Text: "ok"})
+	_, in := f.ask(t)
+	if n, err := f.engine.ExpireDue(ctx); err != nil || n != 0 {
+		t.Fatalf("ExpireDue before the deadline = %d, %v", n, err)
+	}
+	f.clock.Advance(time.Minute)
+	if n, err := f.engine.ExpireDue(ctx); err != nil || n != 1 {
+		t.Fatalf("ExpireDue at the deadline = %d, %v", n, err)
+	}
+	f.rec.wait(t, agentd.EventRunFinished, 1)
+	if cur, _ := f.engine.Input(ctx, f.p, in.ID); cur.Status != agentd.InputExpired {
+		t.Errorf("input status = %s, want expired", cur.Status)
 	}
 }

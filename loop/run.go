@@ -369,6 +369,9 @@ func (e *runner) stepRecorded(auto, calls []*agentd.ToolCall) {
 			e.timers.noteDeadline(*c.RequiresApprovalAt)
 			e.timers.noteReminders(c)
 		}
+		for _, in := range c.Inputs {
+			e.timers.noteDeadline(in.ExpiresAt) // an input's deadline: the same one timer
+		}
 	}
 }
 

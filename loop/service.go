@@ -338,7 +338,7 @@ func nilIfEmpty(s string) *string {
 }
 
 // ToolCall returns a call of a conversation the principal reaches, with
-// its decisions; ENOTFOUND otherwise.
+// its decisions and input requests; ENOTFOUND otherwise.
 func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
 	c, err := e.toolCall(ctx, p, id)
 	if err != nil {

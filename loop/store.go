@@ -32,6 +32,8 @@ type inputStore interface {
 	Input(ctx context.Context, id string) (*agentd.Input, error)
 	Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd.Input, error)
 	ResolveInput(ctx context.Context, r agentd.InputResolution, events []agentd.EventDraft) (*agentd.Input, []agentd.Event, error)
+	DueInputs(ctx context.Context, now time.Time, limit int) ([]agentd.Input, error)
+	NextInputDeadline(ctx context.Context) (time.Time, error)
 }
 
 // coreStore is what every part reads and how events are committed (core).

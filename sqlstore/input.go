@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/agentd-dev/agentd"
 )
@@ -257,4 +258,34 @@ func scanInput(s scanner) (*agentd.Input, error) {
 		in.AnsweredAt = &t
 	}
 	return &in, nil
+}
+
+// DueInputs implements agentd.InputStore.DueInputs: a range of inputs_due.
+func (s *InputStore) DueInputs(ctx context.Context, now time.Time, limit int) ([]agentd.Input, error) {
+	n, err := EncTime("now", now)
+	if err != nil || n == nil {
+		return nil, err
+	}
+	var out []agentd.Input
+	err = s.b.Read(ctx, func(q Q) (err error) {
+		out, err = queryInputs(ctx, q, `SELECT `+inputColumns+` FROM inputs WHERE status = 'pending' AND expires_at <= ?
+			ORDER BY expires_at, id LIMIT ?`, n, agentd.DuePage(limit))
+		return err
+	})
+	return out, err
+}
+
+// NextInputDeadline implements agentd.InputStore.NextInputDeadline: the
+// first entry of inputs_due.
+func (s *InputStore) NextInputDeadline(ctx context.Context) (time.Time, error) {
+	var at sql.NullInt64
+	err := s.b.ReadOne(ctx, func(q Q) error {
+		return q.QueryRow(ctx, `SELECT expires_at FROM inputs WHERE status = 'pending' ORDER BY expires_at LIMIT 1`).Scan(&at)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	} else if err != nil {
+		return time.Time{}, err
+	}
+	return decTime(at), nil
 }

@@ -27,6 +27,7 @@ func RunInputs(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"Input/ResolveConcurrent", testInputResolveConcurrent},
 		{"Input/CancelRun", testInputCancelRun},
 		{"Input/List", testInputList},
+		{"Input/Due", testInputDue},
 	})
 }
 
@@ -290,4 +291,45 @@ func testInputList(t *testing.T, s agentd.Store) {
 	}
 	_, err = s.Inputs(ctx, agentd.InputFilter{})
 	wantCode(t, err, agentd.EINVALID)
+}
+
+// testInputDue: NextInputDeadline is the earliest pending input's
+// deadline (zero for none); DueInputs pages the pending inputs due at
+// now, earliest first; a resolved input is neither.
+func testInputDue(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	next, err := s.NextInputDeadline(ctx)
+	noErr(t, err, "NextInputDeadline")
+	sameTime(t, "next deadline of none", next, time.Time{})
+	_, _, late := askStep(t, s, newConversation(t, s)) // expires at t0+15m
+	run := startRun(t, s, newConversation(t, s))
+	c := newCall(run, 1, 0, agentd.StatusRequiresInput)
+	early := newInput(c)
+	early.ExpiresAt = at(5 * time.Minute)
+	_, err = s.RecordStep(ctx, agentd.StepRecord{RunID: run.ID, Step: 1, Calls: []*agentd.ToolCall{c}, Inputs: []*agentd.Input{early}, Now: t0}, nil)
+	noErr(t, err, "RecordStep")
+
+	next, err = s.NextInputDeadline(ctx)
+	noErr(t, err, "NextInputDeadline")
+	sameTime(t, "next deadline", next, early.ExpiresAt)
+	due := func(now time.Time, limit int) []string {
+		t.Helper()
+		ins, err := s.DueInputs(ctx, now, limit)
+		noErr(t, err, "DueInputs")
+		out := make([]string, len(ins))
+		for i, in := range ins {
+			out[i] = in.ID
+		}
+		return out
+	}
+	wantIDs(t, "due before either", due(at(time.Minute), 10))
+	wantIDs(t, "due at the early one", due(early.ExpiresAt, 10), early.ID)
+	wantIDs(t, "due at both", due(at(time.Hour), 10), early.ID, late.ID)
+	wantIDs(t, "a page of one", due(at(time.Hour), 1), early.ID)
+	_, _, err = s.ResolveInput(ctx, accept(early, "c1", `{"n":1}`), nil)
+	noErr(t, err, "ResolveInput")
+	wantIDs(t, "due after the answer", due(at(time.Hour), 10), late.ID)
+	next, err = s.NextInputDeadline(ctx)
+	noErr(t, err, "NextInputDeadline")
+	sameTime(t, "next deadline after the answer", next, late.ExpiresAt)
 }

@@ -30,3 +30,4 @@ CREATE TABLE inputs (
 CREATE INDEX inputs_by_tenant ON inputs (tenant_id, project_id, id);
 CREATE INDEX inputs_pending ON inputs (tenant_id, project_id, id) WHERE status = 'pending';
 CREATE INDEX inputs_call ON inputs (tool_call_id);
+CREATE INDEX inputs_due ON inputs (expires_at) WHERE status = 'pending';

@@ -4,7 +4,8 @@
 -- content are the JSON as written, answerers a JSON list. inputs_by_tenant
 -- serves GET /v1/inputs (a tenant's and project's inputs in id order),
 -- inputs_pending its status=pending filter, inputs_call a call's inputs
--- (a cancelled run's). A run waiting on an input counts it among its
+-- (a cancelled run's), inputs_due the deadline timer's earliest pending
+-- input and its page of due ones. A run waiting on an input counts it among its
 -- parked calls (runs.parked), as a parked call: nothing needs recounting,
 -- no call is requires_input before this migration.
 CREATE TABLE inputs (
@@ -36,3 +37,4 @@ CREATE TABLE inputs (
 CREATE INDEX inputs_by_tenant ON inputs (tenant_id, project_id, id);
 CREATE INDEX inputs_pending ON inputs (tenant_id, project_id, id) WHERE status = 'pending';
 CREATE INDEX inputs_call ON inputs (tool_call_id);
+CREATE INDEX inputs_due ON inputs (expires_at) WHERE status = 'pending';
