@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 
 	"github.com/agentd-dev/agentd"
@@ -109,9 +110,26 @@ func (s *InputStore) Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
+	q, args := inputsQuery(f)
+	var out []agentd.Input
+	err := s.b.Read(ctx, func(tx Q) (err error) {
+		out, err = queryInputs(ctx, tx, q, append(args, limit)...)
+		return err
+	})
+	return out, err
+}
+
+// inputsQuery is Inputs' statement for f and its arguments but for the
+// last, the limit. Pending is written as a literal, so that the planner
+// reads the partial index inputs_pending.
+func inputsQuery(f agentd.InputFilter) (string, []any) {
 	q := `SELECT ` + inputColumns + ` FROM inputs WHERE tenant_id = ? AND project_id = ? AND id > ?`
 	args := []any{f.TenantID, f.ProjectID, f.After}
-	if f.Status != "" {
+	switch f.Status {
+	case "":
+	case agentd.InputPending:
+		q += ` AND status = 'pending'`
+	default:
 		q += ` AND status = ?`
 		args = append(args, f.Status)
 	}
@@ -131,12 +149,7 @@ func (s *InputStore) Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd
 		q += ` AND conversation_id IN (SELECT id FROM conversations WHERE tenant_id = ? AND project_id = ? AND created_by = ?)`
 		args = append(args, f.TenantID, f.ProjectID, f.CreatedBy)
 	}
-	var out []agentd.Input
-	err := s.b.Read(ctx, func(tx Q) (err error) {
-		out, err = queryInputs(ctx, tx, q+` ORDER BY id LIMIT ?`, append(args, limit)...)
-		return err
-	})
-	return out, err
+	return q + ` ORDER BY id LIMIT ?`, args
 }
 
 // ResolveInput implements agentd.InputStore.ResolveInput.
@@ -268,19 +281,26 @@ func (s *InputStore) DueInputs(ctx context.Context, now time.Time, limit int) ([
 	}
 	var out []agentd.Input
 	err = s.b.Read(ctx, func(q Q) (err error) {
-		out, err = queryInputs(ctx, q, `SELECT `+inputColumns+` FROM inputs WHERE status = 'pending' AND expires_at <= ?
-			ORDER BY expires_at, id LIMIT ?`, n, agentd.DuePage(limit))
+		out, err = queryInputs(ctx, q, dueInputsQuery, n, agentd.DuePage(limit))
 		return err
 	})
 	return out, err
 }
+
+// The deadline timer's reads of inputs_due: the page of due inputs, and
+// the earliest pending deadline (after a bound, so that it is a search).
+const (
+	dueInputsQuery = `SELECT ` + inputColumns + ` FROM inputs WHERE status = 'pending' AND expires_at <= ?
+		ORDER BY expires_at, id LIMIT ?`
+	nextInputDeadlineQuery = `SELECT expires_at FROM inputs WHERE status = 'pending' AND expires_at > ? ORDER BY expires_at LIMIT 1`
+)
 
 // NextInputDeadline implements agentd.InputStore.NextInputDeadline: the
 // first entry of inputs_due.
 func (s *InputStore) NextInputDeadline(ctx context.Context) (time.Time, error) {
 	var at sql.NullInt64
 	err := s.b.ReadOne(ctx, func(q Q) error {
-		return q.QueryRow(ctx, `SELECT expires_at FROM inputs WHERE status = 'pending' ORDER BY expires_at LIMIT 1`).Scan(&at)
+		return q.QueryRow(ctx, nextInputDeadlineQuery, int64(math.MinInt64)).Scan(&at)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, nil
