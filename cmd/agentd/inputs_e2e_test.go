@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -129,4 +130,50 @@ func concurrentAnswers(t *testing.T, url string, n int) map[int]int {
 	}
 	wg.Wait()
 	return codes
+}
+
+// TestKill9WhileInputPending: the real binary dies (SIGKILL, with its
+// process group) while an ask_user input is pending; after the restart the
+// input is still pending with its deadline, the stream replays its
+// input_required, and answering it resumes the run: the model reads the
+// answer once and the run completes.
+func TestKill9WhileInputPending(t *testing.T) {
+	bin := agentdBinary(t)
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "agent.json"), []byte(inputsAgent), 0o644))
+	data := t.TempDir()
+
+	base, proc := startProcess(t, bin, dir, data)
+	conv, st := newConversation(t, base, "")
+	run := send(t, base, "", conv, "how many boxes?")
+	ir := st.waitFor("input_required", nil)
+	id := str(ir.Data, "input_id")
+	st.waitFor("run_waiting", nil)
+	_, before := call(t, http.MethodGet, base+"/v1/inputs/"+id, "", "")
+
+	must(t, syscall.Kill(-proc.Process.Pid, syscall.SIGKILL))
+	_ = proc.Wait()
+	st.close()
+
+	base2, _ := startProcess(t, bin, dir, data)
+	status, after := call(t, http.MethodGet, base2+"/v1/inputs/"+id, "", "")
+	if status != http.StatusOK || after["status"] != "pending" || after["expires_at"] != before["expires_at"] {
+		t.Fatalf("after restart: %d %v (before %v)", status, after, before)
+	}
+	st2 := openStream(t, base2, "", conv, 0)
+	defer st2.close()
+	if again := st2.waitFor("input_required", nil); str(again.Data, "input_id") != id {
+		t.Fatalf("replayed input_required %v", again.Data)
+	}
+	if status, in := call(t, http.MethodPost, base2+"/v1/inputs/"+id+"/answer", "", `{"action":"accept","content":{"n":7}}`); status != http.StatusOK || in["status"] != "answered" {
+		t.Fatalf("answer after restart: %d %v", status, in)
+	}
+	msg := st2.waitFor("message", func(ev sseEvent) bool { return strings.HasPrefix(str(ev.Data, "content"), "You said") })
+	if c := str(msg.Data, "content"); !strings.Contains(c, `"n":7`) {
+		t.Errorf("the model read %q", c)
+	}
+	fin := st2.waitFor("run_finished", nil)
+	if str(fin.Data, "run_id") != str(run, "run_id") || str(fin.Data, "status") != "completed" {
+		t.Errorf("run_finished %v", fin.Data)
+	}
 }
