@@ -290,8 +290,11 @@ type RunWaitingPayload struct {
 	EventHeader
 	RunID         string `json:"run_id" event:"required"`
 	CorrelationID string `json:"correlation_id" event:"required"`
-	// Pending are the ids of the parked calls.
+	// Pending are the ids of the parked calls, those waiting on an input
+	// request too; Inputs the ids of those inputs (SPEC §12.2), absent
+	// when none.
 	Pending []string `json:"pending" event:"required"`
+	Inputs  []string `json:"inputs,omitempty"`
 }
 
 // RunFinishedPayload is the data of run_finished: the run ended.

@@ -152,6 +152,9 @@ func eventFixtures() []eventFixture {
 		{"run_waiting", func() EventPayload {
 			return &RunWaitingPayload{RunID: tRun, CorrelationID: tCorr, Pending: []string{tCall, tCall2}}
 		}},
+		{"run_waiting_inputs", func() EventPayload {
+			return &RunWaitingPayload{RunID: tRun, CorrelationID: tCorr, Pending: []string{tCall, tCall2}, Inputs: []string{tInput}}
+		}},
 		{"run_finished", func() EventPayload {
 			return &RunFinishedPayload{RunID: tRun, CorrelationID: tCorr, Status: RunCompleted, Reason: "model_stop",
 				Usage: Usage{InputTokens: 1200, OutputTokens: 85}, StopReason: "end_turn"}

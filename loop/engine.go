@@ -221,12 +221,12 @@ func (e *Engine) AnswerInput(ctx context.Context, p agentd.Principal, id string,
 // deadline has passed on the engine's clock, a page at a time, and
 // returns how many it expired (what the deadline timer does).
 func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
-	n, err := e.timers.expireDue(ctx)
-	if err != nil {
-		return n, err
-	}
 	m, _, err := e.answers.expireDue(ctx)
-	return n + m, err
+	if err != nil {
+		return m, err
+	}
+	n, err := e.timers.expireDue(ctx)
+	return m + n, err
 }
 
 // RemindDue sends the reminders due on the engine's clock (what the

@@ -106,6 +106,30 @@ func (e *runner) ask(run *agentd.Run, c *agentd.ToolCall, now time.Time) (*agent
 // asks reports whether c is a call of the ask_user tool.
 func asks(c *agentd.ToolCall) bool { return c.ServerID == InputsServerID && c.Name == AskUserTool }
 
+// waitingInputs are the ids of the pending inputs the calls of asking
+// wait on (run_waiting's inputs): the step's own when the driver holds
+// them, else read from the store (a run recovered before it was marked
+// waiting).
+func (e *runner) waitingInputs(ctx context.Context, asking []agentd.ToolCall) ([]string, error) {
+	var ids []string
+	for _, c := range asking {
+		ins := c.Inputs
+		if len(ins) == 0 {
+			var err error
+			if ins, err = e.store.Inputs(ctx, agentd.InputFilter{TenantID: c.TenantID, ProjectID: c.ProjectID,
+				ToolCallID: c.ID, Status: agentd.InputPending}); err != nil {
+				return ids, err
+			}
+		}
+		for _, in := range ins {
+			if in.Status == agentd.InputPending {
+				ids = append(ids, in.ID)
+			}
+		}
+	}
+	return ids, nil
+}
+
 // inputsOf are the input requests of a step's calls, for RecordStep.
 func inputsOf(calls []*agentd.ToolCall) []*agentd.Input {
 	var out []*agentd.Input

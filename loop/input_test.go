@@ -115,6 +115,11 @@ func TestAskUserAnswered(t *testing.T) {
 	if run.Status != agentd.RunWaiting {
 		t.Fatalf("run status = %s, want waiting", run.Status)
 	}
+	var w agentd.RunWaitingPayload
+	_ = json.Unmarshal(f.rec.wait(t, agentd.EventRunWaiting, 1).Data, &w)
+	if len(w.Pending) != 1 || w.Pending[0] != in.ToolCallID || len(w.Inputs) != 1 || w.Inputs[0] != in.ID {
+		t.Errorf("run_waiting = %+v, want the call pending on the input", w)
+	}
 
 	_, err = f.engine.AnswerInput(ctx, f.p, in.ID, agentd.InputAnswer{Action: agentd.InputAccept, Content: json.RawMessage(`{"n":0,"x":1}`)})
 	var e *agentd.Error

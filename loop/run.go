@@ -66,18 +66,10 @@ func (e *runner) drive(rs *runState) {
 				continue
 			}
 			failures = 0
-			var unresolved, parked []string
-			for _, c := range calls {
-				if !c.Status.Terminal() {
-					unresolved = append(unresolved, c.ID)
-				}
-				if c.Status.Held() { // a decision or an input: a person moves it
-					parked = append(parked, c.ID)
-				}
-			}
+			unresolved, parked, asking := sortStep(calls)
 			if len(unresolved) > 0 {
 				if len(parked) > 0 && run.Status == agentd.RunRunning {
-					e.markWaiting(rs.ctx, run, parked)
+					e.markWaiting(rs.ctx, run, parked, asking)
 				}
 				if len(parked) == len(unresolved) {
 					exit, woken := e.retire(rs, run)
@@ -113,6 +105,24 @@ func (e *runner) drive(rs *runState) {
 			return
 		}
 	}
+}
+
+// sortStep sorts the calls of a step: the ids of those not resolved, of
+// those held (a decision or an input: only a person moves them), and the
+// calls that wait on an input.
+func sortStep(calls []agentd.ToolCall) (unresolved, parked []string, asking []agentd.ToolCall) {
+	for _, c := range calls {
+		if !c.Status.Terminal() {
+			unresolved = append(unresolved, c.ID)
+		}
+		if c.Status.Held() {
+			parked = append(parked, c.ID)
+		}
+		if c.Status == agentd.StatusRequiresInput {
+			asking = append(asking, c)
+		}
+	}
+	return unresolved, parked, asking
 }
 
 // endOf returns why a run whose step's calls are all resolved ends now:
@@ -188,12 +198,19 @@ func (e *runner) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, er
 	return slices.Clone(rs.step.calls), nil
 }
 
-func (e *runner) markWaiting(ctx context.Context, run *agentd.Run, pending []string) {
-	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
+// markWaiting moves a running run whose step holds parked calls (pending)
+// to waiting, with run_waiting naming them and the inputs the calls of
+// asking wait on.
+func (e *runner) markWaiting(ctx context.Context, run *agentd.Run, pending []string, asking []agentd.ToolCall) {
+	inputs, err := e.waitingInputs(ctx, asking)
+	if err != nil && ctx.Err() == nil {
+		e.log.Error().Err(err).Str("run_id", run.ID).Msg("read the run's inputs")
+	}
+	err = e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning}, Status: agentd.RunWaiting, Now: e.clock.Now(),
 		}, []agentd.EventDraft{e.event(run.ConversationID, &agentd.RunWaitingPayload{
-			RunID: run.ID, CorrelationID: run.CorrelationID, Pending: pending,
+			RunID: run.ID, CorrelationID: run.CorrelationID, Pending: pending, Inputs: inputs,
 		})})
 		return evs, err
 	})

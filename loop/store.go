@@ -78,6 +78,7 @@ type runnerStore interface {
 	historyStore
 	RunToolCalls(ctx context.Context, runID string) ([]agentd.ToolCall, error)
 	RecordStep(ctx context.Context, r agentd.StepRecord, events []agentd.EventDraft) ([]agentd.Event, error)
+	Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd.Input, error)
 	UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd.EventDraft) (*agentd.Run, []agentd.Event, error)
 }
 
