@@ -49,14 +49,16 @@ type CallStatus string
 // Tool call statuses (SPEC §1).
 const (
 	StatusRequiresConfirmation CallStatus = "requires_confirmation"
-	StatusApproved             CallStatus = "approved"
-	StatusExecuting            CallStatus = "executing"
-	StatusCompleted            CallStatus = "completed"
-	StatusFailed               CallStatus = "failed"
-	StatusDenied               CallStatus = "denied"
-	StatusExpired              CallStatus = "expired"
-	StatusRefused              CallStatus = "refused"
-	StatusCancelled            CallStatus = "cancelled"
+	// StatusRequiresInput is a call waiting on its input request (SPEC §12).
+	StatusRequiresInput CallStatus = "requires_input"
+	StatusApproved      CallStatus = "approved"
+	StatusExecuting     CallStatus = "executing"
+	StatusCompleted     CallStatus = "completed"
+	StatusFailed        CallStatus = "failed"
+	StatusDenied        CallStatus = "denied"
+	StatusExpired       CallStatus = "expired"
+	StatusRefused       CallStatus = "refused"
+	StatusCancelled     CallStatus = "cancelled"
 )
 
 // Terminal reports whether no further transition can happen.
@@ -66,6 +68,14 @@ func (s CallStatus) Terminal() bool {
 		return true
 	}
 	return false
+}
+
+// Held reports whether the call waits for a person: parked for a decision
+// (requires_confirmation) or for an input (requires_input). A run whose
+// step holds such a call waits; nothing but a person, a deadline or a
+// cancel moves it (the parked count, runs.parked).
+func (s CallStatus) Held() bool {
+	return s == StatusRequiresConfirmation || s == StatusRequiresInput
 }
 
 // RunStatus is the state of a run.
@@ -296,6 +306,9 @@ type ToolCall struct {
 	CreatedAt time.Time  `json:"created_at"`
 	UpdatedAt time.Time  `json:"updated_at"`
 	Decisions []Decision `json:"decisions,omitempty"`
+	// Inputs are the call's input requests (SPEC §12), where the reader
+	// filled them in.
+	Inputs []Input `json:"inputs,omitempty"`
 }
 
 // Decision values as stored and as shown in confirmation_resolved.
@@ -380,6 +393,8 @@ const (
 	EventSubagentEvent        = "subagent_event"
 	EventGrantCreated         = "grant_created"
 	EventGrantRevoked         = "grant_revoked"
+	EventInputRequired        = "input_required"
+	EventInputResolved        = "input_resolved"
 )
 
 // Clock is injected wherever time matters, so deadline tests never sleep.

@@ -42,6 +42,12 @@ const (
 	EGRANTTTLEXCEEDSMAX = "grant_ttl_exceeds_max"
 	EREMEMBERNOTALLOWED = "remember_not_allowed"
 
+	// EINVALIDINPUT is 422: an answer's content does not fit its input's
+	// schema (SPEC §12.3; Error.Fields names every bad field);
+	// EANSWERERNOTALLOWED is 403: the input's rule does not cover the key.
+	EINVALIDINPUT       = "invalid_input"
+	EANSWERERNOTALLOWED = "answerer_not_allowed"
+
 	// EMETHODNOTALLOWED is 405: a known path asked with a method it does
 	// not serve; the answer's Allow header lists the ones it does.
 	EMETHODNOTALLOWED = "method_not_allowed"
@@ -53,6 +59,9 @@ type Error struct {
 	Code    string
 	Message string
 	Detail  error
+	// Fields, with EINVALIDINPUT, are the bad fields of an answer's
+	// content, every one (the error's "fields", SPEC §12.3).
+	Fields []FieldError
 }
 
 func (e *Error) Error() string {

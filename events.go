@@ -290,8 +290,11 @@ type RunWaitingPayload struct {
 	EventHeader
 	RunID         string `json:"run_id" event:"required"`
 	CorrelationID string `json:"correlation_id" event:"required"`
-	// Pending are the ids of the parked calls.
+	// Pending are the ids of the parked calls, those waiting on an input
+	// request too; Inputs the ids of those inputs (SPEC §12.2), absent
+	// when none.
 	Pending []string `json:"pending" event:"required"`
+	Inputs  []string `json:"inputs,omitempty"`
 }
 
 // RunFinishedPayload is the data of run_finished: the run ended.
@@ -328,6 +331,48 @@ type SubagentEventPayload struct {
 	// Event is the inner event's data.
 	Event json.RawMessage `json:"event" event:"required"`
 }
+
+// InputRequiredPayload is the data of input_required: a call asks a person
+// for input and waits (SPEC §12.2); the input is Input.
+type InputRequiredPayload struct {
+	EventHeader
+	InputID    string `json:"input_id" event:"required"`
+	ToolCallID string `json:"tool_call_id" event:"required"`
+	ToolName   string `json:"tool_name" event:"required"`
+	ServerID   string `json:"server_id"`
+	RunID      string `json:"run_id" event:"required"`
+	// Source is InputSource*; Key and Round name the request within its
+	// call; Mode is InputModeForm (with Schema) or InputModeURL.
+	Source    string          `json:"source" event:"required"`
+	Key       string          `json:"key" event:"required"`
+	Round     int             `json:"round" event:"required"`
+	Mode      string          `json:"mode" event:"required"`
+	Message   string          `json:"message" event:"required"`
+	Schema    json.RawMessage `json:"schema,omitempty"`
+	ExpiresAt time.Time       `json:"expires_at" event:"required"`
+	Answerers []string        `json:"answerers" event:"required"`
+}
+
+// InputResolvedPayload is the data of input_resolved: an input was
+// answered (Action, with Content for an accepted form), or expired,
+// cancelled (Reason) or lost (SPEC §12.2).
+type InputResolvedPayload struct {
+	EventHeader
+	InputID    string          `json:"input_id" event:"required"`
+	ToolCallID string          `json:"tool_call_id" event:"required"`
+	Status     InputStatus     `json:"status" event:"required"`
+	Action     string          `json:"action,omitempty"`
+	Content    json.RawMessage `json:"content,omitempty"`
+	AnsweredBy string          `json:"answered_by,omitempty"`
+	Via        string          `json:"via,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+}
+
+// EventType returns input_required.
+func (InputRequiredPayload) EventType() string { return EventInputRequired }
+
+// EventType returns input_resolved.
+func (InputResolvedPayload) EventType() string { return EventInputResolved }
 
 // EventType returns run_started.
 func (RunStartedPayload) EventType() string { return EventRunStarted }
@@ -400,6 +445,8 @@ var eventPayloads = map[string]func() EventPayload{
 	EventSubagentEvent:        func() EventPayload { return new(SubagentEventPayload) },
 	EventGrantCreated:         func() EventPayload { return new(GrantCreatedPayload) },
 	EventGrantRevoked:         func() EventPayload { return new(GrantRevokedPayload) },
+	EventInputRequired:        func() EventPayload { return new(InputRequiredPayload) },
+	EventInputResolved:        func() EventPayload { return new(InputResolvedPayload) },
 }
 
 // NewEventDraft returns the draft of an event of conversationID that

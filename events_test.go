@@ -23,6 +23,7 @@ const (
 	tCall   = "call_0193a5b0-7e1a-7c3d-9f00-000000000004"
 	tCall2  = "call_0193a5b0-7e1a-7c3d-9f00-000000000005"
 	tCorr   = "0193a5b0-7e1a-7c3d-9f00-000000000006"
+	tInput  = "inp_0193a5b0-7e1a-7c3d-9f00-000000000007"
 	tDigest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	tEdited = "60303ae22b998861bce3b28f33eec1be758a213c86c93c076dbe9f558c11c752"
 )
@@ -151,6 +152,9 @@ func eventFixtures() []eventFixture {
 		{"run_waiting", func() EventPayload {
 			return &RunWaitingPayload{RunID: tRun, CorrelationID: tCorr, Pending: []string{tCall, tCall2}}
 		}},
+		{"run_waiting_inputs", func() EventPayload {
+			return &RunWaitingPayload{RunID: tRun, CorrelationID: tCorr, Pending: []string{tCall, tCall2}, Inputs: []string{tInput}}
+		}},
 		{"run_finished", func() EventPayload {
 			return &RunFinishedPayload{RunID: tRun, CorrelationID: tCorr, Status: RunCompleted, Reason: "model_stop",
 				Usage: Usage{InputTokens: 1200, OutputTokens: 85}, StopReason: "end_turn"}
@@ -165,6 +169,24 @@ func eventFixtures() []eventFixture {
 		}},
 		{"error", func() EventPayload {
 			return &ErrorPayload{RunID: tRun, Code: "run_failed", Message: "the provider is overloaded"}
+		}},
+		{"input_required", func() EventPayload {
+			return &InputRequiredPayload{InputID: tInput, ToolCallID: tCall, ToolName: "ask_user", ServerID: "inputs", RunID: tRun,
+				Source: InputSourceAskUser, Key: "ask_user", Round: 1, Mode: InputModeForm, Message: "Which order should I refund?",
+				Schema:    json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","title":"Order"}},"required":["order_id"]}`),
+				ExpiresAt: tDeadline, Answerers: []string{ApproverOwner}}
+		}},
+		{"input_resolved", func() EventPayload {
+			return &InputResolvedPayload{InputID: tInput, ToolCallID: tCall, Status: InputAnswered, Action: InputAccept,
+				Content: json.RawMessage(`{"order_id":"o_1"}`), AnsweredBy: "key_c1", Via: ViaSingle}
+		}},
+		{"input_resolved_declined", func() EventPayload {
+			return &InputResolvedPayload{InputID: tInput, ToolCallID: tCall, Status: InputAnswered, Action: InputDecline,
+				AnsweredBy: "key_c1", Via: ViaSingle}
+		}},
+		{"input_resolved_cancelled", func() EventPayload {
+			return &InputResolvedPayload{InputID: tInput, ToolCallID: tCall, Status: InputCancelled, Reason: InputReasonRunCancelled,
+				Via: ViaCancel}
 		}},
 		{"subagent_event", func() EventPayload {
 			return &SubagentEventPayload{ToolCallID: tCall, Subagent: "researcher",
@@ -357,6 +379,8 @@ var requiredFields = map[string][]string{
 	EventSubagentEvent:        {"tool_call_id", "subagent", "event"},
 	EventGrantCreated:         {"grant_id", "scope", "tool_name", "expires_at"},
 	EventGrantRevoked:         {"grant_id", "scope", "tool_name", "expires_at"},
+	EventInputRequired:        {"input_id", "tool_call_id", "tool_name", "run_id", "source", "key", "round", "mode", "message", "expires_at", "answerers"},
+	EventInputResolved:        {"input_id", "tool_call_id", "status"},
 }
 
 // TestNewEventDraftRequiredFields zeroes each required field of each type

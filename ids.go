@@ -13,6 +13,7 @@ const (
 	PrefixMessage      = "msg"
 	PrefixToolCall     = "call"
 	PrefixDecision     = "dec"
+	PrefixInput        = "inp"
 )
 
 // NewID returns a new identifier "<prefix>_<uuid v7>": unique and roughly

@@ -69,6 +69,7 @@ type Store interface {
 	Health
 	ChildJournal
 	LinkStore
+	InputStore
 	// Close releases the store; no method may be called after it.
 	Close() error
 }
@@ -107,9 +108,12 @@ type RunStore interface {
 	UpdateRun(ctx context.Context, u RunUpdate, events []EventDraft) (*Run, []Event, error)
 	// CancelRun cancels an active run in one transaction: the run becomes
 	// cancelled with reason; every call of the run that has not started
-	// (requires_confirmation or approved) becomes cancelled, and each one
-	// that was requires_confirmation gets a "cancelled" decision by `by`
-	// (DecidedBy its key id, Role its role, Via ViaCancel);
+	// (requires_confirmation, requires_input or approved) becomes
+	// cancelled, each one that was requires_confirmation gets a
+	// "cancelled" decision by `by` (DecidedBy its key id, Role its role,
+	// Via ViaCancel), and each pending input of one that was
+	// requires_input becomes cancelled with reason run_cancelled (the
+	// call handed to plan carries them, as they were, in Inputs);
 	// then the events returned by plan (given the cancelled run and those
 	// calls as they were before) are appended. It returns the run and the
 	// events. ECONFLICT, with the current run, when the run is not active;
@@ -118,10 +122,11 @@ type RunStore interface {
 		plan func(run *Run, cancelled []ToolCall) []EventDraft) (*Run, []Event, error)
 	// RunsToDrive returns the active runs something must happen to now:
 	// every run in running state, and every waiting run none of whose calls
-	// at its current step is requires_confirmation (its parked calls were
-	// all decided, expired or cancelled and nothing moved it on, as after a
-	// crash). A waiting run with a parked call at its current step is not
-	// among them: it waits for a decision, an expiry or a cancel. Finished
+	// at its current step is held (CallStatus.Held: requires_confirmation
+	// or requires_input; its held calls were all decided, answered,
+	// expired or cancelled and nothing moved it on, as after a crash). A
+	// waiting run with a held call at its current step is not among them:
+	// it waits for a decision, an answer, an expiry or a cancel. Finished
 	// runs never are. The work is one indexed query, not a read per run.
 	RunsToDrive(ctx context.Context) ([]Run, error)
 
@@ -418,6 +423,31 @@ type GrantStore interface {
 	RevokeGrant(ctx context.Context, id string, by Actor, now time.Time, events []EventDraft) (*Grant, []Event, error)
 }
 
+// InputStore holds input requests (SPEC §12). An input is created with its
+// call's park (StepRecord.Inputs, in RecordStep's transaction) and
+// resolved exactly once.
+type InputStore interface {
+	// Input returns an input, or ENOTFOUND.
+	Input(ctx context.Context, id string) (*Input, error)
+	// Inputs lists the inputs matching f in ID order (EINVALID without
+	// its tenant and project).
+	Inputs(ctx context.Context, f InputFilter) ([]Input, error)
+	// ResolveInput applies r in one transaction: the input moves from
+	// pending to r.Status with r's answer, its call from requires_input
+	// to r.CallStatus with r.Result (the call's run's parked count kept),
+	// and events are appended. ECONFLICT, with the input as stored, when
+	// it is not pending (or its call no longer waits on it); ENOTFOUND
+	// when there is no such input. Of concurrent resolutions exactly one
+	// commits; on any error nothing is written.
+	ResolveInput(ctx context.Context, r InputResolution, events []EventDraft) (*Input, []Event, error)
+	// DueInputs returns at most limit (DuePage) pending inputs whose
+	// ExpiresAt is at or before now, earliest first.
+	DueInputs(ctx context.Context, now time.Time, limit int) ([]Input, error)
+	// NextInputDeadline returns the earliest ExpiresAt of a pending input,
+	// the zero time when none is pending.
+	NextInputDeadline(ctx context.Context) (time.Time, error)
+}
+
 // Health reports on the store for readiness.
 type Health interface {
 	// Ping reports whether the store is usable (readiness).
@@ -557,7 +587,10 @@ type StepRecord struct {
 	StopReason string
 	Message    *Message // nil when the step produced neither text nor calls
 	Calls      []*ToolCall
-	Now        time.Time
+	// Inputs are the input requests of the step's calls in requires_input
+	// (SPEC §12), each created with its call's park.
+	Inputs []*Input
+	Now    time.Time
 }
 
 // PendingFilter selects parked calls for ToolCallStore.PendingToolCalls.

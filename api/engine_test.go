@@ -287,3 +287,15 @@ func (e *fakeEngine) Grants(ctx context.Context, p agentd.Principal, cursor stri
 func (e *fakeEngine) RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error) {
 	return nil, agentd.Errorf(agentd.ENOTFOUND, "grant not found")
 }
+
+func (e *fakeEngine) Inputs(ctx context.Context, p agentd.Principal, q agentd.InputQuery) ([]agentd.Input, string, error) {
+	return []agentd.Input{}, "", nil
+}
+
+func (e *fakeEngine) Input(ctx context.Context, p agentd.Principal, id string) (*agentd.Input, error) {
+	return nil, agentd.Errorf(agentd.ENOTFOUND, "input not found")
+}
+
+func (e *fakeEngine) AnswerInput(ctx context.Context, p agentd.Principal, id string, a agentd.InputAnswer) (*agentd.Input, error) {
+	return nil, agentd.Errorf(agentd.ENOTFOUND, "input not found")
+}

@@ -18,6 +18,8 @@ var statusOf = map[string]int{
 	agentd.EEXTENSIONEXCEEDSMAX:    http.StatusUnprocessableEntity,
 	agentd.EGRANTTTLEXCEEDSMAX:     http.StatusUnprocessableEntity,
 	agentd.EREMEMBERNOTALLOWED:     http.StatusForbidden,
+	agentd.EANSWERERNOTALLOWED:     http.StatusForbidden,
+	agentd.EINVALIDINPUT:           http.StatusUnprocessableEntity,
 	agentd.EWRITENOTALLOWED:        http.StatusForbidden,
 	agentd.ENOTFOUND:               http.StatusNotFound,
 	agentd.ECONFLICT:               http.StatusConflict,
@@ -37,11 +39,13 @@ var statusOf = map[string]int{
 	agentd.EMETHODNOTALLOWED: http.StatusMethodNotAllowed,
 }
 
-// errorBody is SPEC §5's error shape.
+// errorBody is SPEC §5's error shape; fields names every bad field of an
+// answer's content (invalid_input, SPEC §12.3).
 type errorBody struct {
 	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
+		Code    string              `json:"code"`
+		Message string              `json:"message"`
+		Fields  []agentd.FieldError `json:"fields,omitempty"`
 	} `json:"error"`
 }
 
@@ -81,6 +85,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	var body errorBody
 	body.Error.Code, body.Error.Message = code, msg
+	if ae := (*agentd.Error)(nil); errors.As(err, &ae) && code == agentd.EINVALIDINPUT {
+		body.Error.Fields = ae.Fields
+	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -246,4 +247,44 @@ func (f *fakeService) RevokeGrant(ctx context.Context, p agentd.Principal, id st
 	return &agentd.Grant{ID: id, TenantID: p.TenantID, ProjectID: p.ProjectID, Scope: agentd.GrantProject, ConversationID: "conv_1",
 		ToolCallID: "call_1", ToolName: "pay", Match: json.RawMessage(`"any"`), CreatedBy: p.KeyID,
 		CreatedAt: time.Unix(0, 0).UTC(), ExpiresAt: time.Unix(3600, 0).UTC(), RevokedAt: &at, RevokedBy: p.KeyID}, nil
+}
+
+// Inputs answers one pending input of p's tenant and project; the query is
+// recorded as the request.
+func (f *fakeService) Inputs(ctx context.Context, p agentd.Principal, q agentd.InputQuery) ([]agentd.Input, string, error) {
+	if err := f.record("Inputs", p, "", q); err != nil {
+		return nil, "", err
+	}
+	return []agentd.Input{fakeInput(p, "inp_1")}, "", nil
+}
+
+// Input answers a pending input with the id.
+func (f *fakeService) Input(ctx context.Context, p agentd.Principal, id string) (*agentd.Input, error) {
+	if err := f.record("Input", p, id, nil); err != nil {
+		return nil, err
+	}
+	in := fakeInput(p, id)
+	return &in, nil
+}
+
+// AnswerInput records the answer; content {"bad": …} is refused as
+// invalid_input naming two fields, anything else answers the input.
+func (f *fakeService) AnswerInput(ctx context.Context, p agentd.Principal, id string, a agentd.InputAnswer) (*agentd.Input, error) {
+	if err := f.record("AnswerInput", p, id, a); err != nil {
+		return nil, err
+	}
+	if strings.Contains(string(a.Content), `"bad"`) {
+		return nil, &agentd.Error{Code: agentd.EINVALIDINPUT, Message: "content.bad is not a property of the form",
+			Fields: []agentd.FieldError{{Field: "bad", Message: "is not a property of the form"}, {Field: "n", Message: "is required"}}}
+	}
+	in := fakeInput(p, id)
+	in.Status, in.Action, in.Content, in.AnsweredBy, in.Via = agentd.InputAnswered, a.Action, a.Content, p.KeyID, a.Via
+	return &in, nil
+}
+
+func fakeInput(p agentd.Principal, id string) agentd.Input {
+	return agentd.Input{ID: id, TenantID: p.TenantID, ProjectID: p.ProjectID, ConversationID: "conv_1", RunID: "run_1",
+		ToolCallID: "call_1", ToolName: "ask_user", ServerID: "inputs", Status: agentd.InputPending, Source: agentd.InputSourceAskUser,
+		Key: "ask_user", Round: 1, Mode: agentd.InputModeForm, Message: "How many?", Schema: agentd.DefaultFormSchema,
+		Answerers: []string{agentd.ApproverOwner}, ExpiresAt: time.Unix(900, 0).UTC(), CreatedAt: time.Unix(0, 0).UTC()}
 }

@@ -251,6 +251,7 @@ func componentSchemas() schema {
 		"BatchDecisionResult": responseOf[agentd.BatchDecisionResult](),
 		"AuditEntry":          responseOf[agentd.AuditEntry](),
 		"Grant":               responseOf[agentd.Grant](),
+		"Input":               responseOf[agentd.Input](),
 		"Tool":                responseOf[toolView](),
 		"WebhookDelivery":     responseOf[agentd.WebhookDelivery](),
 		"WebhookEndpoint":     responseOf[agentd.WebhookEndpoint](),
@@ -283,7 +284,8 @@ var eventTypes = []string{agentd.EventRunStarted, agentd.EventTextDelta, agentd.
 	agentd.EventToolCallStarted, agentd.EventConfirmationRequired, agentd.EventConfirmationResolved, agentd.EventConfirmationProgress,
 	agentd.EventConfirmationReminder, agentd.EventConfirmationExtended,
 	agentd.EventToolCallRefused, agentd.EventToolCallResult, agentd.EventRunWaiting, agentd.EventRunFinished,
-	agentd.EventError, agentd.EventSubagentEvent, agentd.EventGrantCreated, agentd.EventGrantRevoked}
+	agentd.EventError, agentd.EventSubagentEvent, agentd.EventGrantCreated, agentd.EventGrantRevoked,
+	agentd.EventInputRequired, agentd.EventInputResolved}
 
 // eventSchemaName is run_started → RunStartedEvent.
 func eventSchemaName(typ string) string {

@@ -14,7 +14,7 @@ import (
 // operations is every operation of the document, in the order of
 // routes.go (TestOpenAPIMatchesRoutes checks both ways).
 func operations() []operation {
-	return slicesConcat(probeOperations(), webOperations(), conversationOperations(), approvalOperations(), otherOperations())
+	return slicesConcat(probeOperations(), webOperations(), conversationOperations(), approvalOperations(), inputOperations(), otherOperations())
 }
 
 func slicesConcat(lists ...[]operation) []operation {
@@ -173,6 +173,28 @@ func approvalOperations() []operation {
 		{method: http.MethodDelete, path: "/v1/grants/{id}", id: "revokeGrant",
 			summary: "Revoke a remembered grant (its creator, an operator or an admin)",
 			status:  http.StatusOK, content: jsonContent(ref("Grant"))},
+	}
+}
+
+// inputOperations are the input requests' routes (SPEC §12, docs/inputs.md).
+func inputOperations() []operation {
+	answer := requestBody[agentd.InputAnswer]("action")
+	answer["properties"].(schema)["action"] = schema{"type": "string", "enum": []string{agentd.InputAccept, agentd.InputDecline, agentd.InputCancel}}
+	answer["properties"].(schema)["content"] = schema{"type": "object", "description": "accept of a form input only: the answer, checked against the input's schema"}
+	statuses := []string{string(agentd.InputPending), string(agentd.InputAnswered), string(agentd.InputExpired),
+		string(agentd.InputCancelled), string(agentd.InputLost)}
+	return []operation{
+		{method: http.MethodGet, path: "/v1/inputs", id: "listInputs", summary: "The input requests the caller reaches, oldest first (docs/inputs.md)",
+			params: []schema{query("status", "", schema{"type": "string", "enum": statuses}),
+				limitParam, query("cursor", "the next_cursor of the previous page", str()),
+				query("conversation_id", "", str()), query("tool_name", "", str()),
+				query("answerable", "true: only the pending inputs this key may answer now", schema{"type": "string", "enum": []string{"true", "false"}})},
+			status: http.StatusOK, content: jsonContent(page("inputs", ref("Input")))},
+		{method: http.MethodGet, path: "/v1/inputs/{id}", id: "getInput", summary: "An input request",
+			status: http.StatusOK, content: jsonContent(ref("Input"))},
+		{method: http.MethodPost, path: "/v1/inputs/{id}/answer", id: "answerInput",
+			summary: "Answer an input request once: accept (with content), decline or cancel (422 invalid_input names each bad field in error.fields)",
+			body:    answer, bodyRequired: true, status: http.StatusOK, content: jsonContent(ref("Input"))},
 	}
 }
 

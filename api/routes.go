@@ -70,6 +70,9 @@ func (s *Server) routes() {
 	authed.POST("/webhooks/endpoints/:id/enable", s.handleEnableEndpoint)
 	authed.GET("/grants", s.handleListGrants)
 	authed.DELETE("/grants/:id", s.handleRevokeGrant)
+	authed.GET("/inputs", s.handleListInputs)
+	authed.GET("/inputs/:id", s.handleGetInput)
+	authed.POST("/inputs/:id/answer", s.handleAnswerInput)
 
 	// A command tool's per-call context endpoint (SPEC §4.1): its own
 	// bearer token, valid while the call runs, not an API key.

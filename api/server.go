@@ -215,6 +215,16 @@ type Engine interface {
 	// did not create it and is no operator or admin; ENOTFOUND for one it
 	// does not see.
 	RevokeGrant(ctx context.Context, p agentd.Principal, id string) (*agentd.Grant, error)
+	// Inputs returns a page (limit 1..100, 0 = 50) of the input requests
+	// p reaches that match q (SPEC §12.2), and the next cursor ("" at the
+	// end).
+	Inputs(ctx context.Context, p agentd.Principal, q agentd.InputQuery) ([]agentd.Input, string, error)
+	// Input returns one input request p reaches; ENOTFOUND otherwise.
+	Input(ctx context.Context, p agentd.Principal, id string) (*agentd.Input, error)
+	// AnswerInput answers an input request once (SPEC §12.3): ENOTFOUND,
+	// EANSWERERNOTALLOWED, EINVALID, EINVALIDINPUT (with Error.Fields),
+	// ECONFLICT, EEXPIRED.
+	AnswerInput(ctx context.Context, p agentd.Principal, id string, a agentd.InputAnswer) (*agentd.Input, error)
 	// ToolSpecs are the tools the agent's model sees in the tenant's
 	// conversations.
 	ToolSpecs(tenantID string) []agentd.ToolSpec

@@ -15,8 +15,9 @@ type Timer interface {
 	Stop() bool
 }
 
-// deadlineTimer is the engine's one timer for every parked call (SPEC §8,
-// docs/loop.md): it is armed to the earliest deadline in the store, and
+// deadlineTimer is the engine's one timer for every parked call and input
+// request (SPEC §8, §12.3, docs/loop.md): it is armed to the earliest
+// deadline in the store, and
 // when it fires the expiry goroutine expires what is due and arms it again
 // from the store. A parked call holds no timer of its own.
 type deadlineTimer struct {
@@ -62,6 +63,10 @@ type timers struct {
 	// mayDecide reports whether p may decide c now (the deciding part's
 	// rule), for an extension.
 	mayDecide func(ctx context.Context, p agentd.Principal, c *agentd.ToolCall) error
+	// expireInputs expires the input requests that are due (the
+	// answerer's) and returns how many and the earliest deadline left: the
+	// one timer keeps their deadlines too.
+	expireInputs func(ctx context.Context) (int, time.Time, error)
 }
 
 // enable turns the background expiry on with one pass pending (Start).
@@ -100,6 +105,12 @@ func (e *timers) expirePass() {
 	var next time.Time
 	if err == nil {
 		next, err = e.store.NextDeadline(e.ctx, time.Time{})
+	}
+	if err == nil && e.expireInputs != nil {
+		var in time.Time
+		if _, in, err = e.expireInputs(e.ctx); !in.IsZero() && (next.IsZero() || in.Before(next)) {
+			next = in
+		}
 	}
 	if err != nil {
 		if e.ctx.Err() != nil {

@@ -50,6 +50,9 @@ type Agent struct {
 	// Subagents are the subagents the task tool (TaskSource, listed in
 	// Tools) starts.
 	Subagents []*Subagent
+	// Inputs is agent.json "inputs" (SPEC §12.3): the rule of the ask_user
+	// tool's inputs (InputSource, listed in Tools); nil: the defaults.
+	Inputs *agentd.InputRule
 	// ModelName names the model in traces (gen_ai.request.model); empty:
 	// the name the Model gives itself (agentd.ModelName).
 	ModelName string
@@ -119,6 +122,7 @@ type Engine struct {
 	leases  *leases
 	decider *decider
 	runner  *runner
+	answers *answerer
 }
 
 // New returns an engine. Call Start before use and Close when done.
@@ -156,7 +160,9 @@ func New(store Store, pub Publisher, agent *Agent, opts Options) *Engine {
 	drv.drive, drv.exited = rn.drive, rn.exited
 	tm.mayDecide = dc.mayDecide
 	ls.startCall, dc.startCall = rn.startCall, rn.startCall
-	return &Engine{core: c, store: store, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn}
+	an := &answerer{core: c, store: store, drv: drv}
+	tm.expireInputs = an.expireDue
+	return &Engine{core: c, store: store, drv: drv, timers: tm, leases: ls, decider: dc, runner: rn, answers: an}
 }
 
 // ToolSpecs returns the tools the model of a tenant's conversations sees
@@ -189,10 +195,39 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// ExpireDue expires every parked call whose deadline has passed on the
-// engine's clock, a page of calls at a time, and returns how many it
-// expired (what the deadline timer does).
-func (e *Engine) ExpireDue(ctx context.Context) (int, error) { return e.timers.expireDue(ctx) }
+// Input returns an input request of a conversation p reaches (SPEC §12.2);
+// ENOTFOUND otherwise.
+func (e *Engine) Input(ctx context.Context, p agentd.Principal, id string) (*agentd.Input, error) {
+	in, _, err := e.answers.input(ctx, p, id)
+	return in, err
+}
+
+// Inputs returns a page of the input requests p reaches (GET /v1/inputs)
+// and the next page's cursor ("" after the last).
+func (e *Engine) Inputs(ctx context.Context, p agentd.Principal, q agentd.InputQuery) ([]agentd.Input, string, error) {
+	return e.answers.inputs(ctx, p, q)
+}
+
+// AnswerInput answers an input request once (SPEC §12.3): the first
+// answer to commit is the answer, and its call completes with it; the
+// same answer again returns the input; any other is ECONFLICT (EEXPIRED
+// after its deadline). Content that does not fit the schema is
+// EINVALIDINPUT with every bad field, and changes nothing.
+func (e *Engine) AnswerInput(ctx context.Context, p agentd.Principal, id string, a agentd.InputAnswer) (*agentd.Input, error) {
+	return e.answers.answer(ctx, p, id, a)
+}
+
+// ExpireDue expires every parked call and every input request whose
+// deadline has passed on the engine's clock, a page at a time, and
+// returns how many it expired (what the deadline timer does).
+func (e *Engine) ExpireDue(ctx context.Context) (int, error) {
+	m, _, err := e.answers.expireDue(ctx)
+	if err != nil {
+		return m, err
+	}
+	n, err := e.timers.expireDue(ctx)
+	return m + n, err
+}
 
 // RemindDue sends the reminders due on the engine's clock (what the
 // deadline timer does) and returns how many calls were reminded.

@@ -307,7 +307,7 @@ func (e *runner) retire(rs *runState, run *agentd.Run) (exit, woken bool) {
 	parked := 0
 	for _, c := range calls {
 		switch {
-		case c.Status == agentd.StatusRequiresConfirmation:
+		case c.Status.Held():
 			parked++
 		case !c.Status.Terminal():
 			return false, true // decided elsewhere meanwhile

@@ -66,18 +66,10 @@ func (e *runner) drive(rs *runState) {
 				continue
 			}
 			failures = 0
-			var unresolved, parked []string
-			for _, c := range calls {
-				if !c.Status.Terminal() {
-					unresolved = append(unresolved, c.ID)
-				}
-				if c.Status == agentd.StatusRequiresConfirmation {
-					parked = append(parked, c.ID)
-				}
-			}
+			unresolved, parked, asking := sortStep(calls)
 			if len(unresolved) > 0 {
 				if len(parked) > 0 && run.Status == agentd.RunRunning {
-					e.markWaiting(rs.ctx, run, parked)
+					e.markWaiting(rs.ctx, run, parked, asking)
 				}
 				if len(parked) == len(unresolved) {
 					exit, woken := e.retire(rs, run)
@@ -114,6 +106,24 @@ func (e *runner) drive(rs *runState) {
 			return
 		}
 	}
+}
+
+// sortStep sorts the calls of a step: the ids of those not resolved, of
+// those held (a decision or an input: only a person moves them), and the
+// calls that wait on an input.
+func sortStep(calls []agentd.ToolCall) (unresolved, parked []string, asking []agentd.ToolCall) {
+	for _, c := range calls {
+		if !c.Status.Terminal() {
+			unresolved = append(unresolved, c.ID)
+		}
+		if c.Status.Held() {
+			parked = append(parked, c.ID)
+		}
+		if c.Status == agentd.StatusRequiresInput {
+			asking = append(asking, c)
+		}
+	}
+	return unresolved, parked, asking
 }
 
 // endOf returns why a run whose step's calls are all resolved ends now:
@@ -189,12 +199,19 @@ func (e *runner) stepCalls(rs *runState, run *agentd.Run) ([]agentd.ToolCall, er
 	return slices.Clone(rs.step.calls), nil
 }
 
-func (e *runner) markWaiting(ctx context.Context, run *agentd.Run, pending []string) {
-	err := e.commit(run.ConversationID, func() ([]agentd.Event, error) {
+// markWaiting moves a running run whose step holds parked calls (pending)
+// to waiting, with run_waiting naming them and the inputs the calls of
+// asking wait on.
+func (e *runner) markWaiting(ctx context.Context, run *agentd.Run, pending []string, asking []agentd.ToolCall) {
+	inputs, err := e.waitingInputs(ctx, asking)
+	if err != nil && ctx.Err() == nil {
+		e.log.Error().Err(err).Str("run_id", run.ID).Msg("read the run's inputs")
+	}
+	err = e.commit(run.ConversationID, func() ([]agentd.Event, error) {
 		_, evs, err := e.store.UpdateRun(ctx, agentd.RunUpdate{
 			ID: run.ID, From: []agentd.RunStatus{agentd.RunRunning}, Status: agentd.RunWaiting, Now: e.clock.Now(),
 		}, []agentd.EventDraft{e.event(run.ConversationID, &agentd.RunWaitingPayload{
-			RunID: run.ID, CorrelationID: run.CorrelationID, Pending: pending,
+			RunID: run.ID, CorrelationID: run.CorrelationID, Pending: pending, Inputs: inputs,
 		})})
 		return evs, err
 	})
@@ -285,7 +302,8 @@ func (e *runner) modelStep(rs *runState, run *agentd.Run) (ended bool, err error
 	usage := resp.Usage
 	err = e.commit(conv, func() ([]agentd.Event, error) {
 		return e.store.RecordStep(ctx, agentd.StepRecord{
-			RunID: run.ID, Step: step, Usage: usage, StopReason: resp.StopReason, Message: msg, Calls: calls, Now: now,
+			RunID: run.ID, Step: step, Usage: usage, StopReason: resp.StopReason, Message: msg, Calls: calls,
+			Inputs: inputsOf(calls), Now: now,
 		}, drafts)
 	})
 	if err != nil {
@@ -382,6 +400,9 @@ func (e *runner) stepRecorded(auto, calls []*agentd.ToolCall) {
 			e.timers.noteDeadline(*c.RequiresApprovalAt)
 			e.timers.noteReminders(c)
 		}
+		for _, in := range c.Inputs {
+			e.timers.noteDeadline(in.ExpiresAt) // an input's deadline: the same one timer
+		}
 	}
 }
 
@@ -414,6 +435,10 @@ func (e *runner) newCall(ctx context.Context, run *agentd.Run, delegated bool, m
 			RunID: run.ID, ToolCallID: c.ID, ToolName: c.Name, ServerID: c.ServerID,
 			Tier: c.Tier, Reason: c.Reason, Escalated: c.Escalated,
 		})}
+	case asks(c):
+		// The question is the person's part: an input request, never a
+		// card (SPEC §12.1).
+		return e.ask(run, c, now)
 	case d.Tier == agentd.TierConfirm:
 		c.Approval = ruleFor(d, e.agent.Approval)
 		if ref := e.decider.grantFor(ctx, run, c, cl.hookAsked, now); ref != nil {
@@ -453,6 +478,11 @@ func (e *runner) toolResultText(c agentd.ToolCall) (content, reason string) {
 		}
 		content = "The user denied this action, so it was not performed. Reason: " + reason
 	case agentd.StatusExpired:
+		if asks(&c) {
+			reason = "nobody answered in time"
+			content = "Nobody answered the question in time."
+			break
+		}
 		reason = "the approval request expired before anyone decided; nothing was done"
 		content = "The approval request expired before anyone decided, so the action was not performed."
 	case agentd.StatusRefused:

@@ -148,6 +148,10 @@ func (e *Engine) Cancel(ctx context.Context, p agentd.Principal, id string) (*ag
 			var drafts []agentd.EventDraft
 			cancelled = calls
 			for _, c := range calls {
+				for _, in := range c.Inputs {
+					drafts = append(drafts, e.event(c.ConversationID, &agentd.InputResolvedPayload{InputID: in.ID,
+						ToolCallID: c.ID, Status: agentd.InputCancelled, Via: agentd.ViaCancel, Reason: agentd.InputReasonRunCancelled}))
+				}
 				if c.Status == agentd.StatusRequiresConfirmation {
 					drafts = append(drafts, e.resolvedEvent(c, &agentd.Decision{Decision: agentd.DecisionCancelled,
 						Reason: "the run was cancelled", DecidedBy: by.KeyID, ArgumentsSHA256: c.ArgumentsSHA256}))
@@ -334,7 +338,11 @@ func nilIfEmpty(s string) *string {
 }
 
 // ToolCall returns a call of a conversation the principal reaches, with
-// its decisions; ENOTFOUND otherwise.
+// its decisions and input requests; ENOTFOUND otherwise.
 func (e *Engine) ToolCall(ctx context.Context, p agentd.Principal, id string) (*agentd.ToolCall, error) {
-	return e.toolCall(ctx, p, id)
+	c, err := e.toolCall(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.answers.callInputs(ctx, c)
 }

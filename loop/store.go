@@ -23,6 +23,17 @@ type Store interface {
 	timerStore
 	leaseStore
 	decisionStore
+	inputStore
+}
+
+// inputStore is what the answerer uses: input requests (SPEC §12).
+type inputStore interface {
+	coreStore
+	Input(ctx context.Context, id string) (*agentd.Input, error)
+	Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd.Input, error)
+	ResolveInput(ctx context.Context, r agentd.InputResolution, events []agentd.EventDraft) (*agentd.Input, []agentd.Event, error)
+	DueInputs(ctx context.Context, now time.Time, limit int) ([]agentd.Input, error)
+	NextInputDeadline(ctx context.Context) (time.Time, error)
 }
 
 // coreStore is what every part reads and how events are committed (core).
@@ -67,6 +78,7 @@ type runnerStore interface {
 	historyStore
 	RunToolCalls(ctx context.Context, runID string) ([]agentd.ToolCall, error)
 	RecordStep(ctx context.Context, r agentd.StepRecord, events []agentd.EventDraft) ([]agentd.Event, error)
+	Inputs(ctx context.Context, f agentd.InputFilter) ([]agentd.Input, error)
 	UpdateRun(ctx context.Context, u agentd.RunUpdate, events []agentd.EventDraft) (*agentd.Run, []agentd.Event, error)
 }
 

@@ -80,6 +80,9 @@ type Agent struct {
 	Workspace string
 	// Subagents are agent.json's "subagents", in the order written.
 	Subagents []Subagent
+	// Inputs is agent.json "inputs" (SPEC §12.3): the ask_user tool and
+	// the agent's input rule; nil when absent.
+	Inputs *agentd.InputRule
 }
 
 // Server holds the settings of agentd.json.
@@ -201,6 +204,7 @@ type agentFile struct {
 	MaxTurns        *int            `json:"max_turns"`
 	Workspace       json.RawMessage `json:"workspace"`
 	Subagents       json.RawMessage `json:"subagents"`
+	Inputs          json.RawMessage `json:"inputs"`
 }
 
 // parseAgent parses agent.json of the project in dir.
@@ -277,6 +281,9 @@ func parseAgent(data []byte, dir string) (Agent, error) {
 		return Agent{}, err
 	}
 	if a.Subagents, err = parseSubagents(f.Subagents); err != nil {
+		return Agent{}, err
+	}
+	if a.Inputs, err = parseInputs(f.Inputs); err != nil {
 		return Agent{}, err
 	}
 	return a, nil

@@ -317,7 +317,7 @@ func wireServer(ctx context.Context, lp *servedProject, store agentd.Store, fan 
 	agent := &loop.Agent{
 		Name: proj.Agent.Name, System: proj.Agent.SystemPrompt, Model: lp.model, Tools: lp.tools,
 		ApprovalTimeout: proj.Agent.ApprovalTimeout, MaxTurns: proj.Agent.MaxTurns, Subagents: lp.subagents,
-		Approval: proj.Agent.Approval,
+		Approval: proj.Agent.Approval, Inputs: proj.Agent.Inputs,
 	}
 	if len(proj.Hooks) > 0 {
 		agent.Hooks = hooks.New(proj.Hooks, log)
@@ -533,6 +533,9 @@ func toolRegistry(proj *project.Project, workspace *files.Source, servers []*mcp
 	}
 	if len(subs) > 0 {
 		sources = append(sources, loop.TaskSource(subs))
+	}
+	if in := proj.Agent.Inputs; in != nil && in.AskUser {
+		sources = append(sources, loop.InputSource()) // SPEC §12.1: opt-in per agent
 	}
 	reg, err := registry.New(sources...)
 	if err != nil {

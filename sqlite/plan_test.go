@@ -38,6 +38,9 @@ func TestQueryPlans(t *testing.T) {
 	audit := func(f agentd.AuditFilter) string {
 		return inline(sqlstore.AuditQuery(f))
 	}
+	inputs := func(f agentd.InputFilter) string {
+		return inline(sqlstore.InputsQuery(f))
+	}
 	plans := sqlstore.PlanQueries(sqlstore.SQLite)
 	decided := func(f agentd.AuditFilter) string {
 		q, args, _ := decisionEntries(f, 0)
@@ -104,6 +107,16 @@ func TestQueryPlans(t *testing.T) {
 		// of deadlines, however many calls are parked.
 		{"ToolCallsDueBetween", plans["ToolCallsDueBetween"],
 			[]string{"SEARCH tool_calls USING INDEX tool_calls_status (status=? AND requires_approval_at>? AND requires_approval_at<?)"}},
+		// GET /v1/inputs (SPEC §12.2): a tenant's inputs, or its pending
+		// ones, in id order from their index; the deadline timer's reads
+		// of the pending inputs' deadlines.
+		{"Inputs", inputs(agentd.InputFilter{TenantID: "t", ProjectID: "p"}), []string{"SEARCH inputs USING INDEX inputs_by_tenant (tenant_id=? AND project_id=? AND id>?)"}},
+		{"Inputs/pending", inputs(agentd.InputFilter{TenantID: "t", ProjectID: "p", Status: agentd.InputPending}),
+			[]string{"SEARCH inputs USING INDEX inputs_pending (tenant_id=? AND project_id=? AND id>?)"}},
+		{"Inputs/created_by", inputs(agentd.InputFilter{TenantID: "t", ProjectID: "p", Status: agentd.InputPending, CreatedBy: "k"}),
+			[]string{"SEARCH inputs USING INDEX inputs_pending (tenant_id=? AND project_id=? AND id>?)"}},
+		{"DueInputs", plans["DueInputs"], []string{"SEARCH inputs USING INDEX inputs_due (expires_at<?)"}},
+		{"NextInputDeadline", plans["NextInputDeadline"], []string{"SEARCH inputs USING COVERING INDEX inputs_due (expires_at>?)"}},
 		{"RunsToDrive", plans["RunsToDrive"],
 			[]string{"SCAN runs USING INDEX runs_to_drive"}},
 		// The event log is stored in position order (0011): the feed reads
@@ -136,7 +149,7 @@ func TestQueryPlans(t *testing.T) {
 				t.Errorf("%s: plan lacks %q:\n%s", c.name, w, got)
 			}
 		}
-		paged := strings.HasPrefix(c.name, "Pending") || strings.HasPrefix(c.name, "Audit")
+		paged := strings.HasPrefix(c.name, "Pending") || strings.HasPrefix(c.name, "Audit") || strings.HasPrefix(c.name, "Inputs")
 		// A json_each of a parameter is the list it names, not a table; a
 		// scan of runs_to_drive reads the runs RunsToDrive returns, the
 		// partial index holds no other.

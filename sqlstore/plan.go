@@ -21,8 +21,14 @@ func PlanQueries(d *Dialect) map[string]string {
 		"EventsAfter tenant":       feedQueries[1],
 		"EventsAfter project":      feedQueries[2],
 		"Events":                   eventsQuery,
+		"DueInputs":                dueInputsQuery,
+		"NextInputDeadline":        nextInputDeadlineQuery,
 	}
 }
+
+// InputsQuery is Inputs' statement for f and its arguments but for the
+// last: the limit.
+func InputsQuery(f agentd.InputFilter) (string, []any) { return inputsQuery(f) }
 
 // PendingQuery is PendingToolCalls' statement for f in dialect d, and its
 // arguments but for the last: the limit.

@@ -37,7 +37,7 @@ const (
 	recordStepQuery = `
 			UPDATE runs SET step = ?, status = 'running',
 				parked = (SELECT COUNT(*) FROM tool_calls c
-					WHERE c.run_id = runs.id AND c.step = ? AND c.status = 'requires_confirmation') + ?,
+					WHERE c.run_id = runs.id AND c.step = ? AND c.status IN ` + heldStatuses + `) + ?,
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?
@@ -232,7 +232,12 @@ func (s *RunStore) listRuns(ctx context.Context, where string) ([]agentd.Run, er
 // countParkedQuery sets a run's count of parked calls at its current step
 // (runs.parked, which RunsToDrive reads) from its calls.
 const countParkedQuery = `UPDATE runs SET parked = (SELECT COUNT(*) FROM tool_calls c
-	WHERE c.run_id = runs.id AND c.step = runs.step AND c.status = 'requires_confirmation') WHERE id = ?`
+	WHERE c.run_id = runs.id AND c.step = runs.step AND c.status IN ` + heldStatuses + `) WHERE id = ?`
+
+// heldStatuses are the statuses runs.parked counts (agentd.CallStatus.Held):
+// a call waiting for a decision or for a person's input. A run waiting on
+// an input is held like one waiting on a decision: RunsToDrive leaves it.
+const heldStatuses = `('requires_confirmation', 'requires_input')`
 
 // countParked sets runID's count of parked calls inside tx: every write
 // that parks a call, takes one out of requires_confirmation or moves a run
@@ -243,11 +248,11 @@ func countParked(ctx context.Context, tx Tx, runID string) error {
 	return err
 }
 
-// parkedAmong is the number of calls parked among calls.
+// parkedAmong is the number of calls held among calls.
 func parkedAmong(calls []*agentd.ToolCall) int {
 	n := 0
 	for _, c := range calls {
-		if c != nil && c.Status == agentd.StatusRequiresConfirmation {
+		if c != nil && c.Status.Held() {
 			n++
 		}
 	}
@@ -336,7 +341,7 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 				return err
 			}
 		}
-		return nil
+		return insertInputs(ctx, tx, s.b, r.Inputs, r.Calls, run)
 	})
 }
 
@@ -405,14 +410,20 @@ func (s *RunStore) CancelRun(ctx context.Context, runID, reason string, by agent
 		if n == 0 {
 			return agentd.Errorf(agentd.ECONFLICT, "run %q is %s", runID, run.Status)
 		}
-		calls, err := s.calls.selectCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'approved') ORDER BY step, idx`, runID)
+		calls, err := s.calls.selectCalls(ctx, tx, `run_id = ? AND status IN ('requires_confirmation', 'requires_input', 'approved') ORDER BY step, idx`, runID)
 		if err != nil {
 			return err
 		}
-		for _, c := range calls {
+		for i, c := range calls {
 			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'cancelled', error = ?, updated_at = COALESCE(?, updated_at) WHERE id = ?`,
 				reason, at, c.ID); err != nil {
 				return err
+			}
+			if c.Status == agentd.StatusRequiresInput {
+				if calls[i].Inputs, err = cancelInputs(ctx, tx, c, agentd.InputReasonRunCancelled, at); err != nil {
+					return err
+				}
+				continue
 			}
 			if c.Status != agentd.StatusRequiresConfirmation {
 				continue

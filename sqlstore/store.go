@@ -16,6 +16,7 @@ type Store struct {
 	*RunStore
 	*EventLog
 	*AuditLog
+	*InputStore
 }
 
 // New returns the store of backend b, whose SQL is d.
@@ -35,6 +36,7 @@ func New(b Backend, d *Dialect) *Store {
 		JournalStore:      &JournalStore{b: b},
 		LinkStore:         &LinkStore{b: b},
 		ScheduleStore:     &ScheduleStore{b: b},
+		InputStore:        &InputStore{b: b},
 	}
 }
 

@@ -400,7 +400,7 @@ func scanToolCall(s scanner) (*agentd.ToolCall, error) {
 // validCallStatus reports whether s is a status of a tool call.
 func validCallStatus(s agentd.CallStatus) bool {
 	switch s {
-	case agentd.StatusRequiresConfirmation, agentd.StatusApproved, agentd.StatusExecuting, agentd.StatusCompleted,
+	case agentd.StatusRequiresConfirmation, agentd.StatusRequiresInput, agentd.StatusApproved, agentd.StatusExecuting, agentd.StatusCompleted,
 		agentd.StatusFailed, agentd.StatusDenied, agentd.StatusExpired, agentd.StatusRefused, agentd.StatusCancelled:
 		return true
 	}

@@ -32,7 +32,7 @@ func (s *ToolCallStore) CreateToolCalls(ctx context.Context, calls []*agentd.Too
 		}
 		counted := map[string]bool{}
 		for _, c := range calls {
-			if c.Status == agentd.StatusRequiresConfirmation && c.RunID != "" && !counted[c.RunID] {
+			if c.Status.Held() && c.RunID != "" && !counted[c.RunID] {
 				counted[c.RunID] = true
 				if err := countParked(ctx, tx, c.RunID); err != nil {
 					return err

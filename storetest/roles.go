@@ -46,6 +46,7 @@ func Run(t *testing.T, b Backend) {
 	RunChildJournal(t, b.Open)
 	RunLinks(t, b.Open)
 	RunGrants(t, b.Open)
+	RunInputs(t, b.Open)
 }
 
 // RunHealth tests the Health role: Ping (storetest.go).

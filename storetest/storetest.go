@@ -3,7 +3,7 @@
 // (SQLite always, PostgreSQL when one is available). The suite is organised
 // by the store's roles (roles.go): RunConversations, RunRuns, RunToolCalls,
 // RunEventLog, RunAudit, RunThreads, RunWebhookOutbox, RunSchedules,
-// RunChildJournal, RunLinks, RunGrants and RunHealth, so a new backend can
+// RunChildJournal, RunLinks, RunGrants, RunInputs and RunHealth, so a new backend can
 // pass it role by role; Run runs them all.
 //
 //	func TestStore(t *testing.T) {
@@ -82,6 +82,9 @@
 //     under concurrent spenders.
 //   - A grant commits with the approval that makes it, and is found only
 //     while live, in its tenant, project, tool and scope; it is revoked once.
+//   - An input is created with its call's park and resolved once, also
+//     under concurrent answers (the losers get ECONFLICT with the stored
+//     answer); a run waiting on one is not a run to drive.
 //   - A filter naming another tenant's or project's conversation or call
 //     (the pending list, the audit log) reads nothing of it.
 package storetest

@@ -141,3 +141,14 @@ func runShell(t *testing.T, file, script string, env []string, wants []string) {
 		}
 	}
 }
+
+// The curl session of docs/inputs.md works: the demo's model asks with
+// ask_user, the input is listed, a wrong answer is 422 naming each field,
+// the answer is taken once and the run goes on with it.
+func TestInputsDocCurlSession(t *testing.T) {
+	runDocSection(t, filepath.Join("docs", "inputs.md"), "## A session with curl", []string{
+		"event: input_required", `"status":"pending"`, `"code":"invalid_input"`, `"field":"colour"`,
+		`"field":"count","message":"must be at least 1"`, `"status":"answered"`, `"content":{"count":12,"size":"s"}`,
+		"event: input_resolved", `Thanks, noted: {\"action\":\"accept\",\"content\":{\"count\":12,\"size\":\"s\"}}`,
+		"event: run_finished"})
+}
