@@ -41,7 +41,7 @@ const (
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
 				updated_at = COALESCE(?, updated_at)
 			WHERE id = ? AND status IN ('running', 'waiting') AND step = ?
-			RETURNING conversation_id`
+			RETURNING conversation_id, tenant_id, project_id`
 )
 
 // returningRun ends an update of one run that returns the run as updated.
@@ -303,11 +303,12 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 		return nil, err
 	}
 	return writeEvents(ctx, s.b, events, func(ctx context.Context, tx Tx) error {
-		// The update returns the run's conversation; only one that
-		// matched no row reads the run, to say why.
+		// The update returns the run's conversation and tenant (the
+		// step's inputs are stored with them); only one that matched no
+		// row reads the run, to say why.
 		run := &agentd.Run{ID: r.RunID}
 		err := tx.QueryRow(ctx, recordStepQuery, r.Step, r.Step, parkedAmong(r.Calls), r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1).
-			Scan(&run.ConversationID)
+			Scan(&run.ConversationID, &run.TenantID, &run.ProjectID)
 		if errors.Is(err, sql.ErrNoRows) {
 			if run, err = getRun(ctx, tx, r.RunID); err != nil {
 				return err
