@@ -41,15 +41,15 @@ import (
 //	   the event                                                       3
 //	   write RecordStep, the last step: the run's step and its end
 //	   (its conversation comes back with it), the assistant's
-//	   message, its message event (counter, event), run_finished
-//	   (counter, event)                                                6
+//	   message, the counter (once for both events), its message
+//	   event, run_finished                                             5
 //
 // The transactions: the four writes, each its own group commit (one
 // fsync) when nothing else is writing (turnCommits). Every read
 // (turnLoneReads of them) is one statement, which SQLite runs outside a
 // transaction.
 const (
-	turnStatements   = 20
+	turnStatements   = 19
 	turnTransactions = 4
 	turnCommits      = 4
 	turnLoneReads    = 5
