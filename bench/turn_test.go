@@ -37,8 +37,9 @@ import (
 //	the run's driver
 //	   the run                                                         1
 //	   the history: the conversation's messages                        1
-//	   write the reply's text_delta: the counter, the log's head,
-//	   the event                                                       3
+//	   write the reply's text_delta: the counter, the event (its
+//	   insert takes the next position: a batch of one reads no
+//	   log's head)                                                     2
 //	   write RecordStep, the last step: the run's step and its end
 //	   (its conversation comes back with it), the assistant's
 //	   message, the counter (once for both events), its message
@@ -49,20 +50,19 @@ import (
 // (turnLoneReads of them) is one statement, which SQLite runs outside a
 // transaction.
 const (
-	turnStatements   = 19
+	turnStatements   = 18
 	turnTransactions = 4
 	turnCommits      = 4
 	turnLoneReads    = 5
 )
 
 // On PostgreSQL a turn runs, besides, the feed lock and the notification
-// of each of the three writes that append events (+6), but its append of a
-// text_delta takes no log's head (-1); and every lone read is a read
-// transaction of its own (turnLoneReads), which commits nothing. Each
-// transaction adds two round trips (BEGIN, COMMIT) to its statements; a
-// statement new to its connection, a prepare.
+// of each of the three writes that append events (+6); and every lone
+// read is a read transaction of its own (turnLoneReads), which commits
+// nothing. Each transaction adds two round trips (BEGIN, COMMIT) to its
+// statements; a statement new to its connection, a prepare.
 const (
-	turnPostgresStatements   = turnStatements + 5
+	turnPostgresStatements   = turnStatements + 6
 	turnPostgresTransactions = turnTransactions + turnLoneReads
 )
 

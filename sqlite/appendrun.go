@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // Appends written together (docs/storage.md, "Group commit"). Most writes
@@ -100,6 +101,9 @@ type convCounter struct {
 // conversation does not exist gets ENOTFOUND and writes nothing; any other
 // error is the batch's, and leaves writes behind for the caller to undo.
 func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
+	if len(run) == 1 && len(run[0].app.drafts) == 1 {
+		return db.appendOne(ctx, tx, run[0])
+	}
 	convs := make(map[string]*convCounter, len(run))
 	order := make([]string, 0, len(run))
 	for _, r := range run {
@@ -143,6 +147,21 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 		return insertEvents(ctx, db.w(tx), rows)
 	}
 	return nil
+}
+
+// appendOne writes r, a batch of one event (a lone stream's text_delta),
+// as sqlstore.AppendEventsIn writes any event: the conversation's counter,
+// then the insert, which takes the next position itself. A batch of more
+// numbers its rows from the log's newest position, a statement this one
+// does without.
+func (db *DB) appendOne(ctx context.Context, tx *sql.Tx, r *txReq) error {
+	out, err := sqlstore.AppendEventsIn(ctx, &wtx{db.w(tx), db}, r.app.drafts)
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+		r.err = err // its conversation does not exist: it wrote nothing
+		return nil
+	}
+	r.app.out = out
+	return err
 }
 
 // advanceCounters advances each conversation's last_seq by its count and
