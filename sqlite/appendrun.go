@@ -106,6 +106,7 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 	}
 	convs := make(map[string]*convCounter, len(run))
 	order := make([]string, 0, len(run))
+	events := 0
 	for _, r := range run {
 		c := convs[r.app.conv]
 		if c == nil {
@@ -114,6 +115,7 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 			order = append(order, r.app.conv)
 		}
 		c.n += int64(len(r.app.drafts))
+		events += len(r.app.drafts)
 	}
 	if err := advanceCounters(ctx, db.w(tx), convs, order); err != nil {
 		return err
@@ -122,7 +124,7 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 	if err := db.w(tx).QueryRowContext(ctx, lastPositionQuery).Scan(&pos); err != nil {
 		return err
 	}
-	rows := make([]any, 0, 7*insertRows)
+	rows := make([]any, 0, 7*min(events, insertRows)) // 28 KB at most, not for every batch
 	for _, r := range run {
 		c := convs[r.app.conv]
 		if !c.found {
