@@ -81,10 +81,11 @@ func Errorf(code, format string, args ...any) *Error {
 // ErrorCode returns the code of the first *Error in err's chain, or
 // EINTERNAL for any other non-nil error and "" for nil.
 func ErrorCode(err error) string {
-	var e *Error
 	if err == nil {
-		return ""
-	} else if errors.As(err, &e) {
+		return "" // before e, which escapes: no allocation for no error
+	}
+	var e *Error
+	if errors.As(err, &e) {
 		return e.Code
 	}
 	return EINTERNAL
@@ -92,10 +93,11 @@ func ErrorCode(err error) string {
 
 // ErrorMessage returns the client-safe message of err.
 func ErrorMessage(err error) string {
-	var e *Error
 	if err == nil {
 		return ""
-	} else if errors.As(err, &e) {
+	}
+	var e *Error
+	if errors.As(err, &e) {
 		return e.Message
 	}
 	return "internal error"

@@ -133,8 +133,10 @@ type RunStore interface {
 	// RecordStep atomically records one model step of a run: it requires the
 	// run to be running or waiting with Step == r.Step-1 (ECONFLICT
 	// otherwise, nothing written), inserts r.Message (when non-nil) and
-	// r.Calls, sets the run's Step to r.Step and its status to running, adds
-	// r.Usage to the run's usage, and appends events.
+	// r.Calls, sets the run's Step to r.Step and its status to running (to
+	// r.End, with r.EndReason, for a step that ends its run), adds r.Usage
+	// to the run's usage, and appends events. EINVALID for an End that is
+	// not completed or failed, or with calls.
 	RecordStep(ctx context.Context, r StepRecord, events []EventDraft) ([]Event, error)
 
 	// LeaseRun takes or renews owner's lease of an active run until
@@ -591,6 +593,12 @@ type StepRecord struct {
 	// (SPEC §12), each created with its call's park.
 	Inputs []*Input
 	Now    time.Time
+	// End, when set, finishes the run with the step, in its transaction:
+	// the run's status becomes End (completed or failed) and its reason
+	// EndReason, instead of running. A step that ends its run makes no
+	// calls.
+	End       RunStatus
+	EndReason string
 }
 
 // PendingFilter selects parked calls for ToolCallStore.PendingToolCalls.

@@ -84,7 +84,7 @@ func (s *Server) routes() {
 	e.POST("/d/:token", s.handleLinkUse)
 
 	// The stream also accepts ?access_token= (EventSource cannot set headers).
-	e.GET("/v1/conversations/:id/events", s.handleEvents, s.authenticate(true))
+	e.GET("/v1/conversations/:id/events", s.authenticate(true)(s.handleEvents))
 }
 
 // noSniff marks every answer "X-Content-Type-Options: nosniff" (the page
@@ -120,12 +120,14 @@ func remoteParent(c echo.Context) {
 }
 
 // routeGroup adds routes under a prefix, each with the same middleware.
+// Each handler is wrapped in it once, here: echo applies the middleware a
+// route is added with again on every request (a closure each time).
 type routeGroup struct {
 	e      *echo.Echo
 	prefix string
 	mw     echo.MiddlewareFunc
 }
 
-func (g routeGroup) GET(path string, h echo.HandlerFunc)    { g.e.GET(g.prefix+path, h, g.mw) }
-func (g routeGroup) POST(path string, h echo.HandlerFunc)   { g.e.POST(g.prefix+path, h, g.mw) }
-func (g routeGroup) DELETE(path string, h echo.HandlerFunc) { g.e.DELETE(g.prefix+path, h, g.mw) }
+func (g routeGroup) GET(path string, h echo.HandlerFunc)    { g.e.GET(g.prefix+path, g.mw(h)) }
+func (g routeGroup) POST(path string, h echo.HandlerFunc)   { g.e.POST(g.prefix+path, g.mw(h)) }
+func (g routeGroup) DELETE(path string, h echo.HandlerFunc) { g.e.DELETE(g.prefix+path, g.mw(h)) }

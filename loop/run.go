@@ -127,8 +127,10 @@ func sortStep(calls []agentd.ToolCall) (unresolved, parked []string, asking []ag
 }
 
 // endOf returns why a run whose step's calls are all resolved ends now:
-// model_stop for a step without calls (only seen after a crash), max_turns
-// at the agent's limit; "" when the model is asked for another step.
+// model_stop for a step without calls (a run left so by an earlier
+// version's crash: such a step now ends its run in its own transaction,
+// lastStep), max_turns at the agent's limit; "" when the model is asked
+// for another step.
 func (e *runner) endOf(run *agentd.Run, calls []agentd.ToolCall) string {
 	switch {
 	case len(calls) == 0:
@@ -227,13 +229,9 @@ func (e *runner) markWaiting(ctx context.Context, run *agentd.Run, pending []str
 // cancel won); false after a store error, when the run may still be
 // active.
 func (e *runner) finish(ctx context.Context, run *agentd.Run, status agentd.RunStatus, reason, errMsg string) bool {
-	p := &agentd.RunFinishedPayload{RunID: run.ID, CorrelationID: run.CorrelationID, Status: status, Reason: reason,
-		Usage: run.Usage, StopReason: run.StopReason, Error: errMsg}
-	if errMsg != "" {
-		reason += ": " + errMsg
-	}
 	now := e.clock.Now()
-	drafts := []agentd.EventDraft{e.event(run.ConversationID, p)}
+	draft, reason := e.runFinished(run, status, reason, errMsg)
+	drafts := []agentd.EventDraft{draft}
 	// Tried again after a store error, or the run would stay active with
 	// no driver until a restart (one process) or a lease tick (replicas).
 	err := e.untilStored(run.ID, "finish run", func() error {
@@ -246,13 +244,30 @@ func (e *runner) finish(ctx context.Context, run *agentd.Run, status agentd.RunS
 	})
 	switch {
 	case err == nil:
-		e.obs.RunFinished(status)
-		e.tr.runSpan(run, e.agent.Name, status, errMsg, now)
+		e.finished(run, status, errMsg, now)
 	case agentd.ErrorCode(err) != agentd.ECONFLICT:
 		e.log.Error().Err(err).Str("run_id", run.ID).Msg("finish run")
 		return false
 	}
 	return true
+}
+
+// runFinished returns the run_finished event of run ending with status
+// (reason and errMsg as finish takes them), with run's usage and stop
+// reason, and the reason the stored run keeps.
+func (e *runner) runFinished(run *agentd.Run, status agentd.RunStatus, reason, errMsg string) (agentd.EventDraft, string) {
+	p := &agentd.RunFinishedPayload{RunID: run.ID, CorrelationID: run.CorrelationID, Status: status, Reason: reason,
+		Usage: run.Usage, StopReason: run.StopReason, Error: errMsg}
+	if errMsg != "" {
+		reason += ": " + errMsg
+	}
+	return e.event(run.ConversationID, p), reason
+}
+
+// finished observes a run's end, committed at now.
+func (e *runner) finished(run *agentd.Run, status agentd.RunStatus, errMsg string, now time.Time) {
+	e.obs.RunFinished(status)
+	e.tr.runSpan(run, e.agent.Name, status, errMsg, now)
 }
 
 // fail ends a run after an error the model or the store reported.
@@ -299,12 +314,13 @@ func (e *runner) modelStep(rs *runState, run *agentd.Run) (ended bool, err error
 			auto = append(auto, c)
 		}
 	}
-	usage := resp.Usage
+	rec := agentd.StepRecord{RunID: run.ID, Step: step, Usage: resp.Usage, StopReason: resp.StopReason, Message: msg, Calls: calls,
+		Inputs: inputsOf(calls), Now: now}
+	if len(calls) == 0 {
+		return e.lastStep(rs, run, rec, drafts)
+	}
 	err = e.commit(conv, func() ([]agentd.Event, error) {
-		return e.store.RecordStep(ctx, agentd.StepRecord{
-			RunID: run.ID, Step: step, Usage: usage, StopReason: resp.StopReason, Message: msg, Calls: calls,
-			Inputs: inputsOf(calls), Now: now,
-		}, drafts)
+		return e.store.RecordStep(ctx, rec, drafts)
 	})
 	if err != nil {
 		return false, err
@@ -314,14 +330,37 @@ func (e *runner) modelStep(rs *runState, run *agentd.Run) (ended bool, err error
 		rs.step.calls[i] = *c
 	}
 	e.stepRecorded(auto, calls)
-	if len(calls) == 0 {
-		run.Usage.InputTokens += usage.InputTokens
-		run.Usage.OutputTokens += usage.OutputTokens
-		run.StopReason = resp.StopReason
-		e.keepHistory(rs)
-		return e.finish(ctx, run, agentd.RunCompleted, "model_stop", ""), nil
-	}
 	return false, nil
+}
+
+// lastStep records rec, a step without calls, and the end of its run in
+// one transaction (StepRecord.End): the step's message, its event and
+// run_finished commit together, so a turn that answers in one step
+// commits once for it, not twice. Like finish, the write is tried again
+// after a store error (it is conditional on the run's step, so a try
+// that did commit makes the next a conflict). A crash before it leaves
+// the run at its previous step, to be driven again; there is no longer a
+// moment with the step recorded and the run active (which recovery ends
+// as model_stop: endOf). It reports whether the run has ended; an error
+// as modelStep's.
+func (e *runner) lastStep(rs *runState, run *agentd.Run, rec agentd.StepRecord, drafts []agentd.EventDraft) (bool, error) {
+	run.Usage.InputTokens += rec.Usage.InputTokens
+	run.Usage.OutputTokens += rec.Usage.OutputTokens
+	run.StopReason = rec.StopReason
+	fin, reason := e.runFinished(run, agentd.RunCompleted, "model_stop", "")
+	rec.End, rec.EndReason = agentd.RunCompleted, reason
+	drafts = append(drafts, fin)
+	e.keepHistory(rs)
+	err := e.untilStored(run.ID, "record the last step", func() error {
+		return e.commit(run.ConversationID, func() ([]agentd.Event, error) {
+			return e.store.RecordStep(rs.ctx, rec, drafts)
+		})
+	})
+	if err != nil {
+		return false, err
+	}
+	e.finished(run, agentd.RunCompleted, "", rec.Now)
+	return true, nil
 }
 
 // delegated reports whether the conversation conv of the run rs drives is

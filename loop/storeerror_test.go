@@ -57,13 +57,27 @@ func (s *failOnceStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, draft
 	return s.DB.UpdateRun(ctx, u, drafts)
 }
 
+// RecordStep fails the first write of a step that ends its run with End
+// in fail ("step→completed"), rolled back.
+func (s *failOnceStore) RecordStep(ctx context.Context, r agentd.StepRecord, drafts []agentd.EventDraft) ([]agentd.Event, error) {
+	key := "step→" + string(r.End)
+	s.mu.Lock()
+	fail := r.End != "" && s.fail[key]
+	delete(s.fail, key)
+	s.mu.Unlock()
+	if fail {
+		return nil, errors.New("store: connection lost at " + key)
+	}
+	return s.DB.RecordStep(ctx, r, drafts)
+}
+
 // A store error when an approved call is claimed, or when its result is
 // recorded, does not strand the call (approved or executing, its driver
 // waiting for it and holding its run): the write is tried again, and the
 // tool runs once, its result is stored and the run finishes — whether the
 // failed try was rolled back or did commit. Nor does one when the run's end
-// is recorded (rolled back: a committed end is published by the feed on
-// PostgreSQL, not by the loop).
+// is recorded with the last step (rolled back: a committed end is
+// published by the feed on PostgreSQL, not by the loop).
 func TestToolWritesRetriedAfterStoreErrors(t *testing.T) {
 	for _, committed := range []bool{false, true} {
 		name := map[bool]string{false: "rolled back", true: "committed"}[committed]
@@ -81,7 +95,7 @@ func TestToolWritesRetriedAfterStoreErrors(t *testing.T) {
 			mustOK(t, err)
 			fail := map[string]bool{"approved→executing": true, "executing→completed": true}
 			if !committed {
-				fail["run→completed"] = true
+				fail["step→completed"] = true // the last step, which ends the run
 			}
 			st := &failOnceStore{DB: db, committed: committed, fail: fail}
 			rec := newRecorder()

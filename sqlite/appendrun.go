@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentd-dev/agentd"
+	"github.com/agentd-dev/agentd/sqlstore"
 )
 
 // Appends written together (docs/storage.md, "Group commit"). Most writes
@@ -100,8 +101,12 @@ type convCounter struct {
 // conversation does not exist gets ENOTFOUND and writes nothing; any other
 // error is the batch's, and leaves writes behind for the caller to undo.
 func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
+	if len(run) == 1 && len(run[0].app.drafts) == 1 {
+		return db.appendOne(ctx, tx, run[0])
+	}
 	convs := make(map[string]*convCounter, len(run))
 	order := make([]string, 0, len(run))
+	events := 0
 	for _, r := range run {
 		c := convs[r.app.conv]
 		if c == nil {
@@ -110,6 +115,7 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 			order = append(order, r.app.conv)
 		}
 		c.n += int64(len(r.app.drafts))
+		events += len(r.app.drafts)
 	}
 	if err := advanceCounters(ctx, db.w(tx), convs, order); err != nil {
 		return err
@@ -118,7 +124,7 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 	if err := db.w(tx).QueryRowContext(ctx, lastPositionQuery).Scan(&pos); err != nil {
 		return err
 	}
-	rows := make([]any, 0, 7*insertRows)
+	rows := make([]any, 0, 7*min(events, insertRows)) // 28 KB at most, not for every batch
 	for _, r := range run {
 		c := convs[r.app.conv]
 		if !c.found {
@@ -143,6 +149,21 @@ func (db *DB) appendBatch(ctx context.Context, tx *sql.Tx, run []*txReq) error {
 		return insertEvents(ctx, db.w(tx), rows)
 	}
 	return nil
+}
+
+// appendOne writes r, a batch of one event (a lone stream's text_delta),
+// as sqlstore.AppendEventsIn writes any event: the conversation's counter,
+// then the insert, which takes the next position itself. A batch of more
+// numbers its rows from the log's newest position, a statement this one
+// does without.
+func (db *DB) appendOne(ctx context.Context, tx *sql.Tx, r *txReq) error {
+	out, err := sqlstore.AppendEventsIn(ctx, &wtx{db.w(tx), db}, r.app.drafts)
+	if agentd.ErrorCode(err) == agentd.ENOTFOUND {
+		r.err = err // its conversation does not exist: it wrote nothing
+		return nil
+	}
+	r.app.out = out
+	return err
 }
 
 // advanceCounters advances each conversation's last_seq by its count and

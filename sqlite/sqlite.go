@@ -399,8 +399,11 @@ func insertErr(err error, kind, id string) error { return sqlstore.InsertErr(sto
 // storeErr passes *agentd.Error and context errors through, maps SQLite
 // constraint violations to agentd codes, and prefixes anything else.
 func storeErr(err error) error {
+	if err == nil {
+		return nil // before ae, which escapes: no allocation for no error
+	}
 	var ae *agentd.Error
-	if err == nil || errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.As(err, &ae) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	var se *sqlite.Error

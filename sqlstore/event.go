@@ -24,9 +24,10 @@ const (
 	eventsQuery = `SELECT ` + eventColumns + ` FROM events WHERE conversation_id = ? AND seq > ? ORDER BY seq LIMIT ?`
 	// lastSeqQuery is a conversation's newest sequence number (LastSeq).
 	lastSeqQuery = `SELECT last_seq FROM conversations WHERE id = ?`
-	// AppendEventsIn's statements: the conversation's next sequence number,
-	// the insert (which takes the next position).
-	nextSeqQuery     = `UPDATE conversations SET last_seq = last_seq + 1 WHERE id = ? RETURNING last_seq, tenant_id, project_id`
+	// AppendEventsIn's statements: the conversation's next sequence
+	// numbers (its counter advanced by the number of its events that
+	// follow one another), the insert (which takes the next position).
+	nextSeqQuery     = `UPDATE conversations SET last_seq = last_seq + ? WHERE id = ? RETURNING last_seq, tenant_id, project_id`
 	insertEventQuery = `INSERT INTO events (conversation_id, seq, tenant_id, project_id, type, data) VALUES (?, ?, ?, ?, ?, ?) RETURNING position`
 )
 
@@ -135,7 +136,9 @@ func writeEvents(ctx context.Context, b Backend, events []agentd.EventDraft, fn 
 
 // AppendEventsIn appends drafts, validated by checkEvents, inside tx. Each
 // event takes the next value of its conversation's last_seq counter, which the same transaction
-// increments, so sequence numbers are gapless: a rollback undoes both. Its
+// advances, so sequence numbers are gapless: a rollback undoes both. Events
+// of one conversation that follow one another among drafts (a step's
+// message and run_finished) advance the counter with one statement. Its
 // feed position is taken in commit order, as the backend orders its
 // writers (Tx.BeforeEvents): SQLite's one writer holds the write lock from
 // the transaction's first statement, PostgreSQL's transaction takes the
@@ -146,19 +149,38 @@ func AppendEventsIn(ctx context.Context, tx Tx, drafts []agentd.EventDraft) ([]a
 		return nil, err
 	}
 	out := make([]agentd.Event, 0, len(drafts))
-	for _, d := range drafts {
+	for len(drafts) > 0 {
+		n := 1
+		for n < len(drafts) && drafts[n].ConversationID == drafts[0].ConversationID {
+			n++
+		}
+		var err error
+		if out, err = appendConversation(ctx, tx, drafts[:n], out); err != nil {
+			return nil, err
+		}
+		drafts = drafts[n:]
+	}
+	return out, tx.AfterEvents(ctx)
+}
+
+// appendConversation appends drafts, events of one conversation, to out:
+// one statement takes their sequence numbers, then each is inserted.
+func appendConversation(ctx context.Context, tx Tx, drafts []agentd.EventDraft, out []agentd.Event) ([]agentd.Event, error) {
+	conv := drafts[0].ConversationID
+	var last int64
+	var tenant, project string
+	err := tx.QueryRow(ctx, nextSeqQuery, len(drafts), conv).Scan(&last, &tenant, &project)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", conv)
+	} else if err != nil {
+		return nil, err
+	}
+	for i, d := range drafts {
 		data, err := EncJSON("event data", d.Data)
 		if err != nil {
 			return nil, err
 		}
-		e := agentd.Event{ConversationID: d.ConversationID, Type: d.Type, Data: d.Data}
-		var tenant, project string
-		err = tx.QueryRow(ctx, nextSeqQuery, d.ConversationID).Scan(&e.Seq, &tenant, &project)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, agentd.Errorf(agentd.ENOTFOUND, "conversation %q not found", d.ConversationID)
-		} else if err != nil {
-			return nil, err
-		}
+		e := agentd.Event{ConversationID: conv, Seq: last - int64(len(drafts)-1-i), Type: d.Type, Data: d.Data}
 		if err := tx.QueryRow(ctx, insertEventQuery,
 			e.ConversationID, e.Seq, tenant, project, e.Type, data).Scan(&e.Position); err != nil {
 			return nil, err
@@ -168,7 +190,7 @@ func AppendEventsIn(ctx context.Context, tx Tx, drafts []agentd.EventDraft) ([]a
 		}
 		out = append(out, e)
 	}
-	return out, tx.AfterEvents(ctx)
+	return out, nil
 }
 
 // auditDraft records the entry an appended event draft carries (a

@@ -35,7 +35,7 @@ const (
 	runByIDQuery    = `SELECT ` + runColumns + ` FROM runs WHERE id = ?`
 	updateRunQuery  = updateRunSQL + returningRun
 	recordStepQuery = `
-			UPDATE runs SET step = ?, status = 'running',
+			UPDATE runs SET step = ?, status = ?, reason = COALESCE(?, reason),
 				parked = (SELECT COUNT(*) FROM tool_calls c
 					WHERE c.run_id = runs.id AND c.step = ? AND c.status IN ` + heldStatuses + `) + ?,
 				input_tokens = input_tokens + ?, output_tokens = output_tokens + ?, stop_reason = ?,
@@ -290,13 +290,15 @@ func validRunStatus(s agentd.RunStatus) bool {
 // RecordStep records one model step of a run in one transaction: if the run
 // is running or waiting at step r.Step-1 it inserts r.Message (when
 // non-nil) and r.Calls, sets the run's Step to r.Step and its status to
-// running, adds r.Usage to its usage, sets UpdatedAt to r.Now unless it is
+// running (to r.End with reason r.EndReason when set: the step ends the
+// run), adds r.Usage to its usage, sets UpdatedAt to r.Now unless it is
 // zero, and appends events. The message and calls belong to the run's
 // conversation and to the run: empty ConversationID and RunID fields are
 // stored as the run's. ENOTFOUND when there is no such run; ECONFLICT when
 // the run is finished or at another step; EINVALID for a message or call
 // that names another run or conversation, or that CreateToolCalls or
-// AddMessage would refuse. On any error nothing is written.
+// AddMessage would refuse, and for an End that is not completed or failed
+// or that comes with calls. On any error nothing is written.
 func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events []agentd.EventDraft) ([]agentd.Event, error) {
 	now, msgCreated, err := checkStep(r, events)
 	if err != nil {
@@ -307,7 +309,11 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 		// step's inputs are stored with them); only one that matched no
 		// row reads the run, to say why.
 		run := &agentd.Run{ID: r.RunID}
-		err := tx.QueryRow(ctx, recordStepQuery, r.Step, r.Step, parkedAmong(r.Calls), r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1).
+		status, reason := agentd.RunRunning, any(nil) // a step that goes on keeps the run's reason
+		if r.End != "" {
+			status, reason = r.End, r.EndReason
+		}
+		err := tx.QueryRow(ctx, recordStepQuery, r.Step, status, reason, r.Step, parkedAmong(r.Calls), r.Usage.InputTokens, r.Usage.OutputTokens, r.StopReason, now, r.RunID, r.Step-1).
 			Scan(&run.ConversationID, &run.TenantID, &run.ProjectID)
 		if errors.Is(err, sql.ErrNoRows) {
 			if run, err = getRun(ctx, tx, r.RunID); err != nil {
@@ -354,6 +360,12 @@ func (s *RunStore) RecordStep(ctx context.Context, r agentd.StepRecord, events [
 func checkStep(r agentd.StepRecord, events []agentd.EventDraft) (now, msgCreated any, err error) {
 	if r.RunID == "" {
 		return nil, nil, agentd.Errorf(agentd.EINVALID, "run id is required")
+	}
+	switch {
+	case r.End != "" && r.End != agentd.RunCompleted && r.End != agentd.RunFailed:
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "a step ends its run completed or failed, not %q", r.End)
+	case r.End != "" && len(r.Calls) > 0:
+		return nil, nil, agentd.Errorf(agentd.EINVALID, "a step that ends its run makes no calls")
 	}
 	if now, err = EncTime("now", r.Now); err != nil {
 		return nil, nil, err

@@ -65,6 +65,24 @@ func testEventsSequence(t *testing.T, s agentd.Store) {
 	sameJSON(t, "b event 1 data", stored[0].Data, json.RawMessage("{\n\"n\":  2\n}"))
 	sameJSON(t, "b event 2 data", stored[1].Data, nil)
 
+	// Events of one conversation that follow one another take consecutive
+	// numbers, and every event a position after the one before it.
+	evs, err = s.AppendEvents(ctx, []agentd.EventDraft{
+		draft(a.ID, agentd.EventMessage, `{}`), draft(a.ID, agentd.EventRunFinished, `{}`),
+		draft(b.ID, agentd.EventRunStarted, `{}`), draft(a.ID, agentd.EventRunStarted, `{}`), draft(a.ID, agentd.EventTextDelta, `{}`),
+	})
+	noErr(t, err, "AppendEvents in runs")
+	wantSeqs(t, "AppendEvents in runs", evs, 4, 5, 3, 6, 7)
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Position <= evs[i-1].Position {
+			t.Errorf("event %d at position %d, after %d", i, evs[i].Position, evs[i-1].Position)
+		}
+	}
+	wantSeqs(t, "conversation a", allEvents(t, s, a.ID), 1, 2, 3, 4, 5, 6, 7)
+	if stored := allEvents(t, s, a.ID); stored[4].Type != agentd.EventRunFinished || stored[5].Type != agentd.EventRunStarted {
+		t.Errorf("conversation a's events 5 and 6 are %s and %s", stored[4].Type, stored[5].Type)
+	}
+
 	// A conversation without events has an empty log.
 	evs, err = s.Events(ctx, newConversation(t, s).ID, 0, 10)
 	noErr(t, err, "Events")

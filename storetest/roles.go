@@ -87,6 +87,7 @@ func RunRuns(t *testing.T, open func(t *testing.T) agentd.Store) {
 		{"RunsToDrive/CountsParked", testRunsToDriveCountsParked},
 		{"RecordStep/Applies", testRecordStepApplies},
 		{"RecordStep/Conflict", testRecordStepConflict},
+		{"RecordStep/Ends", testRecordStepEnds},
 		{"CancelRun", testCancelRun},
 		{"LeaseRun", testLeaseRun},
 		{"LeaseRun/Concurrent", testLeaseRunConcurrent},

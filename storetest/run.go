@@ -441,6 +441,63 @@ func testRecordStepConflict(t *testing.T, s agentd.Store) {
 	wantCode(t, err, agentd.ENOTFOUND)
 }
 
+// A step that ends its run (StepRecord.End) records the step and finishes
+// the run in one transaction: a run no longer active, with its reason and
+// the step's usage, none of RunsToDrive's, and the conversation free for
+// its next run. An end that is not completed or failed, or one with calls,
+// writes nothing.
+func testRecordStepEnds(t *testing.T, s agentd.Store) {
+	ctx := context.Background()
+	conv := newConversation(t, s)
+	run := startRun(t, s, conv)
+
+	bad := []agentd.StepRecord{
+		{RunID: run.ID, Step: 1, End: agentd.RunWaiting, Now: t0},
+		{RunID: run.ID, Step: 1, End: agentd.RunCancelled, Now: t0},
+		{RunID: run.ID, Step: 1, End: agentd.RunCompleted, Calls: []*agentd.ToolCall{newCall(run, 1, 0, agentd.StatusRefused)}, Now: t0},
+	}
+	for _, r := range bad {
+		_, err := s.RecordStep(ctx, r, nil)
+		wantCode(t, err, agentd.EINVALID)
+	}
+
+	msg := &agentd.Message{ID: agentd.NewID(agentd.PrefixMessage), ConversationID: conv.ID, RunID: run.ID, Role: agentd.RoleAssistant, Content: "hello", CreatedAt: at(time.Second)}
+	evs, err := s.RecordStep(ctx, agentd.StepRecord{
+		RunID: run.ID, Step: 1, Usage: agentd.Usage{InputTokens: 3, OutputTokens: 4}, StopReason: "end_turn",
+		Message: msg, Now: at(time.Second), End: agentd.RunCompleted, EndReason: "model_stop",
+	}, []agentd.EventDraft{draft(conv.ID, agentd.EventMessage, `{}`), draft(conv.ID, agentd.EventRunFinished, `{}`)})
+	noErr(t, err, "RecordStep that ends the run")
+	wantSeqs(t, "RecordStep events", evs, 1, 2)
+	got, err := s.Run(ctx, run.ID)
+	noErr(t, err, "Run")
+	if got.Step != 1 || got.Status != agentd.RunCompleted || got.Reason != "model_stop" || got.Usage != (agentd.Usage{InputTokens: 3, OutputTokens: 4}) || got.StopReason != "end_turn" {
+		t.Errorf("run after the last step = %+v, want step 1, completed, model_stop, usage 3/4, stop reason end_turn", got)
+	}
+	sameTime(t, "UpdatedAt", got.UpdatedAt, at(time.Second))
+	if msgs, _ := s.Messages(ctx, conv.ID); len(msgs) != 2 || msgs[1].ID != msg.ID {
+		t.Errorf("Messages = %+v, want the user message then the step's", msgs)
+	}
+	drive, err := s.RunsToDrive(ctx)
+	noErr(t, err, "RunsToDrive")
+	for _, r := range drive {
+		if r.ID == run.ID {
+			t.Errorf("RunsToDrive returns the finished run")
+		}
+	}
+	_, err = s.RecordStep(ctx, agentd.StepRecord{RunID: run.ID, Step: 2, End: agentd.RunCompleted, Now: t0}, nil)
+	wantCode(t, err, agentd.ECONFLICT) // the run has ended
+	startRun(t, s, conv)               // its conversation is free
+
+	// A failed end keeps its reason too.
+	conv2 := newConversation(t, s)
+	run2 := startRun(t, s, conv2)
+	_, err = s.RecordStep(ctx, agentd.StepRecord{RunID: run2.ID, Step: 1, Now: t0, End: agentd.RunFailed, EndReason: "error: boom"}, nil)
+	noErr(t, err, "RecordStep that fails the run")
+	if got, _ := s.Run(ctx, run2.ID); got == nil || got.Status != agentd.RunFailed || got.Reason != "error: boom" {
+		t.Errorf("run after a failing last step = %+v", got)
+	}
+}
+
 func testCancelRun(t *testing.T, s agentd.Store) {
 	ctx := context.Background()
 	conv := newConversation(t, s)
