@@ -37,7 +37,9 @@ import (
 // and its ratio to each floor; text_delta latency from the event's
 // timestamp (set by the loop when it drafts the event, before its commit)
 // to the client's read, p50/p99; the server's CPU per event (user+system
-// of the agentd process over the round, from /proc); its peak RSS. Each
+// of the agentd process over the round, from /proc); the server's CPU per
+// turn all-in (creating the conversation and opening its stream too, as a
+// user's first turn costs: issue 38); its peak RSS. Each
 // client checks its ids are gap-free and its deltas are 1..n in order.
 //
 //	go test -run '^$' -bench StreamingLoad -benchtime 1x ./bench/
@@ -74,6 +76,7 @@ func BenchmarkStreamingLoad(b *testing.B) {
 	slices.Sort(total.lat)
 	p50, p99 := percentile(total.lat, 50), percentile(total.lat, 99)
 	cpuPer := float64(total.cpu.Microseconds()) / float64(total.events)
+	turnCPU := float64(total.turnCPU.Microseconds()) / float64(total.turns)
 	rss := srv.peakRSS()
 	b.ReportMetric(rate, "events/s")
 	b.ReportMetric(rate/one, "ratio-to-one")
@@ -81,10 +84,11 @@ func BenchmarkStreamingLoad(b *testing.B) {
 	b.ReportMetric(ms(p50), "delta-p50-ms")
 	b.ReportMetric(ms(p99), "delta-p99-ms")
 	b.ReportMetric(cpuPer, "cpu-µs/event")
+	b.ReportMetric(turnCPU, "cpu-µs/turn")
 	b.ReportMetric(float64(rss)/(1<<20), "peak-rss-MiB")
 	report(b, fmt.Sprintf("BenchmarkStreamingLoad: %d conversations × %d deltas, one SSE client each, %d round(s), %s\n"+
 		"  %-44s %12.0f\n  %-44s %12.0f\n  %-44s %12.0f\n  %-44s %12.2f\n  %-44s %12.2f\n"+
-		"  %-44s %12.2f\n  %-44s %12.2f\n  %-44s %12.1f\n  %-44s %12.1f\n",
+		"  %-44s %12.2f\n  %-44s %12.2f\n  %-44s %12.1f\n  %-44s %12.1f\n  %-44s %12.1f\n",
 		convs, deltas, rounds, srv.kind,
 		"agentd: persisted events/s, delivered", rate,
 		"floor: one commit per event (events/s)", one,
@@ -94,6 +98,7 @@ func BenchmarkStreamingLoad(b *testing.B) {
 		"text_delta timestamp → client p50 (ms)", ms(p50),
 		"text_delta timestamp → client p99 (ms)", ms(p99),
 		"server CPU per event (µs)", cpuPer,
+		"server CPU per turn, all-in (µs)", turnCPU,
 		"server peak RSS (MiB)", float64(rss)/(1<<20)))
 }
 
@@ -144,8 +149,11 @@ func (s loadServer) peakRSS() int64 {
 }
 
 // loadText is the script model's answer: deltas × four words, which the
-// script streams as that many text_delta events.
+// script streams as that many text_delta events; one word for one delta.
 func loadText(deltas int) string {
+	if deltas == 1 {
+		return "w0" // a one-word reply, one delta (the script splits four words into four)
+	}
 	words := make([]string, 0, 4*deltas)
 	for i := range 4 * deltas {
 		words = append(words, "w"+strconv.Itoa(i))
@@ -210,13 +218,19 @@ type loadRound struct {
 	events int64
 	wall   time.Duration
 	cpu    time.Duration
-	lat    []time.Duration // text_delta timestamp → client read
+	// turnCPU is the server's CPU over the whole turn of every client:
+	// creating its conversation and opening its stream too (issue 38).
+	turnCPU time.Duration
+	turns   int
+	lat     []time.Duration // text_delta timestamp → client read
 }
 
 func (r *loadRound) add(o loadRound) {
 	r.events += o.events
 	r.wall += o.wall
 	r.cpu += o.cpu
+	r.turnCPU += o.turnCPU
+	r.turns += o.turns
 	r.lat = append(r.lat, o.lat...)
 }
 
@@ -225,6 +239,7 @@ func (r *loadRound) add(o loadRound) {
 func runLoadRound(b *testing.B, client *http.Client, srv loadServer, convs, deltas int) loadRound {
 	b.Helper()
 	ids := make([]string, convs)
+	turn0 := srv.cpu(b)
 	parallel(b, convs, func(i int) error {
 		status, body := post(b, client, srv.base+"/v1/conversations", `{}`)
 		var c struct {
@@ -261,7 +276,8 @@ func runLoadRound(b *testing.B, client *http.Client, srv loadServer, convs, delt
 			b.Fatal(err)
 		}
 	}
-	round.wall, round.cpu = time.Since(t0), srv.cpu(b)-cpu0
+	cpu1 := srv.cpu(b)
+	round.wall, round.cpu, round.turnCPU, round.turns = time.Since(t0), cpu1-cpu0, cpu1-turn0, convs
 	for _, c := range clients {
 		round.events += c.events
 		round.lat = append(round.lat, c.lat...)
