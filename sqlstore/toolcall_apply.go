@@ -75,16 +75,16 @@ func (s *ToolCallStore) apply(ctx context.Context, tx Tx, p *preparedUpdate) (*a
 	return call, nil
 }
 
-// parksOrUnparks reports whether u can move a call into or out of
-// requires_confirmation, which changes its run's count of parked calls:
-// not when it keeps a parked call parked (an approval short of its
-// quorum, a reminder) or involves no parked call at all.
+// parksOrUnparks reports whether u can move a call into or out of a held
+// status (agentd.CallStatus.Held: requires_confirmation, requires_input),
+// which changes its run's count of parked calls (runs.parked): not when
+// it keeps a call in the one status it was in (an approval short of its
+// quorum, a reminder) or involves no held status at all.
 func parksOrUnparks(u agentd.CallUpdate) bool {
-	fromParked := slices.Contains(u.From, agentd.StatusRequiresConfirmation)
-	if u.Status == agentd.StatusRequiresConfirmation {
-		return !fromParked || len(u.From) > 1
+	if u.Status.Held() {
+		return len(u.From) != 1 || u.From[0] != u.Status
 	}
-	return fromParked
+	return slices.ContainsFunc(u.From, agentd.CallStatus.Held)
 }
 
 // storedDecision is d as a read of its row returns it: at and edited are

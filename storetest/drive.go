@@ -151,6 +151,13 @@ func testRunsToDriveCountsParked(t *testing.T, s agentd.Store) {
 	update("park an approved call again", agentd.CallUpdate{ID: twoCalls[0].ID, From: []agentd.CallStatus{A}, Status: P})
 	wantIDs(t, "RunsToDrive after a call was parked again", runsToDrive(t, s))
 	update("decide it", agentd.CallUpdate{ID: twoCalls[0].ID, From: []agentd.CallStatus{P}, Status: A})
+	// requires_input holds a run as requires_confirmation does, whichever
+	// write moves a call into or out of it.
+	I := agentd.StatusRequiresInput
+	update("make a call wait for input", agentd.CallUpdate{ID: twoCalls[0].ID, From: []agentd.CallStatus{A}, Status: I})
+	wantIDs(t, "RunsToDrive after a call waits for input", runsToDrive(t, s))
+	update("end its wait", agentd.CallUpdate{ID: twoCalls[0].ID, From: []agentd.CallStatus{I}, Status: agentd.StatusCompleted})
+	wantIDs(t, "RunsToDrive after the call's wait ended", runsToDrive(t, s), two.ID)
 	created := run()
 	stepRun(t, s, created, 1, agentd.StatusCompleted)
 	wantIDs(t, "RunsToDrive", runsToDrive(t, s), sorted(two.ID, created.ID)...)
