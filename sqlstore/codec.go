@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"math"
@@ -111,4 +112,22 @@ func checkEvents(events []agentd.EventDraft) error {
 // scanner is a Row or Rows.
 type scanner interface {
 	Scan(dest ...any) error
+}
+
+// queryAll runs query in q and returns its rows, each read by scan.
+func queryAll[T any](ctx context.Context, q Q, scan func(scanner) (*T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *v)
+	}
+	return out, rows.Err()
 }

@@ -159,20 +159,7 @@ func (s *GrantStore) RevokeGrant(ctx context.Context, id string, by agentd.Actor
 }
 
 func queryGrants(ctx context.Context, q Q, query string, args ...any) ([]agentd.Grant, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []agentd.Grant
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *g)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanGrant, query, args...)
 }
 
 func scanGrant(s scanner) (*agentd.Grant, error) {

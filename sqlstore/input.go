@@ -235,20 +235,7 @@ func cancelInputs(ctx context.Context, tx Tx, c agentd.ToolCall, reason string, 
 }
 
 func queryInputs(ctx context.Context, q Q, query string, args ...any) ([]agentd.Input, error) {
-	rows, err := q.Query(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []agentd.Input
-	for rows.Next() {
-		in, err := scanInput(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *in)
-	}
-	return out, rows.Err()
+	return queryAll(ctx, q, scanInput, query, args...)
 }
 
 func scanInput(s scanner) (*agentd.Input, error) {

@@ -208,20 +208,9 @@ func (s *RunStore) RunsToDrive(ctx context.Context) ([]agentd.Run, error) {
 // listRuns reads the runs matching where (which may end in ORDER BY).
 func (s *RunStore) listRuns(ctx context.Context, where string) ([]agentd.Run, error) {
 	var runs []agentd.Run
-	err := s.b.Read(ctx, func(tx Q) error {
-		rows, err := tx.Query(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			r, err := scanRun(rows)
-			if err != nil {
-				return err
-			}
-			runs = append(runs, *r)
-		}
-		return rows.Err()
+	err := s.b.Read(ctx, func(tx Q) (err error) {
+		runs, err = queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE `+where)
+		return err
 	})
 	if err != nil {
 		return nil, err
