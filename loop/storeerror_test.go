@@ -28,13 +28,18 @@ type failOnceStore struct {
 	fail      map[string]bool
 }
 
-func (s *failOnceStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, drafts []agentd.EventDraft) (*agentd.ToolCall, []agentd.Event, error) {
-	key := string(u.From[0]) + "→" + string(u.Status)
+// take reports whether the write named key is to fail, once.
+func (s *failOnceStore) take(key string) bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	fail := s.fail[key]
 	delete(s.fail, key)
-	s.mu.Unlock()
-	if !fail {
+	return fail
+}
+
+func (s *failOnceStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate, drafts []agentd.EventDraft) (*agentd.ToolCall, []agentd.Event, error) {
+	key := string(u.From[0]) + "→" + string(u.Status)
+	if !s.take(key) {
 		return s.DB.UpdateToolCall(ctx, u, drafts)
 	}
 	if s.committed {
@@ -45,27 +50,10 @@ func (s *failOnceStore) UpdateToolCall(ctx context.Context, u agentd.CallUpdate,
 	return nil, nil, errors.New("store: connection lost at " + key)
 }
 
-func (s *failOnceStore) UpdateRun(ctx context.Context, u agentd.RunUpdate, drafts []agentd.EventDraft) (*agentd.Run, []agentd.Event, error) {
-	key := "run→" + string(u.Status)
-	s.mu.Lock()
-	fail := s.fail[key]
-	delete(s.fail, key)
-	s.mu.Unlock()
-	if fail {
-		return nil, nil, errors.New("store: connection lost at " + key)
-	}
-	return s.DB.UpdateRun(ctx, u, drafts)
-}
-
 // RecordStep fails the first write of a step that ends its run with End
 // in fail ("step→completed"), rolled back.
 func (s *failOnceStore) RecordStep(ctx context.Context, r agentd.StepRecord, drafts []agentd.EventDraft) ([]agentd.Event, error) {
-	key := "step→" + string(r.End)
-	s.mu.Lock()
-	fail := r.End != "" && s.fail[key]
-	delete(s.fail, key)
-	s.mu.Unlock()
-	if fail {
+	if key := "step→" + string(r.End); r.End != "" && s.take(key) {
 		return nil, errors.New("store: connection lost at " + key)
 	}
 	return s.DB.RecordStep(ctx, r, drafts)
